@@ -1,0 +1,106 @@
+"""The one T-SQL batch a scrape sends, and the routing of its result sets back to sections.
+
+Each section runs through sp_executesql behind an OBJECT_ID check, inside its own TRY/CATCH: a missing
+object in plain T-SQL aborts the whole batch at compile time (Msg 208), which TRY/CATCH at the same
+level cannot catch. This way a missing DMV or a denied permission comes back as an ordinary, tagged
+result set and every other section still answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+
+from .collectors.base import Row, Section, SectionError, SectionResult
+from .collectors.perf import PerfObject, perf_section
+
+ERROR_TAG = "section_error"
+
+
+def _quote(text: str) -> str:
+    return "N'" + text.replace("'", "''") + "'"
+
+
+def _error_select(tag: str, number: str, message: str) -> str:
+    return (
+        f"SELECT {_quote(ERROR_TAG)} AS section, {_quote(tag)} AS failed_section,"
+        f" {number} AS error_number, {message} AS error_message;"
+    )
+
+
+def render_section(section: Section) -> str:
+    run = f"EXEC sys.sp_executesql {_quote(section.sql)};"
+    body = f"    {run}"
+    if section.requires:
+        missing = " OR ".join(f"OBJECT_ID({_quote(obj)}) IS NULL" for obj in section.requires)
+        absent = _error_select(section.tag, "208", _quote(f"{', '.join(section.requires)} not available"))
+        body = f"    IF {missing}\n        {absent}\n    ELSE\n        {run}"
+    caught = _error_select(section.tag, "ERROR_NUMBER()", "ERROR_MESSAGE()")
+    return f"BEGIN TRY\n{body}\nEND TRY\nBEGIN CATCH\n    {caught}\nEND CATCH;"
+
+
+def sections_of(collectors: Iterable[ModuleType]) -> list[Section]:
+    """Sections in collector order; all perf objects share one perf section where the first needs it."""
+    sections: dict[str, Section] = {}
+    perf_objects: list[PerfObject] = []
+    for module in collectors:
+        obj = getattr(module, "OBJECT", None)
+        if isinstance(obj, PerfObject):
+            perf_objects.append(obj)
+            sections.setdefault("perf", Section(tag="perf", sql=""))  # placeholder keeps the order
+        section = getattr(module, "SECTION", None)
+        if isinstance(section, Section):
+            sections.setdefault(section.tag, section)
+    if perf_objects:
+        sections["perf"] = perf_section(perf_objects)
+    return list(sections.values())
+
+
+def render_batch(sections: Sequence[Section]) -> str:
+    parts = ["SET NOCOUNT ON;", *(render_section(s) for s in sections)]
+    return "\n".join(parts) + "\n"
+
+
+@dataclass(frozen=True)
+class ResultSet:
+    columns: tuple[str, ...]
+    rows: list[tuple[object, ...]]
+
+
+class BatchShapeError(Exception):
+    """The server answered with a result set we cannot route: the batch and its answer disagree."""
+
+
+def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict[str, SectionResult]:
+    """Group rows by the tag in their first column. A section that sent neither rows nor an error is
+    given an error of its own (unless it may be empty): silence must not read as success."""
+    by_tag = {s.tag: s for s in sections}
+    wanted = set(by_tag)
+    results: dict[str, SectionResult] = {}
+    for rs in result_sets:
+        if not rs.columns or rs.columns[0] != "section":
+            raise BatchShapeError(f"result set without a leading section column: {list(rs.columns)[:3]}")
+        for raw in rs.rows:
+            row: Row = dict(zip(rs.columns, raw, strict=True))
+            tag = str(row["section"])
+            if tag == ERROR_TAG:
+                failed = str(row.get("failed_section"))
+                number = row.get("error_number")
+                result = results.setdefault(failed, SectionResult())
+                result.error = SectionError(
+                    int(number) if isinstance(number, int) else 0, str(row.get("error_message") or "")
+                )
+                # Rows sent before the error are a partial answer; keep none of them.
+                result.rows.clear()
+            elif tag in wanted:
+                result = results.setdefault(tag, SectionResult())
+                if result.error is None:
+                    result.rows.append(row)
+            else:
+                raise BatchShapeError(f"result set for unknown section {tag!r}")
+    for tag in wanted:
+        result = results.setdefault(tag, SectionResult())
+        if not result.rows and result.error is None and not by_tag[tag].may_be_empty:
+            result.error = SectionError(0, "section returned no rows")
+    return results

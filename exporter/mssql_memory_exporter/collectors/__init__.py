@@ -1,0 +1,20 @@
+"""The collector modules, in the order their sections appear in the batch.
+
+To add a metric: edit one module here (and its stand-in fixture and docs/metrics.md). To add a module:
+list it below.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import buffer_manager, buffer_node, memory_manager, server_properties, sql_statistics, sys_info
+
+COLLECTORS: tuple[ModuleType, ...] = (
+    server_properties,
+    sys_info,
+    buffer_manager,
+    buffer_node,
+    memory_manager,
+    sql_statistics,
+)

@@ -1,0 +1,113 @@
+"""What every collector module shares: the SQL section it reads, the rows it gets, the families it makes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+Row = Mapping[str, object]
+
+
+@dataclass(frozen=True)
+class Section:
+    """One SELECT of the scrape batch. Its first column must be `N'<tag>' AS section` so the result set
+    can be routed without relying on its position; `requires` are the objects checked with OBJECT_ID
+    first, so a server that lacks them answers with a tagged error row instead of aborting the batch."""
+
+    tag: str
+    sql: str
+    requires: tuple[str, ...] = ()
+    # An empty answer cannot carry its tag, so by default it counts as a failure; sections where
+    # "no rows" is a true answer (e.g. no database has a feature on) say so here.
+    may_be_empty: bool = False
+
+
+@dataclass(frozen=True)
+class SectionError:
+    number: int
+    message: str
+
+
+@dataclass
+class SectionResult:
+    rows: list[Row] = field(default_factory=list)
+    error: SectionError | None = None
+
+
+@dataclass
+class ScrapeContext:
+    """Per-target facts a collector may need beyond its rows."""
+
+    now: float  # unix time of the scrape, from the exporter's clock
+    workload: str
+    memo: dict[str, object]  # survives between scrapes of the same target
+
+
+class FamilyBuilder:
+    """Collects samples by metric name and returns prometheus_client families.
+
+    Every sample gets the target's constant labels first, so collectors never have to remember them.
+    """
+
+    def __init__(self, const_labels: Mapping[str, str]) -> None:
+        self._const_names = list(const_labels)
+        self._const_values = list(const_labels.values())
+        self._families: dict[str, Metric] = {}
+
+    def gauge(self, name: str, doc: str, value: float, labels: Mapping[str, str] | None = None) -> None:
+        self._add(GaugeMetricFamily, name, doc, value, labels)
+
+    def counter(self, name: str, doc: str, value: float, labels: Mapping[str, str] | None = None) -> None:
+        # CounterMetricFamily appends _total to the sample itself.
+        self._add(CounterMetricFamily, name.removesuffix("_total"), doc, value, labels)
+
+    def _add(
+        self,
+        family_type: type[GaugeMetricFamily] | type[CounterMetricFamily],
+        name: str,
+        doc: str,
+        value: float,
+        labels: Mapping[str, str] | None,
+    ) -> None:
+        labels = labels or {}
+        family = self._families.get(name)
+        if family is None:
+            family = family_type(name, doc, labels=[*self._const_names, *labels])
+            self._families[name] = family
+        family.add_metric([*self._const_values, *labels.values()], value)  # type: ignore[attr-defined]
+
+    def families(self) -> list[Metric]:
+        return list(self._families.values())
+
+    def child(self) -> FamilyBuilder:
+        """An empty builder with the same constant labels, to be merged back only on success."""
+        return FamilyBuilder(dict(zip(self._const_names, self._const_values, strict=True)))
+
+    def merge(self, other: FamilyBuilder) -> None:
+        for name, family in other._families.items():
+            mine = self._families.get(name)
+            if mine is None:
+                self._families[name] = family
+            else:
+                mine.samples.extend(family.samples)
+
+
+class Collector(Protocol):
+    """A collector module turns the rows of its sections into metric families.
+
+    It must not raise for odd data it can skip; if it raises anyway, the scrape marks only this
+    collector as failed and the others still export.
+    """
+
+    name: str
+    sections: Sequence[str]
+
+    def collect(self, results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None: ...
+
+
+def rows_of(results: Mapping[str, SectionResult], tag: str) -> Iterable[Row]:
+    result = results.get(tag)
+    return result.rows if result is not None else ()

@@ -1,0 +1,55 @@
+"""SQL Server:Buffer Manager — the instance-wide counters of Dell's memory-bottleneck table (Table 4)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..perfcounters import CounterKind, PerfIndex
+from . import perf
+from .base import FamilyBuilder, ScrapeContext, SectionResult
+
+name = "buffer_manager"
+sections = (perf.PERF_TAG,)
+OBJECT = perf.PerfObject("Buffer Manager")
+
+G, C = CounterKind.GAUGE, CounterKind.CUMULATIVE
+METRICS = (
+    perf.PerfMetric(
+        "Page life expectancy",
+        "mssql_page_life_expectancy_seconds",
+        "Seconds a page is expected to stay in the buffer pool (harmonic mean over NUMA nodes).",
+        G,
+    ),
+    perf.PerfMetric(
+        "Free list stalls/sec", "mssql_free_list_stalls_total", "Requests that had to wait for a free page.", C
+    ),
+    perf.PerfMetric("Lazy writes/sec", "mssql_lazy_writes_total", "Pages written by the lazy writer.", C),
+    perf.PerfMetric(
+        "Page lookups/sec", "mssql_page_lookups_total", "Requests to find a page in the buffer pool.", C
+    ),
+    perf.PerfMetric("Page reads/sec", "mssql_page_reads_total", "Physical database page reads.", C),
+    perf.PerfMetric("Page writes/sec", "mssql_page_writes_total", "Physical database page writes.", C),
+    perf.PerfMetric(
+        "Checkpoint pages/sec", "mssql_checkpoint_pages_total", "Pages flushed to disk by checkpoints.", C
+    ),
+    perf.PerfMetric(
+        "Readahead pages/sec", "mssql_readahead_pages_total", "Pages read in anticipation of use.", C
+    ),
+    perf.PerfMetric(
+        "Database pages", "mssql_buffer_pool_database_pages", "Pages in the buffer pool with database content.", G
+    ),
+)
+
+
+def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    index = PerfIndex(perf.perf_rows(results, OBJECT.name))
+    perf.export(out, index, METRICS)
+    # The raw counter is meaningless without its base row: the ratio is value/base, and absent while the
+    # base is 0 (no lookups since start) rather than a misleading 0 or 1.
+    ratio = index.ratio("Buffer cache hit ratio", "Buffer cache hit ratio base")
+    if ratio is not None:
+        out.gauge(
+            "mssql_buffer_cache_hit_ratio",
+            "Share of page requests found in the buffer pool without a read, 0..1 (read-ahead counts as hits).",
+            ratio,
+        )

@@ -1,0 +1,50 @@
+"""SQL Server:Buffer Node — per NUMA node. The instance PLE is a harmonic mean of these, so one starved
+node hides behind a healthy-looking instance figure; alerts must look here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..perfcounters import CounterKind, PerfIndex
+from . import perf
+from .base import FamilyBuilder, ScrapeContext, SectionResult
+
+name = "buffer_node"
+sections = (perf.PERF_TAG,)
+OBJECT = perf.PerfObject("Buffer Node")
+
+G, C = CounterKind.GAUGE, CounterKind.CUMULATIVE
+METRICS = (
+    perf.PerfMetric(
+        "Page life expectancy",
+        "mssql_buffer_node_page_life_expectancy_seconds",
+        "Seconds a page is expected to stay in this NUMA node's buffer pool.",
+        G,
+    ),
+    perf.PerfMetric(
+        "Database pages", "mssql_buffer_node_database_pages", "Database pages in this node's buffer pool.", G
+    ),
+    perf.PerfMetric(
+        "Local node page lookups/sec",
+        "mssql_buffer_node_local_page_lookups_total",
+        "Page lookups served from this node's local memory.",
+        C,
+    ),
+    perf.PerfMetric(
+        "Remote node page lookups/sec",
+        "mssql_buffer_node_remote_page_lookups_total",
+        "Page lookups served from another node's memory.",
+        C,
+    ),
+)
+
+
+def node_label(instance_name: str) -> str:
+    """SQL Server names nodes "000", "001"; the label is the plain number, as in sys.dm_os_memory_nodes."""
+    return str(int(instance_name)) if instance_name.isdigit() else instance_name
+
+
+def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    index = PerfIndex(perf.perf_rows(results, OBJECT.name))
+    for instance in index.instances():
+        perf.export(out, index, METRICS, instance=instance, labels={"node": node_label(instance)})

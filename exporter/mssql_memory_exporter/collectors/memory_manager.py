@@ -1,0 +1,58 @@
+"""SQL Server:Memory Manager — grants and the memory targets, in bytes (the counters are in KB).
+
+Free Memory (KB) replaces Buffer Manager "Free pages", which left in SQL Server 2012; Dell's floor of
+640 free pages is 640 x 8 KiB = 5 MiB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..perfcounters import CounterKind, PerfIndex
+from . import perf
+from .base import FamilyBuilder, ScrapeContext, SectionResult
+
+name = "memory_manager"
+sections = (perf.PERF_TAG,)
+
+G = CounterKind.GAUGE
+KIB = 1024.0
+METRICS = (
+    perf.PerfMetric(
+        "Memory Grants Pending", "mssql_memory_grants_pending", "Queries waiting for a workspace memory grant.", G
+    ),
+    perf.PerfMetric(
+        "Memory Grants Outstanding",
+        "mssql_memory_grants_outstanding",
+        "Queries holding a workspace memory grant.",
+        G,
+    ),
+    perf.PerfMetric(
+        "Target Server Memory (KB)", "mssql_memory_target_bytes", "Memory SQL Server is willing to use.", G, KIB
+    ),
+    perf.PerfMetric(
+        "Total Server Memory (KB)", "mssql_memory_total_bytes", "Memory the memory manager has committed.", G, KIB
+    ),
+    perf.PerfMetric(
+        "Free Memory (KB)", "mssql_memory_free_bytes", "Committed memory not in use by SQL Server.", G, KIB
+    ),
+    perf.PerfMetric(
+        "Stolen Server Memory (KB)",
+        "mssql_memory_stolen_bytes",
+        "Memory used for purposes other than database pages (plans, grants, locks).",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "Database Cache Memory (KB)",
+        "mssql_memory_database_cache_bytes",
+        "Memory used for the database page cache.",
+        G,
+        KIB,
+    ),
+)
+OBJECT = perf.PerfObject("Memory Manager", tuple(m.counter for m in METRICS))
+
+
+def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    perf.export(out, PerfIndex(perf.perf_rows(results, OBJECT.name)), METRICS)

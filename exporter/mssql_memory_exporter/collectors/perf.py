@@ -1,0 +1,105 @@
+"""The shared performance-counter section and the declarative mapping from counters to metrics.
+
+All perf-counter collectors read one scan of sys.dm_os_performance_counters, filtered to the objects
+they declare: the DMV is materialised on every read, so one scan per scrape is the cheap way.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..perfcounters import CounterKind, PerfIndex, PerfRow, parse_perf_rows
+from .base import FamilyBuilder, Section, SectionResult, rows_of
+
+log = logging.getLogger(__name__)
+
+PERF_TAG = "perf"
+
+
+@dataclass(frozen=True)
+class PerfObject:
+    """A perf object a collector reads; `counters` limits the rows sent when only a few are wanted."""
+
+    name: str  # without the instance prefix, e.g. "Buffer Manager"
+    counters: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PerfMetric:
+    counter: str  # counter_name as SQL Server reports it
+    metric: str
+    doc: str
+    kind: CounterKind  # what the metric name promises: GAUGE or CUMULATIVE
+    scale: float = 1.0  # e.g. 1024 for "(KB)" counters, so metrics are in bytes
+
+
+def _quote(text: str) -> str:
+    return "N'" + text.replace("'", "''") + "'"
+
+
+def perf_section(objects: Iterable[PerfObject]) -> Section:
+    """One SELECT for all declared objects.
+
+    The object filter is a LIKE with a trailing `%`: object_name is nchar(128), blank-padded, and LIKE
+    (unlike `=`) does not ignore that padding. The leading `%:` skips the instance prefix, which differs
+    between default (`SQLServer:`) and named (`MSSQL$NAME:`) instances.
+    """
+    merged: dict[str, set[str] | None] = {}
+    for obj in objects:
+        if obj.name in merged and merged[obj.name] is None:
+            continue
+        merged[obj.name] = None if not obj.counters else (merged.get(obj.name) or set()) | set(obj.counters)
+    clauses = []
+    for name in sorted(merged):
+        like = f"pc.object_name LIKE {_quote('%:' + name + '%')}"
+        counters = merged[name]
+        if counters:
+            names = ", ".join(_quote(c) for c in sorted(counters))
+            clauses.append(f"({like} AND pc.counter_name IN ({names}))")
+        else:
+            clauses.append(like)
+    where = "\n   OR ".join(clauses)
+    sql = (
+        f"SELECT {_quote(PERF_TAG)} AS section, RTRIM(pc.object_name) AS object_name,"
+        " RTRIM(pc.counter_name) AS counter_name, RTRIM(pc.instance_name) AS instance_name,"
+        " pc.cntr_value, pc.cntr_type\n"
+        "FROM sys.dm_os_performance_counters AS pc\n"
+        f"WHERE {where};"
+    )
+    return Section(tag=PERF_TAG, sql=sql, requires=("sys.dm_os_performance_counters",))
+
+
+def perf_rows(results: Mapping[str, SectionResult], obj: str) -> list[PerfRow]:
+    return [row for row in parse_perf_rows(rows_of(results, PERF_TAG)) if row.object.casefold() == obj.casefold()]
+
+
+def export(
+    out: FamilyBuilder,
+    index: PerfIndex,
+    metrics: Sequence[PerfMetric],
+    instance: str = "",
+    labels: Mapping[str, str] | None = None,
+) -> None:
+    """Export each declared counter present in the index, typed by the row's cntr_type.
+
+    A row whose cntr_type contradicts what the metric name promises is skipped with a warning rather
+    than exported under a name that lies (a `_total` gauge breaks rate(), a gauge that is really a
+    cumulative count plots as an ever-rising line).
+    """
+    for spec in metrics:
+        row = index.get(spec.counter, instance)
+        if row is None:
+            continue
+        if row.kind is not spec.kind:
+            log.warning(
+                "counter type does not match metric",
+                extra={"counter": spec.counter, "expected": spec.kind.value, "got": row.kind.value},
+            )
+            continue
+        value = row.value * spec.scale
+        if spec.kind is CounterKind.CUMULATIVE:
+            out.counter(spec.metric, spec.doc, value, labels)
+        else:
+            out.gauge(spec.metric, spec.doc, value, labels)

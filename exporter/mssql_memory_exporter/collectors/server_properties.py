@@ -1,0 +1,40 @@
+"""SERVERPROPERTY: version and edition as `mssql_build_info`, and the target's workload profile.
+
+Reads no DMV, so it needs no permission and still works when VIEW SERVER STATE is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .base import FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+
+name = "server_properties"
+TAG = "server"
+sections = (TAG,)
+
+PROPERTIES = {
+    "version": "ProductVersion",
+    "product_level": "ProductLevel",
+    "update_level": "ProductUpdateLevel",
+    "edition": "Edition",
+    "engine_edition": "EngineEdition",
+}
+
+SECTION = Section(
+    tag=TAG,
+    sql="SELECT N'server' AS section, "
+    + ", ".join(f"CAST(SERVERPROPERTY(N'{prop}') AS nvarchar(128)) AS {col}" for col, prop in PROPERTIES.items())
+    + ";",
+)
+
+
+def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    for row in rows_of(results, TAG):
+        labels = {col: "" if row.get(col) is None else str(row.get(col)).strip() for col in PROPERTIES}
+        out.gauge("mssql_build_info", "SQL Server version and edition; always 1.", 1.0, labels)
+        break
+    # Alert thresholds that depend on the workload (hit ratio 0.95 OLTP, 0.90 OLAP) join on this.
+    out.gauge(
+        "mssql_target_info", "The exporter's configuration of this target; always 1.", 1.0, {"workload": ctx.workload}
+    )

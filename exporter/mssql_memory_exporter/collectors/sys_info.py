@@ -1,0 +1,40 @@
+"""sys.dm_os_sys_info: when the instance started, so rules can tell a restart from a counter glitch."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .base import FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+
+name = "sys_info"
+TAG = "sys_info"
+sections = (TAG,)
+
+# Uptime comes from two readings of the same millisecond tick counter, and "now" from the server's
+# own UTC clock in the same statement, so network latency and time zones (sqlserver_start_time is
+# local time) play no part.
+SECTION = Section(
+    tag=TAG,
+    sql="SELECT N'sys_info' AS section, DATEDIFF_BIG(MILLISECOND, '19700101', SYSUTCDATETIME()) AS now_unix_ms,"
+    " si.ms_ticks, si.sqlserver_start_time_ms_ticks\nFROM sys.dm_os_sys_info AS si;",
+    requires=("sys.dm_os_sys_info",),
+)
+
+# The two clocks drift by milliseconds between scrapes; a start time that wobbled by a second would
+# look like a restart to changes()/resets-based rules, so small moves keep the earlier value.
+JITTER_SECONDS = 5.0
+MEMO_KEY = "start_time_seconds"
+
+
+def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    for row in rows_of(results, TAG):
+        now_ms, ticks, start_ticks = row.get("now_unix_ms"), row.get("ms_ticks"), row.get("sqlserver_start_time_ms_ticks")
+        if now_ms is None or ticks is None or start_ticks is None:
+            return
+        start = round((int(now_ms) - (int(ticks) - int(start_ticks))) / 1000.0)  # type: ignore[call-overload]
+        previous = ctx.memo.get(MEMO_KEY)
+        if isinstance(previous, float) and abs(previous - start) < JITTER_SECONDS:
+            start = previous
+        ctx.memo[MEMO_KEY] = float(start)
+        out.gauge("mssql_start_time_seconds", "Unix time the SQL Server instance started.", float(start))
+        return

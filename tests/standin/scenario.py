@@ -1,0 +1,267 @@
+"""Scenarios: what the stand-in SQL Server reports, as functions of time.
+
+A scenario file (YAML) names the server's properties, its NUMA nodes and, per perf object, each counter
+as one of:
+  - a number, or {gauge: v}                   a raw value (cntr_type 65792)
+  - {gauge: v, steps: [[t, v2], ...]}         a value that changes at scenario time t
+  - {rate: r}  (optionally steps of rates)    a cumulative "/sec" counter (cntr_type 272696576) that
+                                              grows by r per second and restarts from 0 on a restart
+  - {fraction: f}                             a ratio and its base row (537003264 / 1073939712)
+  - any of the above with cntr_type: N        to imitate a server that types a counter differently
+Under "Buffer Node", a list gives one spec per node; a single spec applies to every node. When the
+scenario gives no Buffer Manager page life expectancy, it is the harmonic mean of the nodes', as in
+SQL Server.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
+
+RAW, BULK, FRACTION, FRACTION_BASE = 65792, 272696576, 537003264, 1073939712
+NCHAR = 128
+BOOT_UPTIME_SECONDS = 86_400.0  # the OS had been up a day when the scenario starts: ms_ticks never start at 0
+
+
+class Clock:
+    """Scenario time in seconds. Real time by default; tests drive a manual clock for exact rates."""
+
+    def __init__(self, manual: bool = False) -> None:
+        self._manual = manual
+        self._origin = time.monotonic()
+        self._manual_now = 0.0
+        self.wall_origin = time.time()
+
+    def now(self) -> float:
+        return self._manual_now if self._manual else time.monotonic() - self._origin
+
+    def advance(self, seconds: float) -> None:
+        if not self._manual:
+            raise RuntimeError("only a manual clock can be advanced")
+        self._manual_now += seconds
+
+    def utcnow(self) -> dt.datetime:
+        return dt.datetime.fromtimestamp(self.wall_origin + self.now(), tz=dt.UTC).replace(tzinfo=None)
+
+
+def _steps(spec: Mapping[str, Any], key: str) -> list[tuple[float, float]]:
+    points = [(0.0, float(spec[key]))]
+    points += [(float(t), float(v)) for t, v in spec.get("steps", [])]
+    return sorted(points)
+
+
+@dataclass(frozen=True)
+class CounterSpec:
+    kind: str  # gauge | rate | fraction
+    points: tuple[tuple[float, float], ...]  # (scenario time, value or rate)
+    cntr_type: int | None = None
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> CounterSpec:
+        if isinstance(raw, int | float):
+            return cls("gauge", ((0.0, float(raw)),))
+        if not isinstance(raw, dict):
+            raise ValueError(f"{where}: expected a number or a mapping, got {raw!r}")
+        kinds = [k for k in ("gauge", "rate", "fraction") if k in raw]
+        if len(kinds) != 1:
+            raise ValueError(f"{where}: give exactly one of gauge, rate, fraction")
+        return cls(kinds[0], tuple(_steps(raw, kinds[0])), raw.get("cntr_type"))
+
+    def at(self, now: float, since: float) -> float:
+        """Value at scenario time `now` for an instance (re)started at `since`."""
+        if self.kind != "rate":
+            value = self.points[0][1]
+            for t, v in self.points:
+                if t <= now:
+                    value = v
+            return value
+        total = 0.0
+        for i, (t, rate) in enumerate(self.points):
+            end = self.points[i + 1][0] if i + 1 < len(self.points) else now
+            lo, hi = max(t, since), min(end, now)
+            if hi > lo:
+                total += rate * (hi - lo)
+        return total
+
+
+@dataclass
+class Scenario:
+    name: str
+    description: str
+    properties: dict[str, object]
+    object_prefix: str
+    pad: bool
+    numa_nodes: int
+    counters: dict[str, dict[str, CounterSpec | list[CounterSpec]]]
+    restarts: list[float] = field(default_factory=list)
+    # other objects a real server reports too, so the exporter's filter is exercised
+    noise: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, name_or_path: str | Path) -> Scenario:
+        path = Path(name_or_path)
+        if not path.suffix:
+            path = SCENARIO_DIR / f"{name_or_path}.yml"
+        raw = yaml.safe_load(path.read_text())
+        counters: dict[str, dict[str, CounterSpec | list[CounterSpec]]] = {}
+        for obj, specs in raw.get("counters", {}).items():
+            counters[obj] = {}
+            for counter, spec in specs.items():
+                where = f"{path.name}: counters.{obj}.{counter}"
+                if isinstance(spec, list):
+                    counters[obj][counter] = [CounterSpec.parse(s, where) for s in spec]
+                else:
+                    counters[obj][counter] = CounterSpec.parse(spec, where)
+        server = raw.get("server", {})
+        return cls(
+            name=raw.get("name", path.stem),
+            description=raw.get("description", ""),
+            properties=dict(server.get("properties", {})),
+            object_prefix=server.get("object_prefix", "SQLServer:"),
+            pad=bool(server.get("pad", True)),
+            numa_nodes=int(raw.get("numa_nodes", 1)),
+            counters=counters,
+            restarts=[float(t) for t in raw.get("restarts", [])],
+            noise={k: list(v) for k, v in raw.get("noise", DEFAULT_NOISE).items()},
+        )
+
+
+# A handful of the ~1,500 rows a real server has in objects the exporter does not read.
+DEFAULT_NOISE = {
+    "General Statistics": ["User Connections", "Logins/sec", "Processes blocked"],
+    "Locks": ["Lock Requests/sec", "Lock Waits/sec"],
+    "Buffer Manager": [],
+    "Memory Manager": ["Connection Memory (KB)", "Lock Memory (KB)", "SQL Cache Memory (KB)"],
+    "SQL Statistics": ["SQL Compilations/sec", "SQL Re-Compilations/sec"],
+    "Access Methods": ["Full Scans/sec", "Page Splits/sec"],
+}
+
+
+class Instance:
+    """A running stand-in instance playing a scenario: restarts, denied objects, the DMV rows."""
+
+    OBJECTS = ("sys.dm_os_performance_counters", "sys.dm_os_sys_info")
+
+    def __init__(self, scenario: Scenario, clock: Clock | None = None) -> None:
+        self.scenario = scenario
+        self.clock = clock or Clock()
+        self._lock = threading.Lock()
+        self._started_at = 0.0  # scenario time of the last (re)start
+        self._scheduled = sorted(scenario.restarts)
+        self.denied: set[str] = set()
+        self.missing: set[str] = set()
+
+    # restarts ------------------------------------------------------------
+    def restart(self) -> None:
+        with self._lock:
+            self._started_at = self.clock.now()
+
+    def _since(self) -> float:
+        now = self.clock.now()
+        with self._lock:
+            while self._scheduled and self._scheduled[0] <= now:
+                self._started_at = self._scheduled.pop(0)
+            return self._started_at
+
+    # Data protocol for the interpreter -----------------------------------
+    def object_exists(self, name: str) -> bool:
+        return name in self.OBJECTS and name not in self.missing
+
+    def serverproperty(self, name: str) -> object:
+        return self.scenario.properties.get(name)
+
+    def utcnow(self) -> dt.datetime:
+        return self.clock.utcnow()
+
+    def rows(self, name: str, args: Sequence[object]) -> list[dict[str, object]]:
+        from .tsql import SqlRuntimeError  # local: tsql imports nothing from here
+
+        if name in self.denied:
+            raise SqlRuntimeError(
+                300, "VIEW SERVER STATE permission was denied on object 'server', database 'master'.", 14
+            )
+        producer: Callable[[], list[dict[str, object]]] = {
+            "sys.dm_os_performance_counters": self.perf_rows,
+            "sys.dm_os_sys_info": self.sys_info_rows,
+        }[name]
+        return producer()
+
+    def sys_info_rows(self) -> list[dict[str, object]]:
+        since = self._since()
+        now = self.clock.now()
+        start_local = self.clock.utcnow() - dt.timedelta(seconds=now - since)
+        return [
+            {
+                "ms_ticks": int((BOOT_UPTIME_SECONDS + now) * 1000),
+                "sqlserver_start_time_ms_ticks": int((BOOT_UPTIME_SECONDS + since) * 1000),
+                "sqlserver_start_time": start_local,
+                "cpu_count": 8,
+                "physical_memory_kb": 64 * 1024 * 1024,
+            }
+        ]
+
+    def perf_rows(self) -> list[dict[str, object]]:
+        since = self._since()
+        now = self.clock.now()
+        rows: list[dict[str, object]] = []
+        for obj, counters in self.scenario.counters.items():
+            for counter, spec in counters.items():
+                if isinstance(spec, list) or obj == "Buffer Node":
+                    specs = spec if isinstance(spec, list) else [spec] * self.scenario.numa_nodes
+                    for node, node_spec in enumerate(specs):
+                        rows += self._rows_for(obj, counter, f"{node:03d}", node_spec, now, since)
+                else:
+                    rows += self._rows_for(obj, counter, "", spec, now, since)
+        if "Page life expectancy" not in self.scenario.counters.get("Buffer Manager", {}):
+            rows += self._derived_ple(rows)
+        for obj, names in self.scenario.noise.items():
+            for counter in names:
+                rows.append(self._row(obj, counter, "", 42, RAW))
+        return rows
+
+    def _rows_for(
+        self, obj: str, counter: str, instance: str, spec: CounterSpec, now: float, since: float
+    ) -> list[dict[str, object]]:
+        value = spec.at(now, since)
+        if spec.kind == "gauge":
+            return [self._row(obj, counter, instance, int(value), spec.cntr_type or RAW)]
+        if spec.kind == "rate":
+            return [self._row(obj, counter, instance, int(value), spec.cntr_type or BULK)]
+        base = 10_000
+        return [
+            self._row(obj, counter, instance, round(value * base), spec.cntr_type or FRACTION),
+            self._row(obj, f"{counter} base", instance, base, FRACTION_BASE),
+        ]
+
+    def _derived_ple(self, rows: list[dict[str, object]]) -> list[dict[str, object]]:
+        node_ples = [
+            int(r["cntr_value"])  # type: ignore[call-overload]
+            for r in rows
+            if str(r["object_name"]).rstrip().endswith(":Buffer Node")
+            and str(r["counter_name"]).rstrip() == "Page life expectancy"
+        ]
+        if not node_ples:
+            return []
+        harmonic = len(node_ples) / sum(1.0 / max(p, 1) for p in node_ples)
+        return [self._row("Buffer Manager", "Page life expectancy", "", int(harmonic), RAW)]
+
+    def _row(self, obj: str, counter: str, instance: str, value: int, cntr_type: int) -> dict[str, object]:
+        return {
+            "object_name": self._nchar(self.scenario.object_prefix + obj),
+            "counter_name": self._nchar(counter),
+            "instance_name": self._nchar(instance),
+            "cntr_value": value,
+            "cntr_type": cntr_type,
+        }
+
+    def _nchar(self, text: str) -> str:
+        return text.ljust(NCHAR) if self.scenario.pad else text
