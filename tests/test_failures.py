@@ -1,0 +1,189 @@
+"""Failure modes through the real driver: each gives `mssql_up 0` in time, no stale values, and recovery."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.conftest import scrape, value
+
+TARGET_METRIC = "mssql_page_life_expectancy_seconds"
+
+
+def only_scrape_metrics(samples: dict) -> set[str]:
+    return {name for name, _ in samples}
+
+
+def assert_down_and_nothing_stale(samples: dict) -> None:
+    assert value(samples, "mssql_up") == 0
+    # Never the last scrape's values: a down target exports only what describes the scrape itself.
+    assert only_scrape_metrics(samples) == {"mssql_up", "mssql_scrape_duration_seconds"}
+
+
+def test_one_round_trip_per_scrape_on_one_persistent_connection(standin, scraper_for):
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    scrape(scraper, config)  # the first scrape also logs in and answers the driver's type-info queries
+    session = s.server.sessions[-1]
+    before = session.batches
+    for _ in range(5):
+        assert value(scrape(scraper, config), "mssql_up") == 1
+    assert session.batches - before == 5
+    assert s.handler.exporter_batches == 6
+    assert len(s.server.sessions) == 1 and s.handler.logins == 1
+
+
+def test_unreachable_at_start_then_comes_up(standin, scraper_for):
+    s = standin("healthy-oltp")
+    port = s.port
+    s.server.stop()
+    config = s.config(port=port)
+    scraper = scraper_for(config)
+    started = time.monotonic()
+    assert_down_and_nothing_stale(scrape(scraper, config, timeout=3))
+    assert time.monotonic() - started < 3.5
+    again = standin("healthy-oltp")
+    config2 = again.config()
+    assert value(scrape(scraper_for(config2), config2), "mssql_up") == 1
+
+
+def test_wrong_password_is_down_fast_and_says_login_failed(standin, scraper_for, caplog, monkeypatch):
+    s = standin("healthy-oltp")
+    config = s.config()
+    monkeypatch.setenv("MSSQL_STANDIN_TEST_PASSWORD", "not-the-password")
+    started = time.monotonic()
+    got = scrape(scraper_for(config), config, timeout=3)
+    assert_down_and_nothing_stale(got)
+    assert time.monotonic() - started < 2
+    assert any("18456" in str(getattr(r, "err", "")) for r in caplog.records), [r.__dict__ for r in caplog.records]
+
+
+@pytest.mark.parametrize("fault", ["hang_connect", "hang_login", "hang_batch"])
+def test_silent_server_gives_up_zero_within_the_timeout(standin, scraper_for, fault):
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    if fault == "hang_batch":
+        assert value(scrape(scraper, config), "mssql_up") == 1  # logged in, then it stops answering
+    setattr(s.handler.faults, fault, True)
+    started = time.monotonic()
+    got = scrape(scraper, config, timeout=2.5)
+    elapsed = time.monotonic() - started
+    assert_down_and_nothing_stale(got)
+    assert elapsed < 3.0, elapsed
+    assert value(got, "mssql_scrape_duration_seconds") <= 3.0
+
+
+def test_hung_batch_then_recovery(standin, scraper_for):
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    assert value(scrape(scraper, config), "mssql_up") == 1
+    s.handler.faults.hang_batch = True
+    assert_down_and_nothing_stale(scrape(scraper, config, timeout=2.5))
+    s.handler.faults.hang_batch = False
+    # The driver gives up on the hung request on its own query timeout; the next scrape after that
+    # must be healthy again (on the same or a fresh connection).
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        got = scrape(scraper, config, timeout=2.5)
+        if value(got, "mssql_up") == 1:
+            assert value(got, TARGET_METRIC) == 5400
+            return
+    pytest.fail("the target did not recover within 15 s of the server answering again")
+
+
+@pytest.mark.parametrize("fault", ["drop_mid_result", "garbage"])
+def test_broken_answer_is_down_then_recovers_on_a_new_connection(standin, scraper_for, fault):
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    assert value(scrape(scraper, config), "mssql_up") == 1
+    setattr(s.handler.faults, fault, True)
+    started = time.monotonic()
+    assert_down_and_nothing_stale(scrape(scraper, config, timeout=3))
+    assert time.monotonic() - started < 3.5
+    setattr(s.handler.faults, fault, False)
+    got = scrape(scraper, config, timeout=3)
+    assert value(got, "mssql_up") == 1 and value(got, TARGET_METRIC) == 5400
+    assert len(s.server.sessions) == 2  # the broken session was dropped, not reused
+
+
+def test_slow_answer_under_the_timeout_is_served(standin, scraper_for):
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    scrape(scraper, config)
+    s.handler.faults.delay_seconds = 0.8
+    got = scrape(scraper, config, timeout=2.5)
+    assert value(got, "mssql_up") == 1
+    assert value(got, "mssql_scrape_duration_seconds") >= 0.8
+
+
+def test_denied_section_fails_alone(standin, scraper_for):
+    s = standin("healthy-oltp")
+    s.instance.denied.add("sys.dm_os_sys_info")
+    config = s.config()
+    got = scrape(scraper_for(config), config)
+    assert value(got, "mssql_up") == 1
+    assert value(got, "mssql_exporter_collector_success", collector="sys_info") == 0
+    assert "mssql_start_time_seconds" not in only_scrape_metrics(got)
+    for collector in ("server_properties", "buffer_manager", "buffer_node", "memory_manager", "sql_statistics"):
+        assert value(got, "mssql_exporter_collector_success", collector=collector) == 1
+    assert value(got, TARGET_METRIC) == 5400
+
+
+def test_missing_dmv_on_an_older_server_fails_its_section_only(standin, scraper_for):
+    s = standin("healthy-oltp")
+    s.instance.missing.add("sys.dm_os_performance_counters")
+    config = s.config()
+    got = scrape(scraper_for(config), config)
+    assert value(got, "mssql_up") == 1
+    for collector in ("buffer_manager", "buffer_node", "memory_manager", "sql_statistics"):
+        assert value(got, "mssql_exporter_collector_success", collector=collector) == 0
+    assert value(got, "mssql_exporter_collector_success", collector="sys_info") == 1
+    assert TARGET_METRIC not in only_scrape_metrics(got)
+
+
+def test_restart_moves_start_time_and_resets_counters(standin, scraper_for):
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    s.clock.advance(600)
+    before = scrape(scraper, config)
+    s.clock.advance(30)
+    s.instance.restart()
+    s.clock.advance(10)
+    after = scrape(scraper, config)
+    assert value(after, "mssql_start_time_seconds") - value(before, "mssql_start_time_seconds") == 630
+    assert value(after, "mssql_batch_requests_total") == 12000  # 10 s at 1,200/s since the restart
+    assert value(after, "mssql_batch_requests_total") < value(before, "mssql_batch_requests_total")
+
+
+def test_concurrent_probes_never_share_the_connection_at_once(standin, scraper_for):
+    s = standin("healthy-oltp")
+    other = standin("numa-4-nodes")
+    from tests.conftest import make_config
+
+    config = make_config({"a": s.target_yaml(), "b": other.target_yaml()})
+    scraper = scraper_for(config)
+    results: list[float] = []
+    lock = threading.Lock()
+
+    def probe(name: str) -> None:
+        got = scrape(scraper, config, target=name, timeout=8)
+        with lock:
+            results.append(value(got, "mssql_up"))
+
+    threads = [threading.Thread(target=probe, args=("a" if i % 2 else "b",)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert results == [1.0] * 12
+    # One connection per target, each used by one scrape at a time.
+    assert len(s.server.sessions) == 1 and len(other.server.sessions) == 1
+    assert s.handler.exporter_batches == 6 and other.handler.exporter_batches == 6
