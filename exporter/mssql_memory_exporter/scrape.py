@@ -20,7 +20,7 @@ from prometheus_client.core import Metric
 
 from .batch import BatchShapeError, render_batch, route, sections_of
 from .collectors import COLLECTORS
-from .collectors.base import FamilyBuilder, ScrapeContext, Section
+from .collectors.base import FamilyBuilder, MissingData, ScrapeContext, Section
 from .config import ConfigError, ExporterConfig, TargetConfig, build_connection_string, resolve_driver
 from .connection import ScrapeFailed, TargetConnection
 
@@ -84,6 +84,9 @@ class Scraper:
             scratch = out.child()
             try:
                 module.collect(results, ctx, scratch)
+            except MissingData as exc:
+                ok = False
+                log.warning("collector found no data", extra={"target": target, "collector": module.name, "err": str(exc)})
             except Exception:
                 ok = False
                 log.exception("collector failed", extra={"target": target, "collector": module.name})

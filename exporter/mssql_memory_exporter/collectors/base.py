@@ -95,6 +95,11 @@ class FamilyBuilder:
                 mine.samples.extend(family.samples)
 
 
+class MissingData(Exception):
+    """A collector's section answered, but without what every SQL Server reports: the collector fails
+    (its success metric goes to 0) instead of exporting nothing while claiming success."""
+
+
 class Collector(Protocol):
     """A collector module turns the rows of its sections into metric families.
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..perfcounters import CounterKind, PerfIndex, PerfRow, parse_perf_rows
-from .base import FamilyBuilder, Section, SectionResult, rows_of
+from .base import FamilyBuilder, MissingData, Section, SectionResult, rows_of
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,12 @@ def perf_section(objects: Iterable[PerfObject]) -> Section:
 
 
 def perf_rows(results: Mapping[str, SectionResult], obj: str) -> list[PerfRow]:
-    return [row for row in parse_perf_rows(rows_of(results, PERF_TAG)) if row.object.casefold() == obj.casefold()]
+    """The rows of one object. Every instance reports all the objects we read, so none at all means the
+    filter or the server is wrong, not that there is nothing to say."""
+    rows = [row for row in parse_perf_rows(rows_of(results, PERF_TAG)) if row.object.casefold() == obj.casefold()]
+    if not rows:
+        raise MissingData(f"no rows for perf object {obj!r}")
+    return rows
 
 
 def export(

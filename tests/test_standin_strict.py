@@ -1,0 +1,77 @@
+"""The stand-in is strict, so mistakes in the exporter's SQL fail here and not on a user's first scrape."""
+
+from __future__ import annotations
+
+import pyodbc
+import pytest
+
+from mssql_memory_exporter.config import build_connection_string
+from mssql_memory_exporter.connection import fetch_all
+from mssql_memory_exporter.scrape import Scraper
+from tests.conftest import exposition, samples_of, value
+
+
+def connect(s) -> pyodbc.Connection:
+    config = s.config()
+    target = config.targets["standin"]
+    creds = config.credentials_for(target)
+    cnxn = pyodbc.connect(
+        build_connection_string(target, "FreeTDS", creds.password, username=creds.username), timeout=3, autocommit=True
+    )
+    cnxn.timeout = 3
+    return cnxn
+
+
+def test_unknown_object_is_error_208_like_sql_server(standin):
+    s = standin("healthy-oltp")
+    cursor = connect(s).cursor()
+    with pytest.raises(pyodbc.Error) as err:
+        cursor.execute("SELECT cntr_value FROM sys.dm_os_performance_countrs")
+    assert "208" in str(err.value) and "dm_os_performance_countrs" in str(err.value)
+
+
+def test_the_exporters_batch_passes_the_strict_checks(standin):
+    s = standin("healthy-oltp")
+    cursor = connect(s).cursor()
+    cursor.execute(Scraper(s.config()).batch_sql)
+    tags = [rs.rows[0][0] for rs in fetch_all(cursor)]
+    assert tags == ["server", "sys_info", "perf"]
+
+
+MUTATIONS = {
+    # a typo in a DMV name inside the dynamic SQL
+    "object": ("FROM sys.dm_os_performance_counters AS pc", "FROM sys.dm_os_performance_counter AS pc"),
+    # a typo in a column
+    "column": ("pc.cntr_value, pc.cntr_type", "pc.cntr_valu, pc.cntr_type"),
+    # a column that exists, but on another DMV
+    "wrong_dmv_column": ("si.ms_ticks,", "si.cntr_value,"),
+    # broken syntax
+    "syntax": ("END CATCH;\nBEGIN TRY", "END CATCH;\nBEGIN TRI"),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_a_mistake_in_the_batch_fails_the_scrape_visibly(standin, scraper_for, mutation):
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper: Scraper = scraper_for(config)
+    old, new = MUTATIONS[mutation]
+    assert old in scraper.batch_sql, "the mutation no longer applies: update it to the current batch"
+    scraper.batch_sql = scraper.batch_sql.replace(old, new, 1)
+    got = samples_of(exposition(scraper.probe(config.targets["standin"], 5)))
+    failed = value(got, "mssql_up") == 0 or any(
+        v == 0 for (name, _), v in got.items() if name == "mssql_exporter_collector_success"
+    )
+    assert failed, f"mutation {mutation!r} went unnoticed"
+
+
+def test_a_like_pattern_that_ignores_nchar_padding_is_caught(standin, scraper_for):
+    """`LIKE N'%:Buffer Node'` (no trailing %) matches nothing on SQL Server's blank-padded nchar(128)."""
+    s = standin("numa-4-nodes")
+    config = s.config()
+    scraper: Scraper = scraper_for(config)
+    scraper.batch_sql = scraper.batch_sql.replace("LIKE N''%:Buffer Node%''", "LIKE N''%:Buffer Node''", 1)
+    got = samples_of(exposition(scraper.probe(config.targets["standin"], 5)))
+    assert value(got, "mssql_up") == 1
+    assert value(got, "mssql_exporter_collector_success", collector="buffer_node") == 0
+    assert value(got, "mssql_exporter_collector_success", collector="buffer_manager") == 1
