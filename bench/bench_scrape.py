@@ -40,7 +40,9 @@ def ms(seconds: float) -> str:
 
 def run(scenario: str, n: int) -> list[tuple[str, ...]]:
     clock = Clock(manual=False)
-    handler = ScenarioHandler(Instance(Scenario.load(scenario), clock), user="exporter", password=TEST_PASSWORD)
+    handler = ScenarioHandler(
+        Instance(Scenario.load(scenario), clock), user="exporter", password=TEST_PASSWORD
+    )
     server = StandInServer(handler)
     server.start()
     try:
@@ -52,7 +54,8 @@ def run(scenario: str, n: int) -> list[tuple[str, ...]]:
         scrape_session = server.sessions[-1]  # the scraper's own connection, opened by that probe
         creds = config.credentials_for(target)
         raw = pyodbc.connect(
-            build_connection_string(target, "FreeTDS", creds.password, username=creds.username), autocommit=True
+            build_connection_string(target, "FreeTDS", creds.password, username=creds.username),
+            autocommit=True,
         )
         cursor = raw.cursor()
         for _ in range(20):  # warm-up: logins, type-info queries, the stand-in's parse caches

@@ -129,5 +129,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples[key]
 
 
-def scrape(scraper: Scraper, config: ExporterConfig, target: str = "standin", timeout: float = 5.0) -> Samples:
+def scrape(
+    scraper: Scraper, config: ExporterConfig, target: str = "standin", timeout: float = 5.0
+) -> Samples:
     return samples_of(exposition(scraper.probe(config.targets[target], timeout)))

@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 
 import pytest
-
 from mssql_memory_exporter.batch import BatchShapeError, ResultSet, render_batch, route, sections_of
 from mssql_memory_exporter.collectors import COLLECTORS, buffer_manager
 from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext, SectionResult
 from mssql_memory_exporter.perfcounters import CounterKind, kind_of, object_suffix, parse_perf_rows
+
 from tests.conftest import exposition
 from tests.standin.scenario import Clock, Instance, Scenario
 from tests.standin.tsql import Interpreter
@@ -47,7 +47,10 @@ def results_for(scenario: str, at: float = 60.0) -> dict[str, SectionResult]:
 def test_exposition_matches_golden(scenario):
     text = collect(results_for(scenario))
     # The start time depends on the wall clock at which the test runs; everything else is exact.
-    text = "\n".join(line for line in text.splitlines() if not line.startswith("mssql_start_time_seconds ")) + "\n"
+    text = (
+        "\n".join(line for line in text.splitlines() if not line.startswith("mssql_start_time_seconds "))
+        + "\n"
+    )
     path = GOLDEN / f"{scenario}.prom"
     if os.environ.get("UPDATE_GOLDEN"):
         path.parent.mkdir(exist_ok=True)
@@ -75,9 +78,15 @@ def test_padding_and_named_instance_prefix_are_stripped():
 
 @pytest.mark.parametrize(
     ("cntr_type", "kind"),
-    [(65792, CounterKind.GAUGE), (272696576, CounterKind.CUMULATIVE), (537003264, CounterKind.FRACTION),
-     (1073939712, CounterKind.FRACTION_BASE), (1073874176, CounterKind.AVERAGE), (12345, CounterKind.UNKNOWN),
-     (None, CounterKind.UNKNOWN)],
+    [
+        (65792, CounterKind.GAUGE),
+        (272696576, CounterKind.CUMULATIVE),
+        (537003264, CounterKind.FRACTION),
+        (1073939712, CounterKind.FRACTION_BASE),
+        (1073874176, CounterKind.AVERAGE),
+        (12345, CounterKind.UNKNOWN),
+        (None, CounterKind.UNKNOWN),
+    ],
 )
 def test_cntr_type_meaning(cntr_type, kind):
     assert kind_of(cntr_type) is kind
@@ -97,11 +106,17 @@ def run_buffer_manager(results: dict[str, SectionResult]) -> str:
 def test_hit_ratio_is_value_over_base_and_absent_when_base_is_zero():
     bm = "SQLServer:Buffer Manager"
     text = run_buffer_manager(
-        perf_result((bm, "Buffer cache hit ratio", "", 930, 537003264), (bm, "Buffer cache hit ratio base", "", 1000, 1073939712))
+        perf_result(
+            (bm, "Buffer cache hit ratio", "", 930, 537003264),
+            (bm, "Buffer cache hit ratio base", "", 1000, 1073939712),
+        )
     )
     assert "mssql_buffer_cache_hit_ratio 0.93" in text
     text = run_buffer_manager(
-        perf_result((bm, "Buffer cache hit ratio", "", 0, 537003264), (bm, "Buffer cache hit ratio base", "", 0, 1073939712))
+        perf_result(
+            (bm, "Buffer cache hit ratio", "", 0, 537003264),
+            (bm, "Buffer cache hit ratio base", "", 0, 1073939712),
+        )
     )
     assert "mssql_buffer_cache_hit_ratio" not in text
 
@@ -129,8 +144,10 @@ def test_route_discards_rows_of_a_section_that_failed_half_way():
     sets = [
         ResultSet(columns, [("perf", "SQLServer:Buffer Manager", "Page life expectancy", "", 1, 65792)]),
         ResultSet(error_columns, [("section_error", "perf", 1205, "deadlock victim")]),
-        ResultSet(("section", "version", "product_level", "update_level", "edition", "engine_edition"),
-                  [("server", "16.0", "RTM", "CU1", "Dev", "3")]),
+        ResultSet(
+            ("section", "version", "product_level", "update_level", "edition", "engine_edition"),
+            [("server", "16.0", "RTM", "CU1", "Dev", "3")],
+        ),
     ]
     results = route(sets, SECTIONS)
     assert results["perf"].rows == [] and results["perf"].error is not None

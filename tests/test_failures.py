@@ -58,7 +58,9 @@ def test_wrong_password_is_down_fast_and_says_login_failed(standin, scraper_for,
     got = scrape(scraper_for(config), config, timeout=3)
     assert_down_and_nothing_stale(got)
     assert time.monotonic() - started < 2
-    assert any("18456" in str(getattr(r, "err", "")) for r in caplog.records), [r.__dict__ for r in caplog.records]
+    assert any("18456" in str(getattr(r, "err", "")) for r in caplog.records), [
+        r.__dict__ for r in caplog.records
+    ]
 
 
 @pytest.mark.parametrize("fault", ["hang_connect", "hang_login", "hang_batch"])
@@ -131,7 +133,13 @@ def test_denied_section_fails_alone(standin, scraper_for):
     assert value(got, "mssql_up") == 1
     assert value(got, "mssql_exporter_collector_success", collector="sys_info") == 0
     assert "mssql_start_time_seconds" not in only_scrape_metrics(got)
-    for collector in ("server_properties", "buffer_manager", "buffer_node", "memory_manager", "sql_statistics"):
+    for collector in (
+        "server_properties",
+        "buffer_manager",
+        "buffer_node",
+        "memory_manager",
+        "sql_statistics",
+    ):
         assert value(got, "mssql_exporter_collector_success", collector=collector) == 1
     assert value(got, TARGET_METRIC) == 5400
 

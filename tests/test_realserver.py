@@ -12,8 +12,10 @@ pytestmark = pytest.mark.realserver
 
 REQUIRED = ("MSSQL_TEST_HOST", "MSSQL_TEST_USER", "MSSQL_TEST_PASSWORD")
 if not all(os.environ.get(v) for v in REQUIRED):
-    pytest.skip("set MSSQL_TEST_HOST, MSSQL_TEST_USER and MSSQL_TEST_PASSWORD to run against a real SQL Server",
-                allow_module_level=True)
+    pytest.skip(
+        "set MSSQL_TEST_HOST, MSSQL_TEST_USER and MSSQL_TEST_PASSWORD to run against a real SQL Server",
+        allow_module_level=True,
+    )
 
 from mssql_memory_exporter.config import parse_config  # noqa: E402
 from mssql_memory_exporter.scrape import Scraper  # noqa: E402
@@ -26,7 +28,9 @@ def real():
     env = os.environ
     config = parse_config(
         {
-            "auth_modules": {"real": {"username": env["MSSQL_TEST_USER"], "password_env": "MSSQL_TEST_PASSWORD"}},
+            "auth_modules": {
+                "real": {"username": env["MSSQL_TEST_USER"], "password_env": "MSSQL_TEST_PASSWORD"}
+            },
             "targets": {
                 "real": {
                     "host": env["MSSQL_TEST_HOST"],

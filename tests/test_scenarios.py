@@ -10,7 +10,14 @@ import pytest
 from tests.conftest import exposition, samples_of, scrape, value
 
 KIB = 1024
-EXPECTED_COLLECTORS = ("server_properties", "sys_info", "buffer_manager", "buffer_node", "memory_manager", "sql_statistics")
+EXPECTED_COLLECTORS = (
+    "server_properties",
+    "sys_info",
+    "buffer_manager",
+    "buffer_node",
+    "memory_manager",
+    "sql_statistics",
+)
 
 
 def assert_all_collectors_ok(samples: dict) -> None:
@@ -33,8 +40,18 @@ def test_healthy_oltp_values_units_and_rates(standin, scraper_for):
     assert value(first, "mssql_memory_database_cache_bytes") == 14400000 * KIB
     assert value(first, "mssql_memory_grants_outstanding") == 2
     assert value(first, "mssql_buffer_node_page_life_expectancy_seconds", node="0") == 5400
-    assert value(first, "mssql_build_info", version="16.0.4135.4", product_level="RTM", update_level="CU15",
-                 edition="Developer Edition (64-bit)", engine_edition="3") == 1
+    assert (
+        value(
+            first,
+            "mssql_build_info",
+            version="16.0.4135.4",
+            product_level="RTM",
+            update_level="CU15",
+            edition="Developer Edition (64-bit)",
+            engine_edition="3",
+        )
+        == 1
+    )
     assert value(first, "mssql_target_info", workload="oltp") == 1
 
     s.clock.advance(10)
@@ -102,8 +119,18 @@ def test_named_instance_with_padded_names_loses_nothing(standin, scraper_for):
     assert value(got, "mssql_buffer_node_remote_page_lookups_total", node="1") == 0  # clock at 0
     # SQL Server's own harmonic mean of the node PLEs: 2 / (1/3600 + 1/3000)
     assert value(got, "mssql_page_life_expectancy_seconds") == int(2 / (1 / 3600 + 1 / 3000))
-    assert value(got, "mssql_build_info", version="15.0.4375.4", product_level="RTM", update_level="CU28",
-                 edition="Enterprise Edition (64-bit)", engine_edition="3") == 1
+    assert (
+        value(
+            got,
+            "mssql_build_info",
+            version="15.0.4375.4",
+            product_level="RTM",
+            update_level="CU28",
+            edition="Enterprise Edition (64-bit)",
+            engine_edition="3",
+        )
+        == 1
+    )
 
 
 def test_numa_starved_node_visible_while_instance_ple_looks_fine(standin, scraper_for):
@@ -111,7 +138,11 @@ def test_numa_starved_node_visible_while_instance_ple_looks_fine(standin, scrape
     config = s.config()
     got = scrape(scraper_for(config), config)
     assert_all_collectors_ok(got)
-    nodes = {labels: v for (name, labels), v in got.items() if name == "mssql_buffer_node_page_life_expectancy_seconds"}
+    nodes = {
+        labels: v
+        for (name, labels), v in got.items()
+        if name == "mssql_buffer_node_page_life_expectancy_seconds"
+    }
     assert {dict(k)["node"] for k in nodes} == {"0", "1", "2", "3"}
     assert value(got, "mssql_page_life_expectancy_seconds") > 300  # the instance figure hides it...
     assert min(nodes.values()) == 150  # ...the node does not
@@ -129,13 +160,31 @@ def test_extra_labels_and_workload_reach_every_target_metric(standin, scraper_fo
     assert value(got, "mssql_target_info", env="prod", team="dba", workload="olap") == 1
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool comes from Debian's prometheus package")
-@pytest.mark.parametrize("scenario", ["healthy-oltp", "memory-pressure", "named-instance-padded", "numa-4-nodes"])
+@pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="promtool comes from Debian's prometheus package"
+)
+@pytest.mark.parametrize(
+    "scenario", ["healthy-oltp", "memory-pressure", "named-instance-padded", "numa-4-nodes"]
+)
 def test_promtool_check_metrics_is_clean(standin, scraper_for, scenario):
     s = standin(scenario)
     config = s.config()
     text = exposition(scraper_for(config).probe(config.targets["standin"], 5))
     assert samples_of(text)[("mssql_up", ())] == 1
-    result = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "" and result.stderr.strip() == "", result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("scenario", ["healthy-oltp", "numa-4-nodes"])
+def test_reserved_label_names_cover_every_label_the_exporter_emits(standin, scraper_for, scenario):
+    from mssql_memory_exporter.config import RESERVED_LABELS
+
+    s = standin(scenario)
+    config = s.config()
+    got = scrape(scraper_for(config), config)
+    emitted = {name for _, labels in got for name, _ in labels}
+    assert emitted, "no labels at all: the check would prove nothing"
+    assert emitted <= RESERVED_LABELS, emitted - RESERVED_LABELS

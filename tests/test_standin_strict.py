@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pyodbc
 import pytest
-
 from mssql_memory_exporter.config import build_connection_string
 from mssql_memory_exporter.connection import fetch_all
 from mssql_memory_exporter.scrape import Scraper
+
 from tests.conftest import exposition, samples_of, value
 
 
@@ -16,7 +16,9 @@ def connect(s) -> pyodbc.Connection:
     target = config.targets["standin"]
     creds = config.credentials_for(target)
     cnxn = pyodbc.connect(
-        build_connection_string(target, "FreeTDS", creds.password, username=creds.username), timeout=3, autocommit=True
+        build_connection_string(target, "FreeTDS", creds.password, username=creds.username),
+        timeout=3,
+        autocommit=True,
     )
     cnxn.timeout = 3
     return cnxn

@@ -8,6 +8,7 @@ target down instead of opening a second connection behind its back.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -106,10 +107,9 @@ class TargetConnection:
 
     def _discard(self) -> None:
         if self._cnxn is not None:
-            try:
+            # Closing a dead connection may fail; it is gone either way.
+            with contextlib.suppress(pyodbc.Error):
                 self._cnxn.close()
-            except pyodbc.Error:
-                pass
             self._cnxn = None
 
 

@@ -103,7 +103,7 @@ class PerfIndex:
         return sorted({row.instance for row in self._rows.values()})
 
     def ratio(self, counter: str, base: str, instance: str = "") -> float | None:
-        """value/base of a fraction counter; None where the base is 0 (no lookups yet) or either is missing."""
+        """value/base of a fraction counter; None where the base is 0 (no lookups yet) or a row is missing."""
         num = self.get(counter, instance)
         den = self.get(base, instance)
         if num is None or den is None or den.value == 0:

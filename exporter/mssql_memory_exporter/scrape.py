@@ -64,7 +64,9 @@ class Scraper:
                 self._run_collector(module, results, ctx, out, target.name)
         out.gauge("mssql_up", "1 if the last scrape of SQL Server succeeded, 0 otherwise.", up)
         out.gauge(
-            "mssql_scrape_duration_seconds", "Seconds the scrape of this target took.", time.monotonic() - started
+            "mssql_scrape_duration_seconds",
+            "Seconds the scrape of this target took.",
+            time.monotonic() - started,
         )
         return out.families()
 
@@ -77,7 +79,11 @@ class Scraper:
         if errors:
             log.warning(
                 "section failed",
-                extra={"target": target, "collector": module.name, "err": f"{errors[0].number}: {errors[0].message}"},
+                extra={
+                    "target": target,
+                    "collector": module.name,
+                    "err": f"{errors[0].number}: {errors[0].message}",
+                },
             )
         else:
             # Collect into a scratch builder so a collector that fails half-way leaves nothing behind.
@@ -86,7 +92,10 @@ class Scraper:
                 module.collect(results, ctx, scratch)
             except MissingData as exc:
                 ok = False
-                log.warning("collector found no data", extra={"target": target, "collector": module.name, "err": str(exc)})
+                log.warning(
+                    "collector found no data",
+                    extra={"target": target, "collector": module.name, "err": str(exc)},
+                )
             except Exception:
                 ok = False
                 log.exception("collector failed", extra={"target": target, "collector": module.name})

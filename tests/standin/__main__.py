@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: scenario {args.scenario}: {exc}", file=sys.stderr)
         return 2
-    server = StandInServer(ScenarioHandler(Instance(scenario), user=args.user, password=password), args.host, args.port)
+    server = StandInServer(
+        ScenarioHandler(Instance(scenario), user=args.user, password=password), args.host, args.port
+    )
     port = server.start()
     logging.info("SQL Server stand-in playing %r on %s:%d", scenario.name, args.host, port)
     stop = threading.Event()

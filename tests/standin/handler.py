@@ -10,21 +10,32 @@ from .scenario import Instance
 from .tds import Column, Delay, DropMidResult, Garbage, Hang, LoginInfo, Reply, ResultSet, SqlError
 from .tsql import Interpreter, Unsupported
 
-# ProductVersion major -> the release name the catalog's `since` fields use.
-RELEASES = {"13": "2016", "14": "2017", "15": "2019", "16": "2022"}
-
 # What FreeTDS and pyodbc send on their own after login; SQL Server answers these with no result set.
 _HOUSEKEEPING = re.compile(r"^\s*(SET\s+[A-Z_]+\s+\S+\s*;?\s*)+$", re.IGNORECASE)
 # pyodbc asks for the type info of a few ODBC types on a connection's first statement, to learn their
 # maximum sizes; FreeTDS turns SQLGetTypeInfo into this procedure call.
 _TYPE_INFO = re.compile(r"^\s*(?:EXEC\s+)?sp_datatype_info_100\s+(-?\d+)\s*,\s*\d+\s*;?\s*$", re.IGNORECASE)
 _TYPE_INFO_COLUMNS = [
-    ("TYPE_NAME", "nvarchar"), ("DATA_TYPE", "int"), ("PRECISION", "int"), ("LITERAL_PREFIX", "nvarchar"),
-    ("LITERAL_SUFFIX", "nvarchar"), ("CREATE_PARAMS", "nvarchar"), ("NULLABLE", "int"),
-    ("CASE_SENSITIVE", "int"), ("SEARCHABLE", "int"), ("UNSIGNED_ATTRIBUTE", "int"), ("MONEY", "int"),
-    ("AUTO_INCREMENT", "int"), ("LOCAL_TYPE_NAME", "nvarchar"), ("MINIMUM_SCALE", "int"),
-    ("MAXIMUM_SCALE", "int"), ("SQL_DATA_TYPE", "int"), ("SQL_DATETIME_SUB", "int"),
-    ("NUM_PREC_RADIX", "int"), ("INTERVAL_PRECISION", "int"), ("USERTYPE", "int"),
+    ("TYPE_NAME", "nvarchar"),
+    ("DATA_TYPE", "int"),
+    ("PRECISION", "int"),
+    ("LITERAL_PREFIX", "nvarchar"),
+    ("LITERAL_SUFFIX", "nvarchar"),
+    ("CREATE_PARAMS", "nvarchar"),
+    ("NULLABLE", "int"),
+    ("CASE_SENSITIVE", "int"),
+    ("SEARCHABLE", "int"),
+    ("UNSIGNED_ATTRIBUTE", "int"),
+    ("MONEY", "int"),
+    ("AUTO_INCREMENT", "int"),
+    ("LOCAL_TYPE_NAME", "nvarchar"),
+    ("MINIMUM_SCALE", "int"),
+    ("MAXIMUM_SCALE", "int"),
+    ("SQL_DATA_TYPE", "int"),
+    ("SQL_DATETIME_SUB", "int"),
+    ("NUM_PREC_RADIX", "int"),
+    ("INTERVAL_PRECISION", "int"),
+    ("USERTYPE", "int"),
 ]
 # ODBC type code -> (SQL Server type name, column size), as SQL Server 2019 reports them.
 _TYPES = {12: ("varchar", 8000), -9: ("nvarchar", 4000), -3: ("varbinary", 8000), 93: ("datetime", 23)}
@@ -45,7 +56,11 @@ class Faults:
 
 class ScenarioHandler:
     def __init__(
-        self, instance: Instance, user: str = "exporter", password: str = "stand-in-password", strict: bool = True
+        self,
+        instance: Instance,
+        user: str = "exporter",
+        password: str = "stand-in-password",
+        strict: bool = True,
     ) -> None:
         self.instance = instance
         self.user = user
@@ -60,8 +75,11 @@ class ScenarioHandler:
 
     @property
     def server_version(self) -> str | None:
-        major = str(self.instance.scenario.properties.get("ProductVersion", "")).split(".")[0]
-        return RELEASES.get(major)
+        """The release (with service pack) the catalog's `since` fields are compared with."""
+        from .sqlcheck import release_of
+
+        version = self.instance.scenario.properties.get("ProductVersion")
+        return release_of(str(version)) if version else None
 
     def on_connect(self) -> Hang | None:
         return Hang() if self.faults.hang_connect else None
@@ -114,8 +132,7 @@ def _check(sql: str, server_version: str | None) -> SqlError | None:
     problem = check_batch(sql, _CATALOG, server_version=server_version)
     if problem is None:
         return None
-    severity = 15 if problem.number == 102 else 16
-    return SqlError(problem.number, problem.message, severity=severity, line=problem.line)
+    return SqlError(problem.number, problem.message, severity=problem.severity, line=problem.line)
 
 
 _CATALOG = None
@@ -128,6 +145,26 @@ def _type_info(odbc_type: int) -> ResultSet:
         return ResultSet(columns, [])
     name, size = known
     quoted = "'" if odbc_type in (12, -9, 93) else None
-    row = (name, odbc_type, size, quoted, quoted, None, 1, 0, 3, None, 0, None, name, None, None,
-           odbc_type, None, None, None, 0)
+    row = (
+        name,
+        odbc_type,
+        size,
+        quoted,
+        quoted,
+        None,
+        1,
+        0,
+        3,
+        None,
+        0,
+        None,
+        name,
+        None,
+        None,
+        odbc_type,
+        None,
+        None,
+        None,
+        0,
+    )
     return ResultSet(columns, [row])

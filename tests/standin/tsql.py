@@ -70,7 +70,7 @@ def tokenize(sql: str) -> list[Tok]:
     while pos < len(sql):
         m = _TOKEN.match(sql, pos)
         if m is None:
-            raise Unsupported(f"cannot tokenize near {sql[pos:pos + 20]!r}")
+            raise Unsupported(f"cannot tokenize near {sql[pos : pos + 20]!r}")
         pos = m.end()
         kind = m.lastgroup or ""
         text = m.group()
@@ -88,7 +88,8 @@ def tokenize(sql: str) -> list[Tok]:
 
 # ---------------------------------------------------------------- syntax tree
 
-Expr = tuple  # ("lit", v) | ("col", qualifier, name) | ("call", NAME, [args]) | ("cast", expr, type) | ("bin", op, a, b)
+# ("lit", v) | ("col", qualifier, name) | ("call", NAME, [args]) | ("cast", expr, type) | ("bin", op, a, b)
+Expr = tuple
 
 
 @dataclass
@@ -235,21 +236,23 @@ class _Parser:
                 break
         if self.accept_kw("FROM"):
             sel.source = self.qualified_name().lower()
-            if self.accept_op("("):
-                if not self.accept_op(")"):
+            # a table-valued function: FROM sys.dm_io_virtual_file_stats(NULL, NULL)
+            if self.accept_op("(") and not self.accept_op(")"):
+                sel.source_args.append(self.expr())
+                while self.accept_op(","):
                     sel.source_args.append(self.expr())
-                    while self.accept_op(","):
-                        sel.source_args.append(self.expr())
-                    self.expect_op(")")
-            if self.accept_kw("AS"):
-                sel.alias = self.take().text
-            elif (tok := self.peek()) is not None and tok.kind == "name" and not tok.is_kw("WHERE"):
+                self.expect_op(")")
+            tok = self.peek()
+            bare_alias = tok is not None and tok.kind == "name" and not tok.is_kw("WHERE", "AS")
+            if self.accept_kw("AS") or bare_alias:
                 sel.alias = self.take().text
         if self.accept_kw("WHERE"):
             sel.where = self.condition()
         tok = self.peek()
-        if tok is not None and not (tok.kind == "op" and tok.text == ";") and not tok.is_kw(
-            "END", "ELSE", "SELECT", "BEGIN", "IF", "EXEC", "SET"
+        if (
+            tok is not None
+            and not (tok.kind == "op" and tok.text == ";")
+            and not tok.is_kw("END", "ELSE", "SELECT", "BEGIN", "IF", "EXEC", "SET")
         ):
             raise Unsupported(f"SELECT clause starting with {tok.text!r}")
         return sel
@@ -369,7 +372,13 @@ class _Parser:
         # Date parts (MILLISECOND, SECOND...) are bare words, not columns.
         tok = self.peek()
         nxt = self.peek(1)
-        if tok is not None and tok.kind == "name" and tok.text.upper() in _DATEPARTS and nxt is not None and nxt.text == ",":
+        if (
+            tok is not None
+            and tok.kind == "name"
+            and tok.text.upper() in _DATEPARTS
+            and nxt is not None
+            and nxt.text == ","
+        ):
             self.take()
             return ("datepart", tok.text.upper())
         return self.expr()
@@ -412,7 +421,9 @@ class Interpreter:
             self._parsed[sql] = stmts
         return stmts
 
-    def _block(self, stmts: Sequence[object], out: list[ResultSet | SqlError], err: _ErrorContext | None) -> None:
+    def _block(
+        self, stmts: Sequence[object], out: list[ResultSet | SqlError], err: _ErrorContext | None
+    ) -> None:
         for stmt in stmts:
             self._stmt(stmt, out, err)
 
@@ -459,14 +470,18 @@ class Interpreter:
         columns = [Column(name, _column_type(e, result_rows, i)) for i, (e, name) in enumerate(sel.items)]
         return ResultSet(columns, result_rows)
 
-    def _eval(self, e: Expr, row: dict[str, object], err: _ErrorContext | None, alias: str | None = None) -> object:
+    def _eval(
+        self, e: Expr, row: dict[str, object], err: _ErrorContext | None, alias: str | None = None
+    ) -> object:
         tag = e[0]
         if tag == "lit":
             return e[1]
         if tag == "col":
             qualifier, name = e[1], e[2]
             if qualifier is not None and (alias is None or qualifier != alias.lower()):
-                raise SqlRuntimeError(4104, f'The multi-part identifier "{qualifier}.{name}" could not be bound.')
+                raise SqlRuntimeError(
+                    4104, f'The multi-part identifier "{qualifier}.{name}" could not be bound.'
+                )
             if name not in row:
                 raise SqlRuntimeError(207, f"Invalid column name '{name}'.")
             return row[name]
@@ -506,7 +521,12 @@ class Interpreter:
         raise Unsupported(f"expression {tag}")
 
     def _call(
-        self, name: str, args: list[Expr], row: dict[str, object], err: _ErrorContext | None, alias: str | None
+        self,
+        name: str,
+        args: list[Expr],
+        row: dict[str, object],
+        err: _ErrorContext | None,
+        alias: str | None,
     ) -> object:
         values = [self._eval(a, row, err, alias) for a in args]
         if name in ("RTRIM", "LTRIM"):
@@ -549,7 +569,9 @@ def like(value: str, pattern: str) -> bool:
                 regex.append(re.escape(ch))
             else:
                 body = pattern[i + 1 : end]
-                regex.append("[^" + re.escape(body[1:]) + "]" if body.startswith("^") else "[" + re.escape(body) + "]")
+                regex.append(
+                    "[^" + re.escape(body[1:]) + "]" if body.startswith("^") else "[" + re.escape(body) + "]"
+                )
                 i = end
         else:
             regex.append(re.escape(ch))

@@ -110,7 +110,9 @@ class Collector(Protocol):
     name: str
     sections: Sequence[str]
 
-    def collect(self, results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None: ...
+    def collect(
+        self, results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder
+    ) -> None: ...
 
 
 def rows_of(results: Mapping[str, SectionResult], tag: str) -> Iterable[Row]:

@@ -21,7 +21,10 @@ METRICS = (
         G,
     ),
     perf.PerfMetric(
-        "Free list stalls/sec", "mssql_free_list_stalls_total", "Requests that had to wait for a free page.", C
+        "Free list stalls/sec",
+        "mssql_free_list_stalls_total",
+        "Requests that had to wait for a free page.",
+        C,
     ),
     perf.PerfMetric("Lazy writes/sec", "mssql_lazy_writes_total", "Pages written by the lazy writer.", C),
     perf.PerfMetric(
@@ -36,7 +39,10 @@ METRICS = (
         "Readahead pages/sec", "mssql_readahead_pages_total", "Pages read in anticipation of use.", C
     ),
     perf.PerfMetric(
-        "Database pages", "mssql_buffer_pool_database_pages", "Pages in the buffer pool with database content.", G
+        "Database pages",
+        "mssql_buffer_pool_database_pages",
+        "Pages in the buffer pool with database content.",
+        G,
     ),
 )
 
@@ -50,6 +56,6 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     if ratio is not None:
         out.gauge(
             "mssql_buffer_cache_hit_ratio",
-            "Share of page requests found in the buffer pool without a read, 0..1 (read-ahead counts as hits).",
+            "Share of page requests served from the buffer pool, 0..1 (read-ahead counts as hits).",
             ratio,
         )

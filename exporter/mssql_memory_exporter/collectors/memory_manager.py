@@ -19,7 +19,10 @@ G = CounterKind.GAUGE
 KIB = 1024.0
 METRICS = (
     perf.PerfMetric(
-        "Memory Grants Pending", "mssql_memory_grants_pending", "Queries waiting for a workspace memory grant.", G
+        "Memory Grants Pending",
+        "mssql_memory_grants_pending",
+        "Queries waiting for a workspace memory grant.",
+        G,
     ),
     perf.PerfMetric(
         "Memory Grants Outstanding",
@@ -28,10 +31,18 @@ METRICS = (
         G,
     ),
     perf.PerfMetric(
-        "Target Server Memory (KB)", "mssql_memory_target_bytes", "Memory SQL Server is willing to use.", G, KIB
+        "Target Server Memory (KB)",
+        "mssql_memory_target_bytes",
+        "Memory SQL Server is willing to use.",
+        G,
+        KIB,
     ),
     perf.PerfMetric(
-        "Total Server Memory (KB)", "mssql_memory_total_bytes", "Memory the memory manager has committed.", G, KIB
+        "Total Server Memory (KB)",
+        "mssql_memory_total_bytes",
+        "Memory the memory manager has committed.",
+        G,
+        KIB,
     ),
     perf.PerfMetric(
         "Free Memory (KB)", "mssql_memory_free_bytes", "Committed memory not in use by SQL Server.", G, KIB

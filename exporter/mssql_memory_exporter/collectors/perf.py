@@ -74,7 +74,9 @@ def perf_section(objects: Iterable[PerfObject]) -> Section:
 def perf_rows(results: Mapping[str, SectionResult], obj: str) -> list[PerfRow]:
     """The rows of one object. Every instance reports all the objects we read, so none at all means the
     filter or the server is wrong, not that there is nothing to say."""
-    rows = [row for row in parse_perf_rows(rows_of(results, PERF_TAG)) if row.object.casefold() == obj.casefold()]
+    rows = [
+        row for row in parse_perf_rows(rows_of(results, PERF_TAG)) if row.object.casefold() == obj.casefold()
+    ]
     if not rows:
         raise MissingData(f"no rows for perf object {obj!r}")
     return rows

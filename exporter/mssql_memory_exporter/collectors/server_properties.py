@@ -24,7 +24,9 @@ PROPERTIES = {
 SECTION = Section(
     tag=TAG,
     sql="SELECT N'server' AS section, "
-    + ", ".join(f"CAST(SERVERPROPERTY(N'{prop}') AS nvarchar(128)) AS {col}" for col, prop in PROPERTIES.items())
+    + ", ".join(
+        f"CAST(SERVERPROPERTY(N'{prop}') AS nvarchar(128)) AS {col}" for col, prop in PROPERTIES.items()
+    )
     + ";",
 )
 
@@ -36,5 +38,8 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         break
     # Alert thresholds that depend on the workload (hit ratio 0.95 OLTP, 0.90 OLAP) join on this.
     out.gauge(
-        "mssql_target_info", "The exporter's configuration of this target; always 1.", 1.0, {"workload": ctx.workload}
+        "mssql_target_info",
+        "The exporter's configuration of this target; always 1.",
+        1.0,
+        {"workload": ctx.workload},
     )

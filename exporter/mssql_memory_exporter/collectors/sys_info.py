@@ -15,7 +15,8 @@ sections = (TAG,)
 # local time) play no part.
 SECTION = Section(
     tag=TAG,
-    sql="SELECT N'sys_info' AS section, DATEDIFF_BIG(MILLISECOND, '19700101', SYSUTCDATETIME()) AS now_unix_ms,"
+    sql="SELECT N'sys_info' AS section,"
+    " DATEDIFF_BIG(MILLISECOND, '19700101', SYSUTCDATETIME()) AS now_unix_ms,"
     " si.ms_ticks, si.sqlserver_start_time_ms_ticks\nFROM sys.dm_os_sys_info AS si;",
     requires=("sys.dm_os_sys_info",),
 )
@@ -28,7 +29,11 @@ MEMO_KEY = "start_time_seconds"
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     for row in rows_of(results, TAG):
-        now_ms, ticks, start_ticks = row.get("now_unix_ms"), row.get("ms_ticks"), row.get("sqlserver_start_time_ms_ticks")
+        now_ms, ticks, start_ticks = (
+            row.get("now_unix_ms"),
+            row.get("ms_ticks"),
+            row.get("sqlserver_start_time_ms_ticks"),
+        )
         if now_ms is None or ticks is None or start_ticks is None:
             return
         start = round((int(now_ms) - (int(ticks) - int(start_ticks))) / 1000.0)  # type: ignore[call-overload]

@@ -1,0 +1,139 @@
+"""Command line: flags in Prometheus' dotted style, then config, logging, and the HTTP server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import platform
+import signal
+import sys
+import threading
+from types import FrameType
+
+from mssql_memory_exporter import __version__
+from mssql_memory_exporter.config import ConfigError, ExporterConfig, load_config, resolve_driver
+from mssql_memory_exporter.logsetup import LEVELS, setup_logging
+from mssql_memory_exporter.web import ExporterHTTPServer, ProbeFn, make_server, parse_listen_address
+
+__all__ = ["build_parser", "main"]
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # allow_abbrev=False: '--config' must not silently mean '--config.file'.
+    parser = argparse.ArgumentParser(
+        prog="mssql-memory-exporter",
+        description="Prometheus exporter for SQL Server memory pressure.",
+        allow_abbrev=False,
+    )
+    parser.add_argument(
+        "--config.file",
+        dest="config_file",
+        metavar="PATH",
+        default="mssql-exporter.yml",
+        help="YAML configuration file (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--web.listen-address",
+        dest="listen_address",
+        metavar="ADDRESS",
+        default=":9399",
+        help="host:port, :port for all interfaces, or [v6addr]:port (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--log.level", dest="log_level", default="info", choices=list(LEVELS), help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--log.format",
+        dest="log_format",
+        default="logfmt",
+        choices=["logfmt", "json"],
+        help="(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"mssql-memory-exporter {__version__} (python {platform.python_version()})",
+    )
+    return parser
+
+
+def _warn_about_drivers(config: ExporterConfig) -> None:
+    """A missing ODBC driver would otherwise surface only as mssql_up 0; say so once at start."""
+    try:
+        # Imported late: pyodbc needs libodbc, and --version or a config error should not.
+        import pyodbc
+    except ImportError as exc:
+        log.warning("pyodbc is not importable; no target can be scraped", extra={"err": str(exc)})
+        return
+    available = pyodbc.drivers()
+    for target in config.targets.values():
+        try:
+            resolve_driver(target.driver, available, encryption=target.encryption)
+        except ConfigError as exc:
+            log.warning("no usable ODBC driver", extra={"target": target.name, "err": str(exc)})
+
+
+def _make_probe(config: ExporterConfig) -> tuple[ProbeFn, object]:
+    # Imported here so the CLI, the config and the web layer stay usable on their own (tests, --version).
+    from mssql_memory_exporter.scrape import Scraper
+
+    scraper = Scraper(config)
+    return scraper.probe, scraper
+
+
+def _serve_until_signalled(server: ExporterHTTPServer) -> None:
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        log.info("stopping", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    # serve_forever runs in a thread because shutdown() blocks until the loop exits: calling it from a
+    # signal handler on the serving thread would wait on itself.
+    thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
+    thread.start()
+    stop.wait()
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging(args.log_level, args.log_format)
+    try:
+        config = load_config(args.config_file)
+    except ConfigError as exc:
+        for line in exc.lines:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        parse_listen_address(args.listen_address)
+    except ValueError as exc:
+        print(f"error: --web.listen-address: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    log.info("starting", extra={"version": __version__, "targets": len(config.targets)})
+    _warn_about_drivers(config)
+    probe, scraper = _make_probe(config)
+    try:
+        server = make_server(config, probe, args.listen_address)
+    except OSError as exc:
+        log.error("cannot listen", extra={"address": args.listen_address, "err": str(exc)})
+        return EXIT_FAILURE
+    log.info("listening", extra={"address": server.address_text})
+    try:
+        _serve_until_signalled(server)
+    finally:
+        close = getattr(scraper, "close", None)
+        if callable(close):
+            close()
+    log.info("stopped")
+    return EXIT_OK

@@ -1,0 +1,523 @@
+"""The exporter's YAML configuration: models, loader, secrets and ODBC connection strings.
+
+Everything an operator can get wrong is reported as one `ConfigError` line per problem, in the form
+`<file>: <dotted.field.path>: <what is wrong>`, so a failed start points at the line to fix.
+Passwords never live in the file or in these objects: an auth module names an environment variable or
+a file, which is read only when a connection is made, so a rotated secret needs no restart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, NamedTuple, Self
+
+import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+__all__ = [
+    "RESERVED_LABELS",
+    "AuthModule",
+    "ConfigError",
+    "CredentialError",
+    "Credentials",
+    "DriverError",
+    "ExporterConfig",
+    "TargetConfig",
+    "build_connection_string",
+    "connection_string_redacted",
+    "driver_kind",
+    "load_config",
+    "parse_config",
+    "resolve_driver",
+]
+
+TARGET_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
+TARGET_NAME_MAX = 128
+
+# Label names the exporter itself puts on samples (design.md metric contract). A constant label with one
+# of these names would make a sample carry the same label twice, which Prometheus rejects.
+# Label names the exporter's own metrics use; an extra label with one of these names would clash.
+# tests/test_scenarios.py checks this list against every label the exporter actually emits.
+RESERVED_LABELS = frozenset(
+    {
+        "collector",
+        "node",
+        "target",
+        "file",
+        "volume",
+        "file_type",
+        "pool",
+        "source",
+        "device",
+        "workload",
+        "version",
+        "product_level",
+        "update_level",
+        "edition",
+        "engine_edition",
+    }
+)
+
+ODBC18 = "ODBC Driver 18 for SQL Server"
+ODBC17 = "ODBC Driver 17 for SQL Server"
+FREETDS = "FreeTDS"
+
+DriverChoice = Literal["auto", "odbc18", "odbc17", "freetds"]
+Encryption = Literal["off", "request", "require", "strict"]
+DriverKind = Literal["odbc18", "odbc17", "freetds"]
+
+INLINE_PASSWORD_MESSAGE = "inline passwords are not allowed; use password_env or password_file"
+
+
+class ConfigError(Exception):
+    """A configuration problem; `str()` is one line per problem, never a secret."""
+
+    def __init__(self, lines: list[str] | str) -> None:
+        self.lines = [lines] if isinstance(lines, str) else list(lines)
+        super().__init__("\n".join(self.lines))
+
+
+class CredentialError(ConfigError):
+    """A password source that could not be read at connect time (names the source, never the value)."""
+
+
+class DriverError(ConfigError):
+    """No installed ODBC driver satisfies a target's `driver` / `encryption` choice."""
+
+
+class Credentials(NamedTuple):
+    username: str
+    # SecretStr so that a tuple that ends up in a log line or traceback shows '**********'.
+    password: SecretStr
+
+
+def _error_at(loc: tuple[str | int, ...], message: str) -> ValidationError:
+    """A validation error pinned to a field, for checks that span fields. Raised from inside a
+    validator, pydantic prefixes the location of the enclosing model, so the report stays dotted."""
+    # The message goes in as context, not as the template, so braces in user-supplied names stay literal.
+    error = PydanticCustomError("config", "{message}", {"message": message})
+    detail = InitErrorDetails(type=error, loc=loc, input=None)
+    return ValidationError.from_exception_data("config", [detail])
+
+
+def _check_label_name(name: str) -> str:
+    if name.startswith("__"):
+        raise PydanticCustomError("label_name", "label names starting with __ are reserved by Prometheus")
+    if name in RESERVED_LABELS:
+        raise PydanticCustomError(
+            "label_name",
+            "label {name} is set by the exporter itself; choose another name",
+            {"name": repr(name)},
+        )
+    return name
+
+
+TargetName = Annotated[str, Field(max_length=TARGET_NAME_MAX, pattern=TARGET_NAME_PATTERN)]
+LabelName = Annotated[str, Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$"), AfterValidator(_check_label_name)]
+# Values end up inside `Server=` and friends; characters that would change its meaning are refused
+# here rather than quoted, because no driver accepts them in a host name anyway.
+HostName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9_.:%\[\]-]+$")]
+# SQL Server instance names: at most 16 characters, letters/digits/_/$/#, not starting with a digit or $.
+InstanceName = Annotated[str, Field(pattern=r"^[A-Za-z_#][A-Za-z0-9_#$]{0,15}$")]
+SqlName = Annotated[str, Field(min_length=1, max_length=128)]
+Seconds = Annotated[float, Field(gt=0)]
+
+
+class _Strict(BaseModel):
+    # YAML turns `rack: 12` into an int; accepting it as "12" is what an operator expects.
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True, allow_inf_nan=False)
+
+
+class AuthModule(_Strict):
+    username: SqlName
+    password_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    password_file: Annotated[str, Field(min_length=1)] | None = None
+
+    @field_validator("password_env")
+    @classmethod
+    def _env_is_set(cls, name: str | None) -> str | None:
+        if name is not None and not os.environ.get(name):
+            raise PydanticCustomError(
+                "secret_source", "environment variable {name} is not set or is empty", {"name": name}
+            )
+        return name
+
+    @field_validator("password_file")
+    @classmethod
+    def _file_is_readable(cls, path: str | None, info: ValidationInfo) -> str | None:
+        if path is None:
+            return None
+        # Relative paths follow the config file, as in Prometheus, not the working directory.
+        base = Path((info.context or {}).get("base_dir", "."))
+        resolved = str((base / path).absolute())
+        try:
+            readable = os.path.isfile(resolved) and os.access(resolved, os.R_OK)
+        except ValueError:  # an embedded NUL byte
+            readable = False
+        if not readable:
+            raise PydanticCustomError(
+                "secret_source", "file {path} does not exist or is not readable", {"path": resolved}
+            )
+        return resolved
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> Self:
+        if (self.password_env is None) == (self.password_file is None):
+            raise PydanticCustomError("secret_source", "set exactly one of password_env or password_file")
+        return self
+
+    def read_password(self) -> SecretStr:
+        """Read the secret now; an error names its source and never its content."""
+        if self.password_env is not None:
+            value = os.environ.get(self.password_env, "")
+            if not value:
+                raise CredentialError(f"environment variable {self.password_env} is not set or is empty")
+            return SecretStr(value)
+        assert self.password_file is not None  # guaranteed by _exactly_one_source
+        try:
+            with open(self.password_file, encoding="utf-8") as fh:
+                value = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise CredentialError(f"cannot read password file {self.password_file}: {reason}") from None
+        # Secrets written by `echo` or an editor end in a newline that is not part of the password.
+        value = value.removesuffix("\n").removesuffix("\r")
+        if not value:
+            raise CredentialError(f"password file {self.password_file} is empty")
+        return SecretStr(value)
+
+
+class TargetConfig(_Strict):
+    name: TargetName
+    host: HostName
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    instance: InstanceName | None = None
+    database: SqlName = "master"
+    driver: DriverChoice = "auto"
+    encryption: Encryption = "require"
+    trust_server_certificate: bool = False
+    login_timeout_seconds: Seconds = 5.0
+    query_timeout_seconds: Seconds = 10.0
+    workload: Literal["oltp", "olap"] = "oltp"
+    labels: dict[LabelName, str] = Field(default_factory=dict)
+    auth_module: SqlName
+    # Linked by ExporterConfig so a target can be turned into a connection string on its own.
+    _auth: AuthModule | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_port(cls, data: Any) -> Any:
+        # A named instance gets its port from SQL Browser, so 1433 applies only when neither is given.
+        if isinstance(data, Mapping) and data.get("port") is None and data.get("instance") is None:
+            return {**data, "port": 1433}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.port is not None and self.instance is not None:
+            raise _error_at(("instance",), "set either port or instance, not both")
+        if self.encryption == "strict" and self.driver in ("freetds", "odbc17"):
+            raise _error_at(
+                ("encryption",),
+                f"strict (TDS 8) needs ODBC Driver 18; driver {self.driver} cannot do it",
+            )
+        return self
+
+    @field_validator("encryption", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads an unquoted `off` (or `no`) as false; for this key that can only mean "off".
+        return "off" if value is False else value
+
+    @property
+    def username(self) -> str | None:
+        return self._auth.username if self._auth is not None else None
+
+
+class ExporterConfig(_Strict):
+    default_target: str | None = None
+    auth_modules: dict[SqlName, AuthModule] = Field(default_factory=dict)
+    targets: Annotated[dict[str, TargetConfig], Field(min_length=1)]
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _name_targets(cls, targets: Any) -> Any:
+        """A target is named by its key; copy the key in so each TargetConfig knows its name."""
+        if not isinstance(targets, Mapping):
+            return targets
+        named: dict[Any, Any] = {}
+        for key, body in targets.items():
+            # An explicit `name:` is left alone here and compared with the key after validation, so
+            # that one slip does not hide the target's other errors.
+            named[key] = {"name": key, **body} if isinstance(body, Mapping) and "name" not in body else body
+        return named
+
+    @model_validator(mode="after")
+    def _references(self) -> Self:
+        if self.default_target is not None and self.default_target not in self.targets:
+            raise _error_at(("default_target",), f"no target named {self.default_target!r} under targets")
+        for key, target in self.targets.items():
+            if target.name != key:
+                raise _error_at(("targets", key, "name"), "leave it out: a target is named by its key")
+            module = self.auth_modules.get(target.auth_module)
+            if module is None:
+                raise _error_at(
+                    ("targets", key, "auth_module"),
+                    f"no auth module named {target.auth_module!r} under auth_modules",
+                )
+            target._auth = module
+        return self
+
+    def credentials_for(self, target: TargetConfig | str) -> Credentials:
+        """Username and password for a target, reading the password source at this moment."""
+        name = target if isinstance(target, str) else target.name
+        module = self.auth_modules[self.targets[name].auth_module]
+        return Credentials(module.username, module.read_password())
+
+
+# --- loading -------------------------------------------------------------------------------------------
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys; two targets with one name would silently merge."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                continue  # unhashable: the base class reports it with its position
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_error(path: str, exc: yaml.YAMLError) -> ConfigError:
+    # str(exc) would quote a snippet of the offending line, which may be next to a secret; keep to
+    # the position and the parser's description.
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    problem = getattr(exc, "problem", None) or "invalid YAML"
+    context = getattr(exc, "context", None)
+    detail = f"{context}: {problem}" if context else problem
+    return ConfigError(f"{path}: {where}invalid YAML: {detail}")
+
+
+def _read_yaml(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: config file is not valid UTF-8") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc) from None
+
+
+_SHOULD = re.compile(r"^(Input|String|Value|Dictionary|List|Number) should (?:be )?")
+_GENERIC_TYPES = {
+    "model_type": "must be a mapping (key: value)",
+    "dict_type": "must be a mapping (key: value)",
+}
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    """pydantic's wording ("Input should be ...") rephrased for someone editing a YAML file."""
+    kind = error["type"]
+    loc = error["loc"]
+    if kind == "extra_forbidden":
+        return INLINE_PASSWORD_MESSAGE if loc and loc[-1] == "password" else "unknown key"
+    if kind == "missing":
+        return "is required"
+    if kind in _GENERIC_TYPES:
+        return _GENERIC_TYPES[kind]
+    message = str(error["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    match = _SHOULD.match(message)
+    if match:
+        verb = "must be " if "be " in match.group(0) else "must "
+        message = verb + message[match.end() :]
+    return message
+
+
+def _error_line(source: str, error: Mapping[str, Any]) -> str:
+    parts = [str(part) for part in error["loc"]]
+    what = _describe(error)
+    if parts and parts[-1] == "[key]":
+        # pydantic's marker for an invalid mapping key; the key itself is already the previous part.
+        parts.pop()
+        what = f"invalid key: {what}"
+    return f"{source}: {'.'.join(parts)}: {what}" if parts else f"{source}: {what}"
+
+
+def _to_config_error(source: str, exc: ValidationError) -> ConfigError:
+    errors = exc.errors(include_url=False, include_input=False)
+    return ConfigError([_error_line(source, error) for error in errors])
+
+
+def parse_config(
+    data: Any, source: str = "<config>", base_dir: str | os.PathLike[str] = "."
+) -> ExporterConfig:
+    """Validate already-parsed YAML. `source` prefixes every error line; `base_dir` anchors relative
+    password_file paths."""
+    if data is None:
+        raise ConfigError(f"{source}: the config is empty; at least one target is required")
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: the top level must be a mapping (key: value)")
+    try:
+        return ExporterConfig.model_validate(data, context={"base_dir": str(base_dir)})
+    except ValidationError as exc:
+        raise _to_config_error(source, exc) from None
+
+
+def load_config(path: str) -> ExporterConfig:
+    """Read and validate the YAML config at `path`; every problem raises ConfigError."""
+    data = _read_yaml(path)
+    return parse_config(data, source=path, base_dir=os.path.dirname(os.path.abspath(path)))
+
+
+# --- drivers and connection strings --------------------------------------------------------------------
+
+
+def driver_kind(driver: str) -> DriverKind:
+    """Which connection-string dialect an installed driver name (from pyodbc.drivers()) speaks."""
+    lowered = driver.lower()
+    if "freetds" in lowered:
+        return "freetds"
+    if lowered.startswith("odbc driver 18 "):
+        return "odbc18"
+    if lowered.startswith("odbc driver 17 "):
+        return "odbc17"
+    raise DriverError(
+        f"unsupported ODBC driver {driver!r}; use ODBC Driver 18 or 17 for SQL Server or FreeTDS"
+    )
+
+
+def resolve_driver(choice: str, available: list[str], *, encryption: str = "require") -> str:
+    """The installed driver name to use for a target's `driver` choice.
+
+    `auto` prefers ODBC Driver 18, then 17, then FreeTDS; with `encryption: strict` only 18 qualifies,
+    because neither 17 nor FreeTDS 1.3 speaks TDS 8.
+    """
+    kinds: dict[str, str] = {}
+    for name in available:
+        try:
+            kinds.setdefault(driver_kind(name), name)
+        except DriverError:
+            continue
+    wanted = ["odbc18", "odbc17", "freetds"] if choice == "auto" else [choice]
+    if encryption == "strict":
+        wanted = [kind for kind in wanted if kind == "odbc18"]
+    for kind in wanted:
+        if kind in kinds:
+            return kinds[kind]
+    installed = ", ".join(available) if available else "none"
+    label = {"odbc18": ODBC18, "odbc17": ODBC17, "freetds": FREETDS}
+    needed = " or ".join(label.get(kind, kind) for kind in wanted) or choice
+    why = " for encryption strict" if encryption == "strict" else ""
+    raise DriverError(
+        f"driver {choice!r} needs {needed}{why}, which is not installed (installed ODBC drivers: {installed})"
+    )
+
+
+def _odbc_value(value: str) -> str:
+    # ODBC connection-string quoting: braces protect ';' and '}'; a closing brace inside is doubled.
+    if ";" in value or "}" in value or value.startswith("{") or value != value.strip():
+        return "{" + value.replace("}", "}}") + "}"
+    return value
+
+
+_MS_ENCRYPT = {"off": "no", "request": "no", "require": "yes", "strict": "strict"}
+
+
+def _connection_pairs(
+    target: TargetConfig, driver: str, username: str, password: str
+) -> list[tuple[str, str]]:
+    kind = driver_kind(driver)
+    if kind == "freetds":
+        if target.encryption == "strict":
+            raise DriverError(f"target {target.name}: FreeTDS cannot do strict (TDS 8) encryption")
+        server = (
+            [("Server", f"{target.host}\\{target.instance}")]
+            if target.instance
+            else [
+                ("Server", target.host),
+                ("Port", str(target.port)),
+            ]
+        )
+        # FreeTDS ignores Encrypt=; its own key is Encryption= (design.md, Drivers).
+        dialect = [("TDS_Version", "7.4"), ("Encryption", target.encryption), ("ClientCharset", "UTF-8")]
+    else:
+        if target.encryption == "strict" and kind != "odbc18":
+            raise DriverError(f"target {target.name}: {driver} cannot do strict (TDS 8) encryption")
+        address = (
+            f"{target.host}\\{target.instance}" if target.instance else f"tcp:{target.host},{target.port}"
+        )
+        server = [("Server", address)]
+        dialect = [
+            ("Encrypt", _MS_ENCRYPT[target.encryption]),
+            ("TrustServerCertificate", "yes" if target.trust_server_certificate else "no"),
+        ]
+    return [
+        ("Driver", driver),
+        *server,
+        ("Database", target.database),
+        *dialect,
+        ("APP", "mssql-memory-exporter"),
+        ("UID", username),
+        ("PWD", password),
+    ]
+
+
+def _join(pairs: list[tuple[str, str]]) -> str:
+    # The driver name is always braced: that is the form every driver manager documents.
+    return ";".join(
+        f"{key}={{{value.replace('}', '}}')}}}" if key == "Driver" else f"{key}={_odbc_value(value)}"
+        for key, value in pairs
+    )
+
+
+def _username(target: TargetConfig, username: str | None) -> str:
+    resolved = username if username is not None else target.username
+    if resolved is None:
+        raise ConfigError(f"target {target.name}: no username; load the target through ExporterConfig")
+    return resolved
+
+
+def build_connection_string(
+    target: TargetConfig, driver: str, password: str | SecretStr, *, username: str | None = None
+) -> str:
+    """ODBC connection string for `target` through the installed `driver` (a pyodbc.drivers() name).
+
+    The username comes from the target's auth module unless given. The result holds the password:
+    log `connection_string_redacted()` instead.
+    """
+    secret = password.get_secret_value() if isinstance(password, SecretStr) else password
+    return _join(_connection_pairs(target, driver, _username(target, username), secret))
+
+
+def connection_string_redacted(target: TargetConfig, driver: str, *, username: str | None = None) -> str:
+    """The same connection string with the password replaced, for logs and error messages."""
+    return _join(_connection_pairs(target, driver, _username(target, username), "********"))

@@ -1,0 +1,363 @@
+"""HTTP layer: /metrics, /probe?target=NAME, /-/healthy and an index page, on the stdlib server.
+
+The web layer never talks SQL. It validates the request, works out the scrape timeout Prometheus
+allows, and hands the configured target to an injected probe function; whatever families that returns
+are exposed from a registry built for this request only, so concurrent scrapes never share state.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import math
+import socket
+import socketserver
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, NamedTuple, cast
+from urllib.parse import parse_qs, quote, urlsplit
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from mssql_memory_exporter import __version__
+from mssql_memory_exporter.config import TARGET_NAME_MAX, ExporterConfig, TargetConfig
+
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS",
+    "MAX_TIMEOUT_SECONDS",
+    "MIN_TIMEOUT_SECONDS",
+    "SCRAPE_TIMEOUT_HEADER",
+    "TIMEOUT_OFFSET_SECONDS",
+    "BadRequest",
+    "ExporterHTTPServer",
+    "ProbeFn",
+    "make_server",
+    "parse_listen_address",
+    "probe_target",
+    "scrape_timeout",
+]
+
+log = logging.getLogger(__name__)
+
+ProbeFn = Callable[[TargetConfig, float], list[Metric]]
+
+SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
+DEFAULT_TIMEOUT_SECONDS = 10.0
+# Leaves time to encode and send the answer before Prometheus gives up on the scrape.
+TIMEOUT_OFFSET_SECONDS = 0.5
+MAX_TIMEOUT_SECONDS = 120.0
+MIN_TIMEOUT_SECONDS = 0.5
+LOGGED_VALUE_MAX = 128
+
+TEXT = "text/plain; charset=utf-8"
+
+
+class BadRequest(Exception):
+    """A request the exporter refuses; the message is sent to the client as the 400 body."""
+
+
+class Response(NamedTuple):
+    status: int
+    content_type: str
+    body: bytes
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def _text(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Response:
+    return Response(status, TEXT, (message + "\n").encode(), headers)
+
+
+def scrape_timeout(header: str | None) -> float:
+    """Seconds the probe may take: Prometheus' scrape timeout minus an offset, within fixed bounds."""
+    if header is None:
+        return DEFAULT_TIMEOUT_SECONDS
+    try:
+        offered = float(header)
+    except ValueError:
+        return DEFAULT_TIMEOUT_SECONDS
+    if not math.isfinite(offered) or offered <= 0:
+        return DEFAULT_TIMEOUT_SECONDS
+    return max(MIN_TIMEOUT_SECONDS, min(offered - TIMEOUT_OFFSET_SECONDS, MAX_TIMEOUT_SECONDS))
+
+
+def parse_listen_address(listen: str) -> tuple[str, int]:
+    """`host:port`, `:port` (all interfaces) or `[v6addr]:port` -> (host, port); host '' means all."""
+    host, sep, port_text = listen.rpartition(":")
+    if not sep:
+        raise ValueError(f"listen address {listen!r} must be host:port or :port")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise ValueError(f"listen address {listen!r}: put IPv6 addresses in brackets, e.g. [::1]:9399")
+    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+        raise ValueError(f"listen address {listen!r}: port must be a number from 0 to 65535")
+    return host, int(port_text)
+
+
+def _query_params(query: str, allowed: frozenset[str]) -> dict[str, list[str]]:
+    try:
+        # strict_parsing rejects fragments like '&&' or 'target' without '=' instead of guessing.
+        params = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query), max_num_fields=16)
+    except ValueError:
+        raise BadRequest("malformed query string") from None
+    unknown = sorted(set(params) - allowed)
+    if unknown:
+        accepted = ", ".join(sorted(allowed)) or "none"
+        raise BadRequest(f"unknown query parameter {unknown[0][:64]!r} (accepted: {accepted})")
+    return params
+
+
+def probe_target(query: str, config: ExporterConfig) -> TargetConfig:
+    """The configured target a /probe query names; anything else is a BadRequest, so the exporter
+    can only ever connect to servers listed in its config."""
+    values = _query_params(query, frozenset({"target"})).get("target", [])
+    if not values:
+        raise BadRequest("missing query parameter 'target'; use /probe?target=NAME")
+    if len(values) > 1:
+        raise BadRequest(f"query parameter 'target' given {len(values)} times; give it once")
+    name = values[0]
+    if not name:
+        raise BadRequest("query parameter 'target' is empty")
+    if len(name) > TARGET_NAME_MAX:
+        raise BadRequest(f"target name is longer than {TARGET_NAME_MAX} characters")
+    target = config.targets.get(name)
+    if target is None:
+        raise BadRequest(f"unknown target {name!r}; only targets named in the config file can be probed")
+    return target
+
+
+def _loggable_query(query: str) -> str:
+    """The query string with each value cut to a loggable length (a scanner can send megabytes)."""
+    pairs = [pair.partition("=") for pair in query.split("&")[:16]]
+    return "&".join(_cut(key) + sep + _cut(value) for key, sep, value in pairs)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= LOGGED_VALUE_MAX else text[:LOGGED_VALUE_MAX] + "..."
+
+
+class _Families(Collector):
+    """Hands ready-made families to a registry; the probe function has done the collecting."""
+
+    def __init__(self, families: Iterable[Metric]) -> None:
+        self._families = list(families)
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families
+
+
+def _own_metrics_registry() -> CollectorRegistry:
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+def _index_page(config: ExporterConfig) -> bytes:
+    items = "".join(
+        f'<li><a href="/probe?target={html.escape(quote(name, safe=""))}">{html.escape(name)}</a></li>'
+        for name in config.targets
+    )
+    default = (
+        f"<p>Default target on /metrics: {html.escape(config.default_target)}</p>"
+        if config.default_target
+        else "<p>No default target: /metrics has only the exporter's own metrics.</p>"
+    )
+    page = (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>SQL Server memory exporter</title></head>'
+        f"<body><h1>SQL Server memory exporter {html.escape(__version__)}</h1>"
+        f'<p><a href="/metrics">Metrics</a></p>{default}<h2>Targets</h2><ul>{items}</ul></body></html>\n'
+    )
+    return page.encode()
+
+
+class ExporterHTTPServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer that carries the config and probe function for its handlers."""
+
+    daemon_threads = True
+
+    def __init__(
+        self,
+        address: tuple[Any, ...],
+        family: socket.AddressFamily,
+        config: ExporterConfig,
+        probe: ProbeFn,
+        *,
+        dual_stack: bool = False,
+    ) -> None:
+        self.address_family = family  # read by TCPServer.__init__ when it creates the socket
+        self.dual_stack = dual_stack
+        self.config = config
+        self.probe = probe
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        if self.dual_stack:
+            # ':9399' means every interface, IPv4 included, as in Go exporters.
+            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        # HTTPServer.server_bind would do a reverse DNS lookup of the bind address, which can stall
+        # start-up for seconds on hosts without working DNS; nothing here uses that name.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = str(host)
+        self.server_port = int(port)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            log.debug("client went away", extra={"remote": client_address[0], "err": str(exc)})
+        else:
+            log.error("unhandled error while serving a request", exc_info=True)
+
+    @property
+    def address_text(self) -> str:
+        host, port = self.server_address[:2]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # Keep-alive: Prometheus reuses connections between scrapes.
+    protocol_version = "HTTP/1.1"
+    server_version = f"mssql-memory-exporter/{__version__}"
+    # Idle keep-alive connections each hold a thread; close them after this many seconds of silence.
+    timeout = 90
+
+    @property
+    def _exporter(self) -> ExporterHTTPServer:
+        return cast(ExporterHTTPServer, self.server)
+
+    def version_string(self) -> str:
+        return self.server_version  # without the Python version the default adds
+
+    def do_GET(self) -> None:
+        self._serve(send_body=True)
+
+    def do_HEAD(self) -> None:
+        self._serve(send_body=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # The base class answers 501 to any method without a do_<METHOD>; these resources exist, so
+        # the right answer to POST, PUT, DELETE, ... is 405 with an Allow header.
+        if name.startswith("do_"):
+            return self._method_not_allowed
+        raise AttributeError(name)
+
+    def _method_not_allowed(self) -> None:
+        started = time.monotonic()
+        response = _text(405, "method not allowed; use GET or HEAD", (("Allow", "GET, HEAD"),))
+        self.close_connection = True  # the request body, if any, was not read
+        self._send(response, send_body=True)
+        self._access_log(response.status, started)
+
+    def _serve(self, *, send_body: bool) -> None:
+        started = time.monotonic()
+        path, _, query = self.path.partition("?")
+        path = urlsplit(path).path
+        try:
+            response = self._route(path, query)
+        except BadRequest as exc:
+            response = _text(400, str(exc))
+        self._send(response, send_body=send_body)
+        self._access_log(response.status, started)
+
+    def _route(self, path: str, query: str) -> Response:
+        if path == "/metrics":
+            _query_params(query, frozenset())
+            return self._metrics()
+        if path == "/probe":
+            return self._probe(probe_target(query, self._exporter.config))
+        if path == "/-/healthy":
+            return _text(200, "OK")
+        if path == "/":
+            return Response(200, "text/html; charset=utf-8", _index_page(self._exporter.config))
+        return _text(404, "not found; try /metrics or /probe?target=NAME")
+
+    def _metrics(self) -> Response:
+        registry = _own_metrics_registry()
+        name = self._exporter.config.default_target
+        target = self._exporter.config.targets[name] if name is not None else None
+        return self._expose(registry, target)
+
+    def _probe(self, target: TargetConfig) -> Response:
+        return self._expose(CollectorRegistry(), target)
+
+    def _expose(self, registry: CollectorRegistry, target: TargetConfig | None) -> Response:
+        timeout = scrape_timeout(self.headers.get(SCRAPE_TIMEOUT_HEADER))
+        try:
+            if target is not None:
+                registry.register(_Families(self._exporter.probe(target, timeout)))
+            body = generate_latest(registry)
+        except Exception:
+            # The probe is meant to turn SQL failures into mssql_up 0; reaching here is a bug, and
+            # one target's bug must not take the server down.
+            log.exception("probe failed", extra={"target": target.name if target else ""})
+            return _text(500, "internal error while collecting metrics; see the exporter log")
+        return Response(200, CONTENT_TYPE_LATEST, body)
+
+    def _send(self, response: Response, *, send_body: bool) -> None:
+        self.send_response(response.status)
+        self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Cache-Control", "no-store")
+        for key, value in response.headers:
+            self.send_header(key, value)
+        if self._has_unread_body():
+            self.close_connection = True
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if send_body:
+            self.wfile.write(response.body)
+
+    def _has_unread_body(self) -> bool:
+        # A GET with a body is legal but odd; its unread bytes would be parsed as the next request.
+        return self.headers.get("Content-Length", "0") != "0" or "Transfer-Encoding" in self.headers
+
+    def _access_log(self, status: int, started: float) -> None:
+        path, _, query = self.path.partition("?")
+        log.debug(
+            "request",
+            extra={
+                "method": self.command,
+                "path": _cut(path),
+                "query": _loggable_query(query),
+                "status": status,
+                "duration_seconds": round(time.monotonic() - started, 6),
+                "remote": self.client_address[0],
+            },
+        )
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        """Silenced: _access_log writes one line per request with the timing included."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # The base class prints to stderr; route its messages (malformed requests, timeouts) through
+        # logging instead, cut short because they quote the raw request line.
+        log.debug((format % args)[: 2 * LOGGED_VALUE_MAX], extra={"remote": self.client_address[0]})
+
+
+def make_server(config: ExporterConfig, probe: ProbeFn, listen: str) -> ExporterHTTPServer:
+    """Bind (but do not start) the HTTP server on `listen`; call `serve_forever()` on the result.
+    Raises ValueError for a malformed address and OSError when binding fails."""
+    host, port = parse_listen_address(listen)
+    if not host:
+        if socket.has_dualstack_ipv6():
+            return ExporterHTTPServer(("::", port), socket.AF_INET6, config, probe, dual_stack=True)
+        return ExporterHTTPServer(("0.0.0.0", port), socket.AF_INET, config, probe)
+    resolved = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    # A name such as localhost can resolve to both families; like Go exporters, take IPv4 first.
+    family, _, _, _, sockaddr = min(resolved, key=lambda info: info[0] != socket.AF_INET)
+    return ExporterHTTPServer(sockaddr, family, config, probe)

@@ -1,0 +1,135 @@
+"""The exporter as users run it: its own process, real HTTP, real driver, the stand-in behind it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, samples_of, value
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def exporter(standin, tmp_path):
+    """Start `python -m mssql_memory_exporter` against two stand-ins; yield (base URL, stand-ins, log)."""
+    healthy, pressure = (
+        standin("healthy-oltp", manual_clock=False),
+        standin("memory-pressure", manual_clock=False),
+    )
+    config = {
+        "default_target": "healthy",
+        "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
+        "targets": {"healthy": healthy.target_yaml(), "pressure": pressure.target_yaml()},
+    }
+    path = tmp_path / "config.yml"
+    path.write_text(yaml.safe_dump(config))
+    port = free_port()
+    log = tmp_path / "exporter.log"
+    env = {**os.environ, PASSWORD_ENV: TEST_PASSWORD, "PYTHONPATH": str(ROOT / "exporter")}
+    with log.open("w") as log_file:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mssql_memory_exporter",
+                "--config.file",
+                str(path),
+                "--web.listen-address",
+                f"127.0.0.1:{port}",
+                "--log.level",
+                "debug",
+            ],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/-/healthy", timeout=1).read()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail(f"exporter did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+    yield base, (healthy, pressure), log
+    proc.terminate()
+    proc.wait(10)
+    assert proc.returncode == 0, log.read_text()
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_probe_metrics_and_errors_over_http(exporter):
+    base, (healthy, pressure), _log = exporter
+    status, body = get(f"{base}/probe?target=pressure")
+    assert status == 200
+    got = samples_of(body)
+    assert value(got, "mssql_up") == 1
+    assert (
+        value(
+            got,
+            "mssql_build_info",
+            version="16.0.4135.4",
+            product_level="RTM",
+            update_level="CU15",
+            edition="Standard Edition (64-bit)",
+            engine_edition="2",
+        )
+        == 1
+    )
+    status, body = get(f"{base}/metrics")
+    assert status == 200
+    got = samples_of(body)
+    assert value(got, "mssql_up") == 1  # the default target
+    assert any(name.startswith("process_") for name, _ in got)
+    status, body = get(f"{base}/probe?target=elsewhere.example.com")
+    assert status == 400 and "elsewhere.example.com" in body
+    assert len(healthy.server.sessions) == 1 and len(pressure.server.sessions) == 1
+
+
+def test_down_target_answers_in_time_with_up_zero(exporter):
+    base, (healthy, _), _log = exporter
+    healthy.handler.faults.hang_batch = True
+    started = time.monotonic()
+    status, body = get(f"{base}/probe?target=healthy", {"X-Prometheus-Scrape-Timeout-Seconds": "2"})
+    elapsed = time.monotonic() - started
+    assert status == 200
+    assert value(samples_of(body), "mssql_up") == 0
+    assert elapsed < 2.0, elapsed
+
+
+def test_the_password_never_reaches_logs_or_responses(exporter):
+    base, (healthy, _), log = exporter
+    healthy.handler.faults.bad_login = True
+    bodies = [get(f"{base}/probe?target={t}")[1] for t in ("healthy", "pressure", "nope")]
+    bodies.append(get(f"{base}/metrics")[1])
+    time.sleep(0.2)
+    everything = "\n".join(bodies) + log.read_text()
+    assert "Login failed" in log.read_text() or "18456" in log.read_text()
+    assert TEST_PASSWORD not in everything
