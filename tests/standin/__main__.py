@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: set MSSQL_STANDIN_PASSWORD to the password the stand-in should accept", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s standin %(levelname)s %(message)s")
+    logging.getLogger("sqlfluff").setLevel(logging.WARNING)  # it narrates every parse at INFO
     try:
         scenario = Scenario.load(args.scenario)
     except (OSError, ValueError) as exc:
