@@ -16,15 +16,16 @@ from .collectors.base import Row, Section, SectionError, SectionResult
 from .collectors.perf import PerfObject, perf_section
 
 ERROR_TAG = "section_error"
+UNAVAILABLE_TAG = "section_unavailable"
 
 
 def _quote(text: str) -> str:
     return "N'" + text.replace("'", "''") + "'"
 
 
-def _error_select(tag: str, number: str, message: str) -> str:
+def _error_select(tag: str, number: str, message: str, marker: str = ERROR_TAG) -> str:
     return (
-        f"SELECT {_quote(ERROR_TAG)} AS section, {_quote(tag)} AS failed_section,"
+        f"SELECT {_quote(marker)} AS section, {_quote(tag)} AS failed_section,"
         f" {number} AS error_number, {message} AS error_message;"
     )
 
@@ -34,7 +35,8 @@ def render_section(section: Section) -> str:
     body = f"    {run}"
     if section.requires:
         missing = " OR ".join(f"OBJECT_ID({_quote(obj)}) IS NULL" for obj in section.requires)
-        absent = _error_select(section.tag, "208", _quote(f"{', '.join(section.requires)} not available"))
+        message = _quote(f"{', '.join(section.requires)} not available")
+        absent = _error_select(section.tag, "208", message, marker=UNAVAILABLE_TAG)
         body = f"    IF {missing}\n        {absent}\n    ELSE\n        {run}"
     caught = _error_select(section.tag, "ERROR_NUMBER()", "ERROR_MESSAGE()")
     return f"BEGIN TRY\n{body}\nEND TRY\nBEGIN CATCH\n    {caught}\nEND CATCH;"
@@ -49,8 +51,10 @@ def sections_of(collectors: Iterable[ModuleType]) -> list[Section]:
         if isinstance(obj, PerfObject):
             perf_objects.append(obj)
             sections.setdefault("perf", Section(tag="perf", sql=""))  # placeholder keeps the order
-        section = getattr(module, "SECTION", None)
-        if isinstance(section, Section):
+        declared = list(getattr(module, "SECTIONS", ()))
+        if isinstance(getattr(module, "SECTION", None), Section):
+            declared.insert(0, module.SECTION)
+        for section in declared:
             sections.setdefault(section.tag, section)
     if perf_objects:
         sections["perf"] = perf_section(perf_objects)
@@ -84,7 +88,16 @@ def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict
         for raw in rs.rows:
             row: Row = dict(zip(rs.columns, raw, strict=True))
             tag = str(row["section"])
-            if tag == ERROR_TAG:
+            if tag == UNAVAILABLE_TAG:
+                failed = str(row.get("failed_section"))
+                section = by_tag.get(failed)
+                if section is not None and section.optional:
+                    results[failed] = SectionResult(unavailable=True)
+                else:
+                    results[failed] = SectionResult(
+                        error=SectionError(208, str(row.get("error_message") or ""))
+                    )
+            elif tag == ERROR_TAG:
                 failed = str(row.get("failed_section"))
                 number = row.get("error_number")
                 result = results.setdefault(failed, SectionResult())
@@ -101,6 +114,11 @@ def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict
                 raise BatchShapeError(f"result set for unknown section {tag!r}")
     for tag in wanted:
         result = results.setdefault(tag, SectionResult())
-        if not result.rows and result.error is None and not by_tag[tag].may_be_empty:
+        if (
+            not result.rows
+            and result.error is None
+            and not result.unavailable
+            and not by_tag[tag].may_be_empty
+        ):
             result.error = SectionError(0, "section returned no rows")
     return results

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple, Self
 
@@ -37,11 +38,15 @@ __all__ = [
     "Credentials",
     "DriverError",
     "ExporterConfig",
+    "SsdDrives",
+    "SsdPool",
     "TargetConfig",
     "build_connection_string",
     "connection_string_redacted",
     "driver_kind",
     "load_config",
+    "normalize_host_disk",
+    "normalize_volume",
     "parse_config",
     "resolve_driver",
 ]
@@ -202,6 +207,195 @@ class AuthModule(_Strict):
         return SecretStr(value)
 
 
+# --- volumes, disks and SSD pools ----------------------------------------------------------------------
+
+# Volume labels are compared with what the exporter reports, so both spellings are brought to SQL
+# Server's own: on Windows `sys.dm_os_volume_stats.volume_mount_point` ends in a backslash ("T:\",
+# "D:\mnt\ssd\"); on Linux it is NULL and the label is a mount point as the mount table writes it, without
+# a trailing slash (except "/" itself).
+_LINUX_PART = r"[^/\x00-\x1f\x7f]+"
+_LINUX_VOLUME = re.compile(rf"/(?:{_LINUX_PART}/)*(?:{_LINUX_PART})?")
+_WINDOWS_PART = r'[^\\/:*?"<>|\x00-\x1f\x7f]+'
+_WINDOWS_VOLUME = re.compile(rf"([A-Za-z]):\\((?:{_WINDOWS_PART}\\)*(?:{_WINDOWS_PART})?)")
+VOLUME_SYNTAX = (
+    "unknown volume syntax: expected an absolute Linux path like /var/opt/mssql/tempdb "
+    "or a Windows drive or mount point like T:\\ or D:\\mnt\\ssd\\"
+)
+
+
+def _volume_hint(label: str) -> str:
+    if not label:
+        return "it is empty"
+    if re.fullmatch(r"[A-Za-z]:", label):
+        # "C:" alone means "the current directory of drive C", not the volume.
+        return f"{label} without a backslash is not a volume; write {label}\\"
+    if "://" in label:
+        return "a URL is not a volume"
+    if re.match(r"[A-Za-z]:/", label):
+        return "Windows paths are written with backslashes"
+    if label.startswith("\\\\"):
+        return "network shares (\\\\server\\share) are not local volumes"
+    if not label.startswith(("/", "\\")) and not re.match(r"[A-Za-z]:", label):
+        return "relative paths are not volumes"
+    return "empty path component, control character or a character Windows does not allow"
+
+
+def normalize_volume(label: str) -> str:
+    """A volume label (or directory) in the spelling the exporter reports: Linux paths without a trailing
+    slash, Windows paths with an upper-case drive letter and a trailing backslash. Raises ValueError
+    ("unknown volume syntax: ...") for anything else: relative paths, "C:", URLs, UNC shares, "." or ".."."""
+    linux = _LINUX_VOLUME.fullmatch(label)
+    windows = None if linux else _WINDOWS_VOLUME.fullmatch(label)
+    if linux:
+        parts = label.split("/")
+    elif windows:
+        parts = windows.group(2).split("\\")
+    else:
+        raise ValueError(f"{VOLUME_SYNTAX} ({_volume_hint(label)})")
+    if any(part in (".", "..") for part in parts):
+        # A label must name one place; "." and ".." would let two spellings name the same volume.
+        raise ValueError(f"{VOLUME_SYNTAX} (no '.' or '..' components)")
+    if linux:
+        return label.removesuffix("/") or "/"
+    assert windows is not None
+    drive, rest = windows.groups()
+    if rest and not rest.endswith("\\"):
+        rest += "\\"
+    return f"{drive.upper()}:\\{rest}"
+
+
+# Disk names as psutil reports them: the kernel's names from /proc/diskstats on Linux, PhysicalDriveN on
+# Windows. Partitions and virtual devices are refused: a drive wears from the writes of all its
+# partitions, and md/dm devices count writes before RAID or LVM fan them out to the drives (and would
+# count them twice next to their member disks).
+_KERNEL_DISK = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
+_WINDOWS_DISK = re.compile(r"physicaldrive(\d+)", re.IGNORECASE)
+_PARTITION = re.compile(r"(?:[shv]d[a-z]+|xvd[a-z]+)\d+|(?:nvme\d+n\d+|mmcblk\d+|nbd\d+|zd\d+|rbd\d+)p\d+")
+_VIRTUAL_DISK = re.compile(r"(?:dm-|md|loop|zram|ram)\d+(?:p\d+)?")
+DISK_SYNTAX = (
+    "unknown disk name: expected a kernel disk name like nvme0n1 or sda, or PhysicalDrive2 on Windows"
+)
+
+
+def normalize_host_disk(name: str) -> str:
+    """A host disk name in psutil's spelling; raises ValueError for anything that is not a whole disk."""
+    windows = _WINDOWS_DISK.fullmatch(name)
+    if windows:
+        return f"PhysicalDrive{int(windows.group(1))}"
+    if name.startswith("/dev/"):
+        raise ValueError(f"{DISK_SYNTAX} (leave out /dev/)")
+    if not _KERNEL_DISK.fullmatch(name):
+        raise ValueError(DISK_SYNTAX)
+    if _VIRTUAL_DISK.fullmatch(name):
+        raise ValueError(f"{name} is a virtual block device; list the physical disks under it")
+    if _PARTITION.fullmatch(name):
+        raise ValueError(f"{name} is a partition; name the whole disk, which wears from all its partitions")
+    return name
+
+
+def _list_twice(items: list[str], field: str) -> None:
+    seen: dict[str, int] = {}
+    for index, item in enumerate(items):
+        if item in seen:
+            # Listed twice, its writes would be counted twice.
+            raise _error_at((field, index), f"{item} is listed twice (also at {field}.{seen[item]})")
+        seen[item] = index
+
+
+VolumeLabel = Annotated[str, AfterValidator(normalize_volume)]
+HostDisk = Annotated[str, AfterValidator(normalize_host_disk)]
+PoolName = Annotated[str, Field(max_length=TARGET_NAME_MAX, pattern=TARGET_NAME_PATTERN)]
+# strict: YAML `count: yes` is a boolean, and pydantic would otherwise take it as 1 drive.
+DriveCount = Annotated[int, Field(gt=0, strict=True)]
+PositiveNumber = Annotated[float, Field(gt=0, strict=True)]
+
+
+class SsdDrives(_Strict):
+    """The drives of a pool and their rated endurance, in decimal TB (10^12 bytes) as vendors rate them:
+    either the TBW per drive, or DWPD with the capacity and warranty period it is quoted against."""
+
+    count: DriveCount
+    tbw_per_drive_tb: PositiveNumber | None = None
+    dwpd: PositiveNumber | None = None
+    capacity_tb: PositiveNumber | None = None
+    warranty_years: PositiveNumber | None = None
+
+    @model_validator(mode="after")
+    def _one_rating(self) -> Self:
+        dwpd_fields = {
+            "dwpd": self.dwpd,
+            "capacity_tb": self.capacity_tb,
+            "warranty_years": self.warranty_years,
+        }
+        given = [key for key, value in dwpd_fields.items() if value is not None]
+        if self.tbw_per_drive_tb is not None and given:
+            raise PydanticCustomError(
+                "drive_rating",
+                "set either tbw_per_drive_tb or dwpd with capacity_tb and warranty_years, not both",
+            )
+        if self.tbw_per_drive_tb is None and not given:
+            raise PydanticCustomError(
+                "drive_rating", "set tbw_per_drive_tb, or dwpd with capacity_tb and warranty_years"
+            )
+        if self.tbw_per_drive_tb is None and len(given) < len(dwpd_fields):
+            missing = " and ".join(key for key in dwpd_fields if key not in given)
+            raise PydanticCustomError(
+                "drive_rating",
+                "dwpd, capacity_tb and warranty_years go together; missing: {missing}",
+                {"missing": missing},
+            )
+        return self
+
+    @property
+    def rating(self) -> Literal["tbw", "dwpd"]:
+        return "tbw" if self.tbw_per_drive_tb is not None else "dwpd"
+
+
+class SsdPool(_Strict):
+    """SSDs whose write endurance is tracked together (design.md, Endurance math)."""
+
+    drives: SsdDrives
+    planned_lifetime_years: PositiveNumber
+    in_service_date: date
+    volumes: list[VolumeLabel] = Field(default_factory=list)
+    host_disks: list[HostDisk] = Field(default_factory=list)
+
+    @field_validator("in_service_date", mode="before")
+    @classmethod
+    def _calendar_date(cls, value: Any) -> Any:
+        # pydantic would also take a unix timestamp or a datetime at midnight; only a plain date says
+        # what is meant. Unquoted, YAML has already turned 2023-01-15 into a date.
+        if isinstance(value, datetime) or not isinstance(value, date | str):
+            raise PydanticCustomError("date_syntax", "must be a date written YYYY-MM-DD")
+        if isinstance(value, str) and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            raise PydanticCustomError("date_syntax", "must be a date written YYYY-MM-DD")
+        return value
+
+    @field_validator("in_service_date")
+    @classmethod
+    def _not_in_future(cls, value: date) -> date:
+        # Today anywhere on Earth is accepted: the easternmost time zone is UTC+14, so an operator there
+        # may write a date that is still tomorrow in UTC.
+        latest = (datetime.now(UTC) + timedelta(hours=14)).date()
+        if value > latest:
+            raise PydanticCustomError(
+                "date_future",
+                "{value} is in the future; give the date the drives went into service",
+                {"value": value.isoformat()},
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _where_writes_are_counted(self) -> Self:
+        if not self.volumes and not self.host_disks:
+            raise PydanticCustomError(
+                "pool_sources", "set volumes, host_disks or both: the pool needs something to count writes on"
+            )
+        _list_twice(self.volumes, "volumes")
+        _list_twice(self.host_disks, "host_disks")
+        return self
+
+
 class TargetConfig(_Strict):
     name: TargetName
     host: HostName
@@ -216,6 +410,17 @@ class TargetConfig(_Strict):
     workload: Literal["oltp", "olap"] = "oltp"
     labels: dict[LabelName, str] = Field(default_factory=dict)
     auth_module: SqlName
+    # The exporter runs on this SQL Server's host, so it may read the host's mount table and disk counters.
+    colocated: bool = False
+    # File names and volume lookups (dm_os_volume_stats is costly per file) are refreshed this often;
+    # the I/O counters themselves are read on every scrape.
+    volume_refresh_seconds: Seconds = 300.0
+    # Directory prefix -> volume label, for SQL Server on Linux (which reports no mount points) when the
+    # exporter cannot read the host's mount table.
+    volume_map: dict[VolumeLabel, VolumeLabel] = Field(default_factory=dict)
+    # Volumes on PMEM/DAX, for when that cannot be detected (not co-located, or Windows).
+    pmem_volumes: list[VolumeLabel] = Field(default_factory=list)
+    ssd_pools: dict[PoolName, SsdPool] = Field(default_factory=dict)
     # Linked by ExporterConfig so a target can be turned into a connection string on its own.
     _auth: AuthModule | None = PrivateAttr(default=None)
 
@@ -237,6 +442,52 @@ class TargetConfig(_Strict):
                 f"strict (TDS 8) needs ODBC Driver 18; driver {self.driver} cannot do it",
             )
         return self
+
+    @model_validator(mode="after")
+    def _pools(self) -> Self:
+        _list_twice(self.pmem_volumes, "pmem_volumes")
+        volume_pool: dict[str, str] = {}
+        disk_pool: dict[str, str] = {}
+        for name, pool in self.ssd_pools.items():
+            if pool.host_disks and not self.colocated:
+                raise _error_at(
+                    ("ssd_pools", name, "host_disks"),
+                    "needs colocated: true on the target; host disk counters can only be read on "
+                    "SQL Server's own host",
+                )
+            # A volume or disk belongs to one set of drives; in two pools its writes would wear both.
+            lists = (("volumes", pool.volumes, volume_pool), ("host_disks", pool.host_disks, disk_pool))
+            for field, items, owner in lists:
+                for index, item in enumerate(items):
+                    if item in owner:
+                        raise _error_at(
+                            ("ssd_pools", name, field, index), f"{item} is already in pool {owner[item]}"
+                        )
+                    owner[item] = name
+        return self
+
+    @field_validator("volume_map", mode="before")
+    @classmethod
+    def _distinct_prefixes(cls, value: Any) -> Any:
+        # "/a/" and "/a" are one directory; as two keys, one mapping would silently replace the other.
+        if not isinstance(value, Mapping):
+            return value
+        seen: dict[str, Any] = {}
+        for key in value:
+            try:
+                normal = normalize_volume(key) if isinstance(key, str) else None
+            except ValueError:
+                continue  # reported by the key's own validation
+            if normal is None:
+                continue
+            if normal in seen:
+                raise PydanticCustomError(
+                    "volume_map",
+                    "{a} and {b} are the same directory",
+                    {"a": str(seen[normal]), "b": key},
+                )
+            seen[normal] = key
+        return value
 
     @field_validator("encryption", mode="before")
     @classmethod
@@ -310,6 +561,19 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     None, None, f"duplicate key {key!r}", key_node.start_mark
                 )
         return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_timestamp(self, node: yaml.Node) -> Any:
+        # An unquoted 2023-02-30 looks like a date to YAML, and the base class lets datetime's ValueError
+        # escape; report it like any other YAML error, with its position.
+        try:
+            return super().construct_yaml_timestamp(node)  # type: ignore[misc]
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"invalid date: {exc}", node.start_mark
+            ) from None
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", _UniqueKeyLoader.construct_yaml_timestamp)
 
 
 def _yaml_error(path: str, exc: yaml.YAMLError) -> ConfigError:

@@ -20,46 +20,89 @@ from prometheus_client.core import Metric
 
 from .batch import BatchShapeError, render_batch, route, sections_of
 from .collectors import COLLECTORS
-from .collectors.base import FamilyBuilder, MissingData, ScrapeContext, Section
+from .collectors.base import EXTRA_SECTIONS, FORCE_SLOW, FamilyBuilder, MissingData, ScrapeContext, Section
 from .config import ConfigError, ExporterConfig, TargetConfig, build_connection_string, resolve_driver
 from .connection import ScrapeFailed, TargetConnection
 
 log = logging.getLogger(__name__)
 
 
+DEFAULT_REFRESH_SECONDS = 300.0
+
+
 @dataclass
 class _TargetState:
     connection: TargetConnection
     memo: dict[str, object] = field(default_factory=dict)
+    next_slow_at: float = 0.0  # monotonic time the slow sections are due again
 
 
 class Scraper:
     """Holds one connection per configured target; `probe` is safe to call from many threads."""
 
-    def __init__(self, config: ExporterConfig, collectors: Sequence[ModuleType] = COLLECTORS) -> None:
+    def __init__(
+        self,
+        config: ExporterConfig,
+        collectors: Sequence[ModuleType] = COLLECTORS,
+        host: object | None = None,
+    ) -> None:
         self._config = config
         self._collectors = tuple(collectors)
-        # Built once: the batch text never changes between scrapes, so the server reuses its plans.
+        self._host = host
         self._sections: list[Section] = sections_of(self._collectors)
-        self.batch_sql = render_batch(self._sections)
+        self._fast = tuple(s for s in self._sections if not s.slow)
+        self._slow = tuple(s for s in self._sections if s.slow)
+        # The batch text is rendered once per variant and reused, so the server reuses its plans too.
+        self._rendered: dict[tuple[Section, ...], str] = {}
+        self._rendered_lock = threading.Lock()
         self._states: dict[str, _TargetState] = {}
         self._states_lock = threading.Lock()
+
+    @property
+    def batch_sql(self) -> str:
+        """The batch of a refresh scrape, every static section included."""
+        return self._batch_for(self._fast + self._slow)
+
+    def _batch_for(self, sections: tuple[Section, ...]) -> str:
+        with self._rendered_lock:
+            sql = self._rendered.get(sections)
+            if sql is None:
+                if len(self._rendered) > 64:  # variants differ only in per-target volume lookups
+                    self._rendered.clear()
+                sql = self._rendered[sections] = render_batch(sections)
+            return sql
+
+    def _sections_for(self, state: _TargetState) -> tuple[Section, ...]:
+        due = time.monotonic() >= state.next_slow_at or bool(state.memo.pop(FORCE_SLOW, False))
+        if not due:
+            return self._fast
+        extra = tuple(state.memo.pop(EXTRA_SECTIONS, None) or ())
+        return self._fast + self._slow + extra
 
     def probe(self, target: TargetConfig, timeout: float) -> list[Metric]:
         started = time.monotonic()
         out = FamilyBuilder(target.labels)
         state = self._state(target)
         up = 0.0
+        sections = self._sections_for(state)
         try:
-            result_sets = state.connection.run(self.batch_sql, started + timeout)
-            results = route(result_sets, self._sections)
+            result_sets = state.connection.run(self._batch_for(sections), started + timeout)
+            results = route(result_sets, sections)
             up = 1.0
         except (ScrapeFailed, BatchShapeError) as exc:
             log.warning("scrape failed", extra={"target": target.name, "err": str(exc)})
             if isinstance(exc, BatchShapeError):
                 state.connection.close()
+            if len(sections) > len(self._fast):
+                state.memo[FORCE_SLOW] = True  # the refresh did not happen; try again next time
         if up:
-            ctx = ScrapeContext(now=time.time(), workload=target.workload, memo=state.memo)
+            if len(sections) > len(self._fast):
+                refresh = getattr(target, "volume_refresh_seconds", DEFAULT_REFRESH_SECONDS)
+                state.next_slow_at = time.monotonic() + refresh
+            host = self._host if getattr(target, "colocated", False) else None
+            ctx = ScrapeContext(
+                now=time.time(), workload=target.workload, memo=state.memo, target=target, host=host
+            )
             for module in self._collectors:
                 self._run_collector(module, results, ctx, out, target.name)
         out.gauge("mssql_up", "1 if the last scrape of SQL Server succeeded, 0 otherwise.", up)
@@ -74,7 +117,9 @@ class Scraper:
         self, module: ModuleType, results: dict, ctx: ScrapeContext, out: FamilyBuilder, target: str
     ) -> None:
         started = time.monotonic()
-        errors = [results[tag].error for tag in module.sections if results[tag].error is not None]
+        errors = [
+            results[tag].error for tag in module.sections if tag in results and results[tag].error is not None
+        ]
         ok = not errors
         if errors:
             log.warning(

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from .files import FileModel, parse_databases
+
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 
 RAW, BULK, FRACTION, FRACTION_BASE = 65792, 272696576, 537003264, 1073939712
@@ -105,6 +107,7 @@ class Scenario:
     restarts: list[float] = field(default_factory=list)
     # other objects a real server reports too, so the exporter's filter is exercised
     noise: dict[str, list[str]] = field(default_factory=dict)
+    files: FileModel = field(default_factory=lambda: FileModel([]))
 
     @classmethod
     def load(cls, name_or_path: str | Path) -> Scenario:
@@ -132,6 +135,13 @@ class Scenario:
             counters=counters,
             restarts=[float(t) for t in raw.get("restarts", [])],
             noise={k: list(v) for k, v in raw.get("noise", DEFAULT_NOISE).items()},
+            files=FileModel(
+                parse_databases(raw.get("databases", DEFAULT_DATABASES)),
+                platform=str(raw.get("platform", "linux")),
+                volumes=dict(raw.get("volumes", {})),
+                hbp=raw.get("hybrid_buffer_pool"),
+                bpe=raw.get("buffer_pool_extension"),
+            ),
         )
 
 
@@ -146,10 +156,68 @@ DEFAULT_NOISE = {
 }
 
 
+# Every instance has the system databases; tempdb is written a little even when idle.
+DEFAULT_DATABASES = [
+    {
+        "id": 1,
+        "name": "master",
+        "files": [
+            {
+                "id": 1,
+                "name": "master",
+                "path": "/var/opt/mssql/data/master.mdf",
+                "type": 0,
+                "size_mb": 8,
+                "write_mb_s": 0.01,
+            },
+            {
+                "id": 2,
+                "name": "mastlog",
+                "path": "/var/opt/mssql/data/mastlog.ldf",
+                "type": 1,
+                "size_mb": 2,
+                "write_mb_s": 0.01,
+            },
+        ],
+    },
+    {
+        "id": 2,
+        "name": "tempdb",
+        "files": [
+            {
+                "id": 1,
+                "name": "tempdev",
+                "path": "/var/opt/mssql/data/tempdb.mdf",
+                "type": 0,
+                "size_mb": 8,
+                "write_mb_s": 0.5,
+            },
+            {
+                "id": 2,
+                "name": "templog",
+                "path": "/var/opt/mssql/data/templog.ldf",
+                "type": 1,
+                "size_mb": 8,
+                "write_mb_s": 0.2,
+            },
+        ],
+    },
+]
+
+
 class Instance:
     """A running stand-in instance playing a scenario: restarts, denied objects, the DMV rows."""
 
-    OBJECTS = ("sys.dm_os_performance_counters", "sys.dm_os_sys_info")
+    OBJECTS = (
+        "sys.dm_os_performance_counters",
+        "sys.dm_os_sys_info",
+        "sys.dm_io_virtual_file_stats",
+        "sys.master_files",
+        "sys.databases",
+        "sys.dm_os_volume_stats",
+        "sys.dm_os_buffer_pool_extension_configuration",
+    )
+    HBP_VIEW = "sys.server_memory_optimized_hybrid_buffer_pool_configuration"
 
     def __init__(self, scenario: Scenario, clock: Clock | None = None) -> None:
         self.scenario = scenario
@@ -174,7 +242,11 @@ class Instance:
 
     # Data protocol for the interpreter -----------------------------------
     def object_exists(self, name: str) -> bool:
-        return name in self.OBJECTS and name not in self.missing
+        if name in self.missing:
+            return False
+        if name == self.HBP_VIEW:  # SQL Server 2019 (15.x) and later
+            return int(str(self.scenario.properties.get("ProductVersion", "16")).split(".")[0]) >= 15
+        return name in self.OBJECTS
 
     def serverproperty(self, name: str) -> object:
         return self.scenario.properties.get(name)
@@ -189,11 +261,46 @@ class Instance:
             raise SqlRuntimeError(
                 300, "VIEW SERVER STATE permission was denied on object 'server', database 'master'.", 14
             )
+        files = self.scenario.files
+        now = self.clock.now()
         producer: Callable[[], list[dict[str, object]]] = {
             "sys.dm_os_performance_counters": self.perf_rows,
             "sys.dm_os_sys_info": self.sys_info_rows,
+            "sys.dm_io_virtual_file_stats": lambda: files.virtual_file_stats(now, self._since()),
+            "sys.master_files": lambda: files.master_files(now),
+            "sys.databases": lambda: files.sys_databases(now),
+            "sys.dm_os_volume_stats": lambda: files.volume_stats(now, *args),
+            self.HBP_VIEW: lambda: [
+                {
+                    "is_configured": int((files.hbp or {}).get("configured", 0)),
+                    "is_enabled": int((files.hbp or {}).get("enabled", 0)),
+                }
+            ],
+            "sys.dm_os_buffer_pool_extension_configuration": self._bpe_rows,
         }[name]
         return producer()
+
+    def _bpe_rows(self) -> list[dict[str, object]]:
+        bpe = self.scenario.files.bpe
+        if not bpe:
+            return [
+                {
+                    "path": None,
+                    "file_id": 0,
+                    "state": 0,
+                    "state_description": "BUFFER POOL EXTENSION DISABLED",
+                    "current_size_in_kb": 0,
+                }
+            ]
+        return [
+            {
+                "path": bpe["path"],
+                "file_id": 0,
+                "state": 5,
+                "state_description": "BUFFER POOL EXTENSION ENABLED",
+                "current_size_in_kb": int(bpe["size_kb"]),
+            }
+        ]
 
     def sys_info_rows(self) -> list[dict[str, object]]:
         since = self._since()

@@ -5,38 +5,69 @@ batch return?) is delegated to a ``Handler``.  One daemon thread accepts connect
 thread serves each connection; ``stop()`` closes the listening socket and every client socket and
 joins all of them, so a test leaves no thread behind.
 
-What the FreeTDS ODBC driver (1.3.17) and pyodbc send by themselves
-------------------------------------------------------------------
-Measured with ``DRIVER={FreeTDS};...;TDS_Version=7.4`` and ``pyodbc.connect(..., autocommit=True)``:
+What the FreeTDS ODBC driver (1.3.17) and pyodbc (5.x) send by themselves
+-------------------------------------------------------------------------
+Measured (``TDSDUMP``) with the connection string the tests use (``TDS_Version=7.4``):
 
-* PRELOGIN then LOGIN7 (never counted as batches).  FreeTDS sends no SQL of its own while
-  connecting: with ``autocommit=True`` the first batch ``on_batch`` sees is the application's.
-* With ``autocommit=False`` pyodbc/FreeTDS first sends the batch ``SET IMPLICIT_TRANSACTIONS ON``;
-  ``commit()``/``rollback()`` then arrive as TRANSACTION MANAGER requests (answered here, they do not
-  reach the handler) and switching autocommit back on sends ``SET IMPLICIT_TRANSACTIONS OFF``.
-* ``cursor.execute(sql)`` without parameters is one SQL_BATCH holding exactly ``sql``: no
-  ``sp_prepare``, no ``SET TEXTSIZE``, no ``SELECT @@spid``, no type-info query.
-* ``cursor.execute(sql, params)`` is an RPC (``sp_executesql`` or similar); the stand-in answers
-  every RPC with error 2812 "Could not find stored procedure" without asking the handler.
-* On a query timeout FreeTDS sends an ATTENTION and waits for its acknowledgement (DONE with the
-  DONE_ATTN bit), which the server sends by itself, except while a ``Hang`` fault is active.
+* PRELOGIN then LOGIN7, never counted as batches.  FreeTDS itself sends no SQL while logging in:
+  no ``SET TEXTSIZE``, no ``SELECT @@spid``, no ``SET`` options.
+* Right after login, pyodbc asks the driver for type information (SQLGetTypeInfo), which FreeTDS
+  turns into four SQL batches: ``sp_datatype_info_100 12,3``, ``sp_datatype_info_100 -9,3``,
+  ``sp_datatype_info_100 -3,3`` and ``sp_datatype_info_100 93,3`` (varchar, nvarchar, varbinary,
+  datetime).  pyodbc caches the answers per connection string for the life of the process, so
+  only the FIRST connection with a given connection string sends them.  pyodbc reads column 3
+  (the maximum size) of the first row and falls back to defaults on an empty answer, so ``[]`` is
+  acceptable; ``driver_reply()`` below gives SQL Server's real values.  Beware: the login timeout
+  does not cover these four queries and no query timeout is set yet, so a server that stalls on
+  them stalls ``pyodbc.connect()`` for as long as it stalls (measured: ``connect(timeout=2)``
+  returned after 4 s against a 4 s ``Hang``, with a dead connection).
+* ``autocommit=False`` is not a ``SET IMPLICIT_TRANSACTIONS`` batch: FreeTDS sends a
+  TRANSACTION MANAGER "begin" request, ``commit()``/``rollback()`` are TM commit/rollback requests
+  that also begin the next transaction, and turning autocommit back on is a TM rollback.  These
+  are answered here (ENVCHANGE begin/commit/rollback + DONE) and never reach the handler.
+* ``cursor.execute(sql)`` without parameters is exactly one SQL_BATCH holding exactly ``sql``
+  (SQLExecDirect: no ``sp_prepare``, no ``sp_executesql``).
+* ``cursor.execute(sql, *params)`` is an RPC ``sp_prepexec`` (by procedure id); the stand-in
+  answers every RPC with error 2812 "Could not find stored procedure 'sp_prepexec'." without
+  asking the handler, so code under test must not use parameters.
+* On a query timeout FreeTDS sends an ATTENTION and waits one more timeout period for its
+  acknowledgement (DONE with DONE_ATTN), which the server sends by itself, except while a ``Hang``
+  fault is active.
 
-So a handler must answer ``SET ...`` statements (``[]`` is right: just a DONE) when the client runs
-without autocommit, and otherwise only the statements the code under test sends.
+So a handler has to answer the application's own statements and the ``sp_datatype_info_100``
+batches (``driver_reply(sql)`` does the latter; call it first and fall through when it returns
+``None``).
 
 Round trips and bytes
 ---------------------
-``Session.batches`` counts client requests after login of any kind: SQL batches, RPCs and
-transaction-manager requests (not ATTENTIONs, which cancel a request rather than make one).  It is
-incremented before ``on_batch`` runs, so the handler sees 1 for the first batch.
+``Session.batches`` counts client requests after login of any kind: SQL batches (the driver's
+``sp_datatype_info_100`` ones included), RPCs and transaction-manager requests; not ATTENTIONs,
+which cancel a request rather than make one.  It is incremented before ``on_batch`` runs, so the
+handler sees 1 for the first batch.
 ``Session.bytes_in``/``bytes_out`` count every byte read/written on the socket, PRELOGIN and LOGIN7
 included.
+
+Faults as FreeTDS 1.3.17 + pyodbc see them (measured on 127.0.0.1)
+------------------------------------------------------------------
+* ``on_connect`` or ``on_login`` returns ``Hang``: ``pyodbc.connect(timeout=2)`` raises HYT00
+  "Timeout expired" after 2.0 s.
+* ``on_batch`` returns ``Hang`` with ``cnxn.timeout = 1``: OperationalError HYT00 after 2.0 s
+  (1 s until FreeTDS sends ATTENTION, 1 s more waiting for the ack that never comes); FreeTDS then
+  closes the socket and the connection is dead (next execute: 08S01 "Communication link failure").
+* ``Delay`` shorter than the query timeout: a normal answer, late.  Longer: HYT00 after the
+  timeout (1.0 s for 1 s), the server acknowledges the ATTENTION and the connection stays usable.
+* ``DropMidResult``: pyodbc.Error "Unexpected EOF from the server (20017)" (SQLSTATE 01000) from
+  ``execute()`` or ``fetchall()``, at once.
+* ``Garbage``: pyodbc.Error at once ("Unexpected EOF" or 08S01 "Bad token from the server").
+* A client asking for encryption (``Encryption=require``) fails at once with 08001.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import re
 import select
 import socket
 import threading
@@ -47,6 +78,7 @@ from typing import Any, Protocol
 
 from tests.standin import tds
 from tests.standin.tds import (
+    Column,
     Delay,
     DropMidResult,
     Garbage,
@@ -55,6 +87,7 @@ from tests.standin.tds import (
     Message,
     PacketType,
     Reply,
+    ResultSet,
     SqlError,
 )
 
@@ -77,6 +110,54 @@ class Handler(Protocol):
         ...
 
     def on_batch(self, sql: str, session: Session) -> BatchAnswer: ...
+
+
+# ---- answers for what the driver sends on its own ------------------------------------------------
+
+# sp_datatype_info_100 columns as SQL Server names them (FreeTDS renames 3, 11 and 12 for ODBC 3).
+_TYPE_INFO_COLUMNS = [
+    Column("TYPE_NAME", "nvarchar"),
+    Column("DATA_TYPE", "int"),
+    Column("PRECISION", "int"),
+    Column("LITERAL_PREFIX", "nvarchar"),
+    Column("LITERAL_SUFFIX", "nvarchar"),
+    Column("CREATE_PARAMS", "nvarchar"),
+    Column("NULLABLE", "int"),
+    Column("CASE_SENSITIVE", "int"),
+    Column("SEARCHABLE", "int"),
+    Column("UNSIGNED_ATTRIBUTE", "int"),
+    Column("MONEY", "int"),
+    Column("AUTO_INCREMENT", "int"),
+    Column("LOCAL_TYPE_NAME", "nvarchar"),
+    Column("MINIMUM_SCALE", "int"),
+    Column("MAXIMUM_SCALE", "int"),
+    Column("SQL_DATA_TYPE", "int"),
+    Column("SQL_DATETIME_SUB", "int"),
+    Column("NUM_PREC_RADIX", "int"),
+    Column("INTERVAL_PRECISION", "int"),
+    Column("USERTYPE", "int"),
+]
+# First row SQL Server 2019 returns for each ODBC type code pyodbc asks about.
+_TYPE_INFO_ROWS: dict[int, tuple] = {
+    12: ("varchar", 12, 8000, "'", "'", "max length", 1, 0, 3, None, 0, None, "varchar",
+         None, None, 12, None, None, None, 2),
+    -9: ("nvarchar", -9, 4000, "N'", "'", "max length", 1, 0, 3, None, 0, None, "nvarchar",
+         None, None, -9, None, None, None, 0),
+    -3: ("varbinary", -3, 8000, "0x", None, "max length", 1, 0, 2, None, 0, None, "varbinary",
+         None, None, -3, None, None, None, 4),
+    93: ("datetime", 93, 23, "'", "'", None, 1, 0, 3, None, 0, None, "datetime",
+         3, 3, 9, 3, None, None, 12),
+}  # fmt: skip
+_TYPE_INFO_CALL = re.compile(r"^\s*(?:exec\s+)?(?:sys\.)?sp_datatype_info(?:_\d+)?\s+(-?\d+)", re.IGNORECASE)
+
+
+def driver_reply(sql: str) -> Reply | None:
+    """The answer to a batch the driver sends by itself, or ``None`` if ``sql`` is not one."""
+    match = _TYPE_INFO_CALL.match(sql)
+    if match is None:
+        return None
+    row = _TYPE_INFO_ROWS.get(int(match.group(1)))
+    return [ResultSet(_TYPE_INFO_COLUMNS, [row] if row else [])]
 
 
 _NOT_LOGGED_IN = LoginInfo(user="", password="", database="", app_name="", hostname="", tds_version=0)
@@ -118,6 +199,9 @@ class _Connection:
         self._assembler = tds.MessageAssembler()
         self._pending: deque[Message] = deque()
         self._next_transaction = 1
+        # poll() rather than select(): a long test session can push descriptors past FD_SETSIZE.
+        self._poller = select.poll()
+        self._poller.register(sock, select.POLLIN)
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -260,9 +344,9 @@ class _Connection:
         return self._pending.popleft()
 
     def _wait_readable(self, deadline: float | None) -> bool:
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        readable, _, _ = select.select([self._sock], [], [], timeout)
-        return bool(readable)
+        """True when recv() will not block: data, end of stream or a socket shut down by stop()."""
+        timeout_ms = None if deadline is None else max(0, math.ceil((deadline - time.monotonic()) * 1000))
+        return bool(self._poller.poll(timeout_ms))
 
     def _recv_raw(self) -> bytes:
         data = self._sock.recv(_RECV_SIZE)
@@ -274,8 +358,9 @@ class _Connection:
         self._send_raw(packets)
 
     def _send_raw(self, data: bytes) -> None:
-        self._sock.sendall(data)
+        # Counted first: once sendall() returns the client may already be checking the counter.
         self._session.bytes_out += len(data)
+        self._sock.sendall(data)
 
 
 class StandInServer:
@@ -313,7 +398,7 @@ class StandInServer:
         # accept() cannot be interrupted portably; a socket pair lets stop() wake the selector.
         self._wake_r, self._wake_w = socket.socketpair()
         self._accept_thread = threading.Thread(
-            target=self._accept_loop, name=f"standin-accept-{self.port}", daemon=True
+            target=self._accept_loop, name=f"standin-{self.port}-accept", daemon=True
         )
         self._accept_thread.start()
         return self.port
@@ -331,11 +416,14 @@ class StandInServer:
             clients = list(self._clients)
             threads = list(self._threads)
         for sock in clients:
-            # shutdown() wakes a thread blocked in select()/recv() on it; close() alone would not.
+            # shutdown() wakes a thread blocked in poll()/recv() on it; close() alone would not.
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
         for thread in threads:
             thread.join(JOIN_TIMEOUT)
+            if thread.is_alive():
+                # Only a handler that blocks by itself (not through Hang/Delay) can cause this.
+                log.warning("stand-in thread %s still running after stop()", thread.name)
         for sock in (self._wake_r, self._wake_w):
             if sock is not None:
                 sock.close()
@@ -362,22 +450,26 @@ class StandInServer:
 
     def _accept_loop(self) -> None:
         assert self._listener is not None and self._wake_r is not None
+        poller = select.poll()
+        poller.register(self._listener, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        wake_fd = self._wake_r.fileno()
         try:
             while not self._stopping.is_set():
-                readable, _, _ = select.select([self._listener, self._wake_r], [], [])
-                if self._wake_r in readable:
+                if any(fd == wake_fd for fd, _event in poller.poll()):
                     break
                 try:
                     sock, _addr = self._listener.accept()
                 except OSError:
-                    continue
+                    continue  # the client gave up between poll() and accept()
                 self._serve(sock)
         finally:
             self._listener.close()
 
     def _serve(self, sock: socket.socket) -> None:
         # Responses go out in one sendall; Nagle would only delay the last partial segment.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with contextlib.suppress(OSError):  # a client already gone must not kill the acceptor
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
             session = Session(self._next_spid)
             self._next_spid += 1
@@ -386,7 +478,9 @@ class StandInServer:
             # Forget finished threads so a long concurrency test does not keep thousands around.
             self._threads = [t for t in self._threads if t.is_alive()]
             thread = threading.Thread(
-                target=_Connection(sock, session, self).run, name=f"standin-conn-{session.spid}", daemon=True
+                target=_Connection(sock, session, self).run,
+                name=f"standin-{self.port}-conn-{session.spid}",
+                daemon=True,
             )
             self._threads.append(thread)
         thread.start()

@@ -478,6 +478,7 @@ def decode_transaction_request(payload: bytes, tds_version: int = TDS74) -> tupl
     request = struct.unpack_from("<H", payload, pos)[0]
     begin_after = False
     if request in (TransactionRequest.COMMIT, TransactionRequest.ROLLBACK):
+        # The transaction name's length prefix counts bytes here, not characters.
         name_bytes = payload[pos + 2]
         flags_at = pos + 3 + name_bytes
         begin_after = flags_at < len(payload) and bool(payload[flags_at] & 0x01)
@@ -675,14 +676,13 @@ def encode_reply(reply: Reply) -> bytes:
         raise TypeError(f"a reply is a list, got {type(reply).__name__}")
     parts = []
     closing = [index for index, item in enumerate(reply) if not _is_info(item)]
-    last_closing = closing[-1] if closing else -1
     for index, item in enumerate(reply):
         if _is_info(item):
             assert isinstance(item, SqlError)
             parts.append(encode_message(item))
         else:
             parts.append(_encode_item(item, more=index < len(reply) - 1))
-    if last_closing < len(reply) - 1:
+    if not closing or closing[-1] < len(reply) - 1:
         # Nothing closed the stream after the trailing messages (or the reply is empty).
         parts.append(encode_done(DoneStatus.FINAL))
     return b"".join(parts)

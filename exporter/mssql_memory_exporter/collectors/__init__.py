@@ -8,8 +8,20 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import buffer_manager, buffer_node, memory_manager, server_properties, sql_statistics, sys_info
+from . import (
+    buffer_manager,
+    buffer_node,
+    buffer_pool_extension,
+    hybrid_buffer_pool,
+    memory_manager,
+    server_properties,
+    sql_statistics,
+    sys_info,
+    tempdb,
+    volumes,
+)
 
+# sys_info runs before volumes: a changed start time tells volumes that every file counter reset.
 COLLECTORS: tuple[ModuleType, ...] = (
     server_properties,
     sys_info,
@@ -17,4 +29,8 @@ COLLECTORS: tuple[ModuleType, ...] = (
     buffer_node,
     memory_manager,
     sql_statistics,
+    tempdb,
+    volumes,
+    hybrid_buffer_pool,
+    buffer_pool_extension,
 )

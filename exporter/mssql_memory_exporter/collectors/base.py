@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 Row = Mapping[str, object]
+
+# Keys a collector may set in its target's memo to steer the next batch.
+FORCE_SLOW = "force_slow"  # True: send the slow sections with the next scrape
+EXTRA_SECTIONS = "extra_slow_sections"  # Sections to add to the next slow refresh
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,12 @@ class Section:
     # An empty answer cannot carry its tag, so by default it counts as a failure; sections where
     # "no rows" is a true answer (e.g. no database has a feature on) say so here.
     may_be_empty: bool = False
+    # Objects that only newer versions have: their absence is an answer ("not on this server"), not
+    # a failure, so the collector still succeeds (and, say, reports the feature as not configured).
+    optional: bool = False
+    # Slow sections (file names, volume lookups) are sent only every `volume_refresh_seconds`; their
+    # collectors keep what they learnt between refreshes.
+    slow: bool = False
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,7 @@ class SectionError:
 class SectionResult:
     rows: list[Row] = field(default_factory=list)
     error: SectionError | None = None
+    unavailable: bool = False  # an optional section whose objects this server lacks
 
 
 @dataclass
@@ -44,6 +55,8 @@ class ScrapeContext:
     now: float  # unix time of the scrape, from the exporter's clock
     workload: str
     memo: dict[str, object]  # survives between scrapes of the same target
+    target: Any = None  # the TargetConfig (typed loosely: collectors must not import config)
+    host: Any = None  # the HostCollector when the exporter runs on this target's host, else None
 
 
 class FamilyBuilder:

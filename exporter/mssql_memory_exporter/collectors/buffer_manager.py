@@ -44,6 +44,25 @@ METRICS = (
         "Pages in the buffer pool with database content.",
         G,
     ),
+    # Buffer Pool Extension: present (and 0) even when the extension is off.
+    perf.PerfMetric(
+        "Extension page reads/sec",
+        "mssql_buffer_pool_extension_page_reads_total",
+        "Pages read from the Buffer Pool Extension file.",
+        C,
+    ),
+    perf.PerfMetric(
+        "Extension page writes/sec",
+        "mssql_buffer_pool_extension_page_writes_total",
+        "Pages written to the Buffer Pool Extension file.",
+        C,
+    ),
+    perf.PerfMetric(
+        "Extension allocated pages",
+        "mssql_buffer_pool_extension_allocated_pages",
+        "Pages of the Buffer Pool Extension file in use.",
+        G,
+    ),
 )
 
 

@@ -1,0 +1,161 @@
+"""The instance's database files: names, paths and volumes, learnt on the slow cadence.
+
+Not a collector: tempdb, volumes and hybrid_buffer_pool read it. The per-scrape counters
+(sys.dm_io_virtual_file_stats) carry only ids and numbers; names and paths come from sys.master_files
+every `volume_refresh_seconds`, so a 10,000-file instance does not send 10,000 paths every scrape.
+
+A file's volume, in this order:
+  1. the target's `volume_map` (longest directory prefix), which the user knows best;
+  2. the host's mount table, when the exporter runs on the SQL Server host (`colocated`);
+  3. on Windows, sys.dm_os_volume_stats, asked once per directory on the slow cadence (the drive root
+     until then);
+  4. the file's directory (Linux SQL Server reports no mount points).
+"""
+
+from __future__ import annotations
+
+import ntpath
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .base import EXTRA_SECTIONS, FORCE_SLOW, ScrapeContext, Section, SectionResult
+
+FILES_TAG = "files"
+VOLUMES_TAG = "volumes"
+MEMO_KEY = "file_catalog"
+
+FILES_SECTION = Section(
+    tag=FILES_TAG,
+    sql="SELECT N'files' AS section, mf.database_id, mf.file_id, mf.name, mf.physical_name,"
+    " mf.type, mf.size\n"
+    "FROM sys.master_files AS mf;",
+    requires=("sys.master_files",),
+    slow=True,
+)
+
+FILE_TYPES = {0: "data", 1: "log"}
+PAGE_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class DbFile:
+    database_id: int
+    file_id: int
+    name: str
+    path: str
+    file_type: str  # data | log | other
+    size_bytes: int
+
+    @property
+    def windows(self) -> bool:
+        return _is_windows(self.path)
+
+    @property
+    def directory(self) -> str:
+        return ntpath.dirname(self.path) if self.windows else posixpath.dirname(self.path)
+
+
+@dataclass
+class FileCatalog:
+    files: dict[tuple[int, int], DbFile] = field(default_factory=dict)
+    mount_of_directory: dict[str, str] = field(default_factory=dict)  # from sys.dm_os_volume_stats
+    refreshed: bool = False  # at least one refresh succeeded
+
+    def volume_of(self, f: DbFile, ctx: ScrapeContext) -> str:
+        mapped = _longest_prefix(f.path, getattr(ctx.target, "volume_map", None) or {}, f.windows)
+        if mapped is not None:
+            return normalise_volume(mapped)
+        if ctx.host is not None:
+            mount = ctx.host.mount_point_for(f.path)
+            if mount:
+                return normalise_volume(mount)
+        if f.windows:
+            known = self.mount_of_directory.get(f.directory.casefold())
+            return normalise_volume(known or f.path[:3])
+        return normalise_volume(f.directory)
+
+
+def normalise_volume(volume: str) -> str:
+    """One spelling per volume: Windows roots and mount folders end in a backslash (as SQL Server writes
+    them), POSIX paths have no trailing slash (but "/" stays "/")."""
+    if _is_windows(volume):
+        return volume if volume.endswith("\\") else volume + "\\"
+    return volume.rstrip("/") or "/"
+
+
+def _is_windows(path: str) -> bool:
+    return (len(path) > 1 and path[1] == ":") or path.startswith("\\\\")
+
+
+def _longest_prefix(path: str, mapping: Mapping[str, str], windows: bool) -> str | None:
+    best: tuple[int, str] | None = None
+    sep = "\\" if windows else "/"
+    subject = path.casefold() if windows else path
+    for prefix, volume in mapping.items():
+        p = prefix.casefold() if windows else prefix
+        p = p.rstrip(sep) + sep
+        if subject.startswith(p) and (best is None or len(p) > best[0]):
+            best = (len(p), volume)
+    return best[1] if best else None
+
+
+def catalog(ctx: ScrapeContext) -> FileCatalog:
+    found = ctx.memo.get(MEMO_KEY)
+    if not isinstance(found, FileCatalog):
+        found = FileCatalog()
+        ctx.memo[MEMO_KEY] = found
+    return found
+
+
+def update(results: Mapping[str, SectionResult], ctx: ScrapeContext) -> FileCatalog:
+    """Fold this scrape's slow sections (if it carried them) into the target's catalog. Idempotent within a
+    scrape, so every collector that needs the catalog may call it."""
+    cat = catalog(ctx)
+    files = results.get(FILES_TAG)
+    if files is not None and files.error is None and ctx.memo.get("_files_seen") is not files:
+        ctx.memo["_files_seen"] = files
+        cat.files = {
+            (int(r["database_id"]), int(r["file_id"])): DbFile(  # type: ignore[call-overload]
+                int(r["database_id"]),  # type: ignore[call-overload]
+                int(r["file_id"]),  # type: ignore[call-overload]
+                str(r["name"]),
+                str(r["physical_name"]),
+                FILE_TYPES.get(int(r["type"]), "other"),  # type: ignore[call-overload]
+                int(r["size"] or 0) * PAGE_BYTES,  # type: ignore[call-overload]
+            )
+            for r in files.rows
+        }
+        cat.refreshed = True
+        _plan_volume_lookups(cat, ctx)
+    volumes = results.get(VOLUMES_TAG)
+    if volumes is not None and volumes.error is None:
+        for r in volumes.rows:
+            f = cat.files.get((int(r["database_id"]), int(r["file_id"])))  # type: ignore[call-overload]
+            mount = r.get("volume_mount_point")
+            if f is not None and mount:
+                cat.mount_of_directory[f.directory.casefold()] = str(mount)
+    return cat
+
+
+def _plan_volume_lookups(cat: FileCatalog, ctx: ScrapeContext) -> None:
+    """Ask sys.dm_os_volume_stats once per Windows directory not yet resolved, with the next scrape."""
+    wanted: dict[str, DbFile] = {}
+    for f in cat.files.values():
+        if f.windows and f.directory.casefold() not in cat.mount_of_directory:
+            wanted.setdefault(f.directory.casefold(), f)
+    if not wanted:
+        return
+    ctx.memo[EXTRA_SECTIONS] = [volume_lookup(f.database_id, f.file_id) for f in wanted.values()]
+    ctx.memo[FORCE_SLOW] = True
+
+
+def volume_lookup(database_id: int, file_id: int) -> Section:
+    return Section(
+        tag=VOLUMES_TAG,
+        sql=f"SELECT N'volumes' AS section, vs.database_id, vs.file_id, vs.volume_mount_point\n"
+        f"FROM sys.dm_os_volume_stats({int(database_id)}, {int(file_id)}) AS vs;",
+        requires=("sys.dm_os_volume_stats",),
+        may_be_empty=True,
+        slow=True,
+    )

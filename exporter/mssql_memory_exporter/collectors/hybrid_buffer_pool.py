@@ -1,0 +1,86 @@
+"""Hybrid Buffer Pool (SQL Server 2019+): clean pages of HBP-enabled databases read straight from PMEM.
+
+SQL Server reports whether HBP is configured and enabled, and which databases have it on, but no counter
+of how many pages it serves from PMEM. The most honest figure we can give is the size of the data files
+of HBP-enabled databases that sit on PMEM (DAX) volumes: what HBP *may* serve, not what it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from . import files
+from .base import FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+
+name = "hybrid_buffer_pool"
+CONFIG_TAG = "hbp"
+DATABASES_TAG = "hbp_databases"
+sections = (CONFIG_TAG, DATABASES_TAG)
+HBP_VIEW = "sys.server_memory_optimized_hybrid_buffer_pool_configuration"
+
+SECTIONS = (
+    Section(
+        tag=CONFIG_TAG,
+        # The view's columns are sql_variant; cast them so every driver reads plain integers.
+        sql="SELECT N'hbp' AS section, CAST(hbp.is_configured AS int) AS is_configured,"
+        " CAST(hbp.is_enabled AS int) AS is_enabled\n"
+        f"FROM {HBP_VIEW} AS hbp;",
+        requires=(HBP_VIEW,),
+        optional=True,
+        may_be_empty=True,
+    ),
+    Section(
+        tag=DATABASES_TAG,
+        # is_memory_optimized_enabled arrived with HBP in 2019, so the same object check guards it.
+        sql="SELECT N'hbp_databases' AS section, d.database_id\n"
+        "FROM sys.databases AS d\nWHERE d.is_memory_optimized_enabled = 1;",
+        requires=(HBP_VIEW,),
+        optional=True,
+        may_be_empty=True,
+    ),
+)
+
+
+def _pmem_volumes(ctx: ScrapeContext) -> set[str]:
+    volumes = {files.normalise_volume(v) for v in getattr(ctx.target, "pmem_volumes", None) or ()}
+    if ctx.host is not None:
+        volumes |= {files.normalise_volume(v) for v in ctx.host.dax_mount_points()}
+    return volumes
+
+
+def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    config = next(iter(rows_of(results, CONFIG_TAG)), {})
+    # A server without the view (before 2019) cannot have HBP: 0 is the true answer there.
+    out.gauge(
+        "mssql_hybrid_buffer_pool_configured",
+        "1 if the Hybrid Buffer Pool is configured at server level (takes effect after a restart).",
+        float(int(config.get("is_configured") or 0)),  # type: ignore[call-overload]
+    )
+    out.gauge(
+        "mssql_hybrid_buffer_pool_enabled",
+        "1 if the Hybrid Buffer Pool is enabled now.",
+        float(int(config.get("is_enabled") or 0)),  # type: ignore[call-overload]
+    )
+    enabled_dbs = {int(r["database_id"]) for r in rows_of(results, DATABASES_TAG)}  # type: ignore[call-overload]
+    out.gauge(
+        "mssql_hybrid_buffer_pool_databases",
+        "Databases with the Hybrid Buffer Pool enabled.",
+        len(enabled_dbs),
+    )
+    cat = files.update(results, ctx)
+    if not cat.refreshed:
+        return
+    pmem = _pmem_volumes(ctx)
+    eligible: dict[str, float] = {v: 0.0 for v in pmem}
+    for f in cat.files.values():
+        if f.database_id in enabled_dbs and f.file_type == "data":
+            volume = cat.volume_of(f, ctx)
+            if volume in pmem:
+                eligible[volume] += f.size_bytes
+    for volume, size in sorted(eligible.items()):
+        out.gauge(
+            "mssql_hybrid_buffer_pool_eligible_bytes",
+            "Size of data files of HBP-enabled databases on this PMEM volume: what HBP may serve from PMEM.",
+            size,
+            {"volume": volume},
+        )

@@ -1,0 +1,49 @@
+"""tempdb per file: the writes that grow when memory is added (Micron) and wear the SSDs under it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from . import file_stats, files
+from .base import FORCE_SLOW, FamilyBuilder, MissingData, ScrapeContext, SectionResult
+
+name = "tempdb"
+sections = (file_stats.TAG,)
+SECTIONS = (file_stats.SECTION, files.FILES_SECTION)
+TEMPDB_ID = 2
+
+COUNTERS = (
+    ("bytes_written", "mssql_tempdb_file_written_bytes_total", "Bytes written to this tempdb file.", 1.0),
+    ("writes", "mssql_tempdb_file_writes_total", "Writes to this tempdb file.", 1.0),
+    (
+        "write_stall_ms",
+        "mssql_tempdb_file_write_stall_seconds_total",
+        "Seconds writers waited on this file.",
+        1e-3,
+    ),
+    ("bytes_read", "mssql_tempdb_file_read_bytes_total", "Bytes read from this tempdb file.", 1.0),
+    ("reads", "mssql_tempdb_file_reads_total", "Reads from this tempdb file.", 1.0),
+    (
+        "read_stall_ms",
+        "mssql_tempdb_file_read_stall_seconds_total",
+        "Seconds readers waited on this file.",
+        1e-3,
+    ),
+)
+
+
+def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    cat = files.update(results, ctx)
+    if not cat.refreshed:
+        raise MissingData("file names not read yet")
+    for io in file_stats.file_io(results):
+        if io.database_id != TEMPDB_ID:
+            continue
+        f = cat.files.get(io.key)
+        if f is None:
+            # A file added since the last refresh: learn its name with the next scrape, export it then.
+            ctx.memo[FORCE_SLOW] = True
+            continue
+        labels = {"file": f.name, "volume": cat.volume_of(f, ctx)}
+        for attr, metric, doc, scale in COUNTERS:
+            out.counter(metric, doc, getattr(io, attr) * scale, labels)

@@ -1,0 +1,101 @@
+"""Bytes SQL Server wrote per volume and file type, summed over every database's files.
+
+SQL Server's per-file counters vanish with their file (a database dropped, detached or taken offline),
+so a plain sum would go down and look like a counter reset. This collector keeps, per file, what it has
+seen written; a vanished file's share stays with its volume. Series are per (volume, file_type): their
+number grows with volumes, never with databases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from . import file_stats, files, sys_info
+from .base import FORCE_SLOW, FamilyBuilder, MissingData, ScrapeContext, SectionResult
+
+name = "volumes"
+sections = (file_stats.TAG,)
+SECTIONS = (file_stats.SECTION, files.FILES_SECTION)
+MEMO_KEY = "volume_writes"
+TOTALS_KEY = "volume_written_totals"  # {(volume, file_type): bytes}, for the ssd_pools collector
+
+
+@dataclass
+class _Seen:
+    last: int  # the file's counter at the previous scrape
+    total: float  # bytes attributed to this file since the exporter first saw it
+    volume: str | None
+    file_type: str
+
+
+@dataclass
+class WriteAccumulator:
+    files: dict[tuple[int, int], _Seen] = field(default_factory=dict)
+    retired: dict[tuple[str, str], float] = field(default_factory=dict)
+    start_time: float | None = None
+
+    def update(
+        self, readings: Mapping[tuple[int, int], int], start_time: float | None, place: object
+    ) -> None:
+        """`readings`: bytes written per file now; `place(key)` -> (volume or None, file_type)."""
+        restarted = start_time is not None and self.start_time is not None and start_time != self.start_time
+        if start_time is not None:
+            self.start_time = start_time
+        for key in [k for k in self.files if k not in readings]:
+            gone = self.files.pop(key)
+            if gone.volume is not None:
+                slot = (gone.volume, gone.file_type)
+                self.retired[slot] = self.retired.get(slot, 0.0) + gone.total
+        for key, written in readings.items():
+            volume, file_type = place(key)  # type: ignore[operator]
+            seen = self.files.get(key)
+            if seen is None:
+                # First sight: what the file wrote since the instance (or the file) started is new to us.
+                self.files[key] = _Seen(written, float(written), volume, file_type)
+                continue
+            # After a restart every counter starts again from 0; a lower reading without a known restart
+            # means the file was recreated under the same ids.
+            delta = written if restarted or written < seen.last else written - seen.last
+            seen.total += delta
+            seen.last = written
+            if volume is not None:
+                seen.volume = volume
+            seen.file_type = file_type
+
+    def totals(self) -> dict[tuple[str, str], float]:
+        out = dict(self.retired)
+        for seen in self.files.values():
+            if seen.volume is not None:
+                slot = (seen.volume, seen.file_type)
+                out[slot] = out.get(slot, 0.0) + seen.total
+        return out
+
+
+def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    cat = files.update(results, ctx)
+    if not cat.refreshed:
+        raise MissingData("file names not read yet")
+    acc = ctx.memo.get(MEMO_KEY)
+    if not isinstance(acc, WriteAccumulator):
+        acc = ctx.memo[MEMO_KEY] = WriteAccumulator()
+    readings = {io.key: io.bytes_written for io in file_stats.file_io(results)}
+
+    def place(key: tuple[int, int]) -> tuple[str | None, str]:
+        f = cat.files.get(key)
+        if f is None:
+            ctx.memo[FORCE_SLOW] = True  # a new file: learn where it lives with the next scrape
+            return None, "data"
+        return cat.volume_of(f, ctx), f.file_type
+
+    start = ctx.memo.get(sys_info.MEMO_KEY)
+    acc.update(readings, start if isinstance(start, float) else None, place)
+    totals = acc.totals()
+    ctx.memo[TOTALS_KEY] = totals
+    for (volume, file_type), written in sorted(totals.items()):
+        out.counter(
+            "mssql_volume_written_bytes_total",
+            "Bytes SQL Server wrote to database files on this volume (kept when databases go away).",
+            written,
+            {"volume": volume, "file_type": file_type},
+        )

@@ -1,0 +1,157 @@
+"""SSD endurance pools: a pool's rated figures as metrics, and the reference arithmetic of the projection.
+
+projected share of rated endurance used over the planned life =
+    write rate (bytes/s, averaged over a long window) x planned lifetime (s) / rated endurance (bytes)
+
+In production Prometheus recording rules do the division (docs/endurance.md); `projected_share` and
+`remaining_seconds` are the reference implementation those rules' tests compare against. Everything is in
+base units: bytes and seconds. Drive ratings in the config are decimal TB (10^12 bytes), because that is
+how SSD vendors rate TBW and capacity.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, date, datetime
+
+from .collectors.base import FamilyBuilder
+from .config import SsdDrives, SsdPool
+
+__all__ = [
+    "DAYS_PER_PLANNED_YEAR",
+    "DAYS_PER_RATED_YEAR",
+    "TB",
+    "in_service_timestamp",
+    "planned_lifetime_seconds",
+    "pool_metrics",
+    "projected_share",
+    "rated_endurance_bytes",
+    "remaining_seconds",
+]
+
+TB = 10**12  # decimal terabyte: SSD datasheets rate TBW and capacity in 10^12 bytes, never in TiB
+DAY_SECONDS = 86_400
+
+# A DWPD rating is defined over 365-day years (TBW = DWPD x capacity x 365 x warranty years, as vendors
+# convert between the two). Using 365.25 here would credit the drives with endurance no datasheet promises.
+DAYS_PER_RATED_YEAR = 365
+
+# A planned lifetime is calendar time that Prometheus counts from in_service_date. Calendar years average
+# 365.25 days over any four consecutive years (to 0.0075 day/year of the Gregorian mean), so "5 years"
+# ends on the fifth anniversary, give or take a day; 365-day years would end it 1-2 days early. The two
+# differ by 0.07%, far below the uncertainty of any write-rate forecast; the choice is about rules that
+# compare `time()` with in_service + lifetime landing on the date an operator expects. Note that PromQL's
+# `y` duration is 365 days: rules should use mssql_ssd_pool_planned_lifetime_seconds, not `5y`.
+DAYS_PER_PLANNED_YEAR = 365.25
+
+
+def rated_endurance_bytes(drives: SsdDrives) -> float:
+    """The pool's rated write endurance in bytes: count x TBW x 10^12, or, for a DWPD rating,
+    count x DWPD x capacity_tb x 10^12 x 365 x warranty_years."""
+    if drives.tbw_per_drive_tb is not None:
+        per_drive = drives.tbw_per_drive_tb * TB
+    else:
+        # The config guarantees all three when tbw_per_drive_tb is absent (SsdDrives._one_rating).
+        assert drives.dwpd is not None and drives.capacity_tb is not None
+        assert drives.warranty_years is not None
+        per_drive = drives.dwpd * drives.capacity_tb * TB * DAYS_PER_RATED_YEAR * drives.warranty_years
+    return drives.count * per_drive
+
+
+def planned_lifetime_seconds(years: float) -> float:
+    """Planned service life in seconds: years x 365.25 days x 86,400 s (see DAYS_PER_PLANNED_YEAR)."""
+    if not years > 0 or not math.isfinite(years):
+        raise ValueError(f"planned lifetime must be a positive number of years, got {years!r}")
+    return years * DAYS_PER_PLANNED_YEAR * DAY_SECONDS
+
+
+def in_service_timestamp(day: date) -> float:
+    """Unix time of UTC midnight at the start of `day`.
+
+    UTC rather than the exporter's local zone, so that the same config gives the same metric on every
+    host; an in-service date is only ever as precise as a day anyway.
+    """
+    if isinstance(day, datetime):
+        # A datetime is a date subclass; its time and zone would be dropped silently below.
+        raise TypeError("in_service_timestamp takes a date, not a datetime")
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+
+
+RATED_HELP = (
+    "Rated write endurance of the pool's drives together, in bytes (TBW, or DWPD x capacity x 365 x "
+    "warranty years; decimal TB), from the config."
+)
+LIFETIME_HELP = "Planned service life of the pool in seconds (planned_lifetime_years x 365.25 days)."
+IN_SERVICE_HELP = "Unix time of UTC midnight on the pool's in_service_date, from the config."
+WRITTEN_HELP = (
+    "Bytes written to the pool. source=sqlserver: SQL Server's file writes on the pool's volumes, since "
+    "SQL Server started (logical writes, counted once). source=host: the host's disk counters of the "
+    "pool's disks, since boot (each mirror member counts). Neither includes write amplification in the SSD."
+)
+
+
+def _check_written(source: str, value: float) -> None:
+    # A negative or non-finite counter would poison every rate() over it; fail this collector instead.
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"bytes written ({source}) must be a finite number >= 0, got {value!r}")
+
+
+def pool_metrics(
+    pool_name: str,
+    pool: SsdPool,
+    sqlserver_written: float | None,
+    host_written: float | None,
+    out: FamilyBuilder,
+) -> None:
+    """Add one pool's samples to `out`: the three configured gauges, and a written-bytes counter for each
+    source that has a value (None means that source is not available for this pool or this scrape)."""
+    labels = {"pool": pool_name}
+    out.gauge("mssql_ssd_pool_rated_endurance_bytes", RATED_HELP, rated_endurance_bytes(pool.drives), labels)
+    out.gauge(
+        "mssql_ssd_pool_planned_lifetime_seconds",
+        LIFETIME_HELP,
+        planned_lifetime_seconds(pool.planned_lifetime_years),
+        labels,
+    )
+    out.gauge(
+        "mssql_ssd_pool_in_service_timestamp_seconds",
+        IN_SERVICE_HELP,
+        in_service_timestamp(pool.in_service_date),
+        labels,
+    )
+    for source, value in (("sqlserver", sqlserver_written), ("host", host_written)):
+        if value is None:
+            continue
+        _check_written(source, value)
+        out.counter("mssql_ssd_pool_written_bytes_total", WRITTEN_HELP, value, {**labels, "source": source})
+
+
+def projected_share(write_rate_bytes_per_s: float, lifetime_s: float, rated_bytes: float) -> float:
+    """Share of the rated endurance that `write_rate_bytes_per_s`, kept up for `lifetime_s`, would use.
+
+    1.0 means the drives reach their rating exactly at the end of the planned life; above 1.0 they reach
+    it before. The rate should be averaged over a long window (7 days), or bursts overstate it.
+    """
+    if not rated_bytes > 0 or not math.isfinite(rated_bytes):
+        raise ValueError(f"rated endurance must be a positive number of bytes, got {rated_bytes!r}")
+    if not write_rate_bytes_per_s >= 0 or not lifetime_s >= 0:
+        raise ValueError("write rate and lifetime must be >= 0")
+    return write_rate_bytes_per_s * lifetime_s / rated_bytes
+
+
+def remaining_seconds(rated_bytes: float, written_so_far: float, rate: float) -> float:
+    """Seconds until `written_so_far` reaches `rated_bytes` at `rate` bytes/s.
+
+    0.0 once the rating is reached or passed (never negative: the recording rule clamps with
+    `clamp_min(..., 0)`), and +inf when nothing is being written, as PromQL's x / 0 is +Inf for x > 0.
+    """
+    if not rated_bytes > 0 or not math.isfinite(rated_bytes):
+        raise ValueError(f"rated endurance must be a positive number of bytes, got {rated_bytes!r}")
+    if not written_so_far >= 0 or not rate >= 0:
+        raise ValueError("bytes written and write rate must be >= 0")
+    left = rated_bytes - written_so_far
+    if left <= 0:
+        return 0.0
+    if rate == 0:
+        return math.inf
+    return left / rate

@@ -1,0 +1,198 @@
+"""Databases and their files in a scenario: sizes, paths, I/O rates, drops, and the DMVs built from them.
+
+Scenario YAML:
+  platform: linux | windows          # what sys.dm_os_volume_stats reports (NULL mount points on Linux)
+  volumes: {"T:\\": "T:\\"}          # Windows: mount point of each directory prefix
+  hybrid_buffer_pool: {configured: 1, enabled: 1}
+  buffer_pool_extension: {path: "E:\\bpe.BPE", size_kb: 33554432}
+  databases:
+    - {id: 2, name: tempdb, hbp: false, drop_at: null, files: [
+        {id: 1, name: tempdev, path: /var/opt/mssql/tempdb/tempdb.mdf, type: 0, size_mb: 8192,
+         write_mb_s: 99.4, read_mb_s: 60, write_stall_ms_per_s: 40, read_stall_ms_per_s: 20}]}
+    - {generate: 5000, first_id: 5, name: "db{n}", dir: /var/opt/mssql/data,
+       data: {size_mb: 64, write_mb_s: 0.01}, log: {size_mb: 16, write_mb_s: 0.005}}
+Rates are in MB/s (10^6 bytes); I/O counts assume 64 KiB per I/O, as for SQL Server's extent-sized I/O.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+MB = 1_000_000
+IO_SIZE = 65536
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    database_id: int
+    file_id: int
+    name: str
+    path: str
+    type: int  # 0 rows (data), 1 log
+    size_pages: int  # 8 KiB pages, as sys.master_files.size
+    write_bps: float
+    read_bps: float
+    write_stall_ms_per_s: float
+    read_stall_ms_per_s: float
+
+
+@dataclass(frozen=True)
+class DatabaseSpec:
+    database_id: int
+    name: str
+    files: tuple[FileSpec, ...]
+    hbp: bool = False
+    drop_at: float | None = None
+    created_at: float = 0.0
+
+
+def _file(db_id: int, raw: dict[str, Any]) -> FileSpec:
+    return FileSpec(
+        database_id=db_id,
+        file_id=int(raw["id"]),
+        name=str(raw["name"]),
+        path=str(raw["path"]),
+        type=int(raw.get("type", 0)),
+        size_pages=int(float(raw.get("size_mb", 8)) * MB / 8192),
+        write_bps=float(raw.get("write_mb_s", 0)) * MB,
+        read_bps=float(raw.get("read_mb_s", 0)) * MB,
+        write_stall_ms_per_s=float(raw.get("write_stall_ms_per_s", 0)),
+        read_stall_ms_per_s=float(raw.get("read_stall_ms_per_s", 0)),
+    )
+
+
+def _generated(raw: dict[str, Any]) -> list[DatabaseSpec]:
+    out = []
+    directory = raw["dir"]
+    sep = "\\" if "\\" in directory else "/"
+    for n in range(int(raw["generate"])):
+        db_id = int(raw.get("first_id", 5)) + n
+        name = str(raw.get("name", "db{n}")).format(n=n)
+        files = []
+        for file_id, kind, ext in ((1, "data", "mdf"), (2, "log", "ldf")):
+            spec = dict(raw.get(kind, {}))
+            spec.update(
+                id=file_id,
+                name=f"{name}_{kind}",
+                path=f"{directory}{sep}{name}.{ext}",
+                type=0 if kind == "data" else 1,
+            )
+            files.append(_file(db_id, spec))
+        out.append(DatabaseSpec(db_id, name, tuple(files), bool(raw.get("hbp", False)), raw.get("drop_at")))
+    return out
+
+
+def parse_databases(raw: list[dict[str, Any]] | None) -> list[DatabaseSpec]:
+    out: list[DatabaseSpec] = []
+    for entry in raw or []:
+        if "generate" in entry:
+            out += _generated(entry)
+            continue
+        db_id = int(entry["id"])
+        files = tuple(_file(db_id, f) for f in entry.get("files", []))
+        drop_at = entry.get("drop_at")
+        out.append(
+            DatabaseSpec(
+                db_id,
+                str(entry["name"]),
+                files,
+                bool(entry.get("hbp", False)),
+                None if drop_at is None else float(drop_at),
+                float(entry.get("created_at", 0)),
+            )
+        )
+    return out
+
+
+@dataclass
+class FileModel:
+    databases: list[DatabaseSpec]
+    platform: str = "linux"
+    volumes: dict[str, str] = field(default_factory=dict)
+    hbp: dict[str, int] | None = None
+    bpe: dict[str, Any] | None = None
+
+    def live(self, now: float) -> list[DatabaseSpec]:
+        return [d for d in self.databases if d.created_at <= now and (d.drop_at is None or d.drop_at > now)]
+
+    def virtual_file_stats(self, now: float, since: float) -> list[dict[str, object]]:
+        rows = []
+        for db in self.live(now):
+            # Counters run from the later of the instance start and the database's creation.
+            elapsed = max(0.0, now - max(since, db.created_at))
+            for f in db.files:
+                written = int(f.write_bps * elapsed)
+                read = int(f.read_bps * elapsed)
+                rows.append(
+                    {
+                        "database_id": f.database_id,
+                        "file_id": f.file_id,
+                        "num_of_writes": written // IO_SIZE,
+                        "num_of_bytes_written": written,
+                        "io_stall_write_ms": int(f.write_stall_ms_per_s * elapsed),
+                        "num_of_reads": read // IO_SIZE,
+                        "num_of_bytes_read": read,
+                        "io_stall_read_ms": int(f.read_stall_ms_per_s * elapsed),
+                        "io_stall": int((f.write_stall_ms_per_s + f.read_stall_ms_per_s) * elapsed),
+                        "size_on_disk_bytes": f.size_pages * 8192,
+                        "sample_ms": int(elapsed * 1000),
+                    }
+                )
+        return rows
+
+    def master_files(self, now: float) -> list[dict[str, object]]:
+        return [
+            {
+                "database_id": f.database_id,
+                "file_id": f.file_id,
+                "name": f.name,
+                "physical_name": f.path,
+                "type": f.type,
+                "type_desc": "ROWS" if f.type == 0 else "LOG",
+                "size": f.size_pages,
+                "state": 0,
+                "state_desc": "ONLINE",
+            }
+            for db in self.live(now)
+            for f in db.files
+        ]
+
+    def sys_databases(self, now: float) -> list[dict[str, object]]:
+        return [
+            {
+                "database_id": d.database_id,
+                "name": d.name,
+                "state": 0,
+                "state_desc": "ONLINE",
+                "is_memory_optimized_enabled": d.hbp,
+            }
+            for d in self.live(now)
+        ]
+
+    def volume_stats(self, now: float, database_id: object, file_id: object) -> list[dict[str, object]]:
+        for db in self.live(now):
+            for f in db.files:
+                if f.database_id == database_id and f.file_id == file_id:
+                    mount = self._mount_of(f.path) if self.platform == "windows" else None
+                    return [
+                        {
+                            "database_id": f.database_id,
+                            "file_id": f.file_id,
+                            "volume_mount_point": mount,
+                            "total_bytes": 4 * 10**12,
+                            "available_bytes": 10**12,
+                            "is_read_only": 0,
+                        }
+                    ]
+        return []
+
+    def _mount_of(self, path: str) -> str:
+        best = ""
+        for prefix in self.volumes:
+            if path.lower().startswith(prefix.lower()) and len(prefix) > len(best):
+                best = prefix
+        if best:
+            return self.volumes[best]
+        return path[:3] if len(path) > 2 and path[1] == ":" else posixpath.dirname(path)

@@ -1,0 +1,661 @@
+"""SSD endurance pools: their config, the metrics they export, and the projection arithmetic.
+
+The arithmetic is checked against first principles (bytes, seconds, decimal TB), not against Micron's
+table; the Micron tests at the end only pin down the unit finding stated in docs/endurance.md.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mssql_memory_exporter.collectors.base import FamilyBuilder
+from mssql_memory_exporter.config import (
+    ConfigError,
+    SsdDrives,
+    SsdPool,
+    load_config,
+    normalize_host_disk,
+    normalize_volume,
+    parse_config,
+)
+from mssql_memory_exporter.endurance import (
+    TB,
+    in_service_timestamp,
+    planned_lifetime_seconds,
+    pool_metrics,
+    projected_share,
+    rated_endurance_bytes,
+    remaining_seconds,
+)
+
+from tests.conftest import exposition
+
+TESTDATA = Path(__file__).parent / "config_testdata"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "endurance.md"
+PASSWORD_ENV = "MSSQL_EXPORTER_TEST_PASSWORD"
+YEAR_365 = 365 * 86_400
+MICRON_RATED = 4 * 7_000 * TB
+
+
+@pytest.fixture(autouse=True)
+def _password_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PASSWORD_ENV, "pw")
+
+
+def pool_body(**changes: object) -> dict:
+    body: dict = {
+        "drives": {"count": 4, "tbw_per_drive_tb": 7000},
+        "planned_lifetime_years": 5,
+        "in_service_date": "2022-03-01",
+        "volumes": ["/var/opt/mssql/tempdb"],
+    }
+    body.update(changes)
+    return {key: value for key, value in body.items() if value is not None}
+
+
+def config_with(pools: dict | None = None, **target: object) -> dict:
+    fields = {"host": "sql.example.com", "auth_module": "monitor", **target}
+    if pools is not None:
+        fields["ssd_pools"] = pools
+    return {
+        "auth_modules": {"monitor": {"username": "u", "password_env": PASSWORD_ENV}},
+        "targets": {"t": fields},
+    }
+
+
+def errors_of(data: dict) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(data, source="c.yml")
+    return info.value.lines
+
+
+def one_pool(**changes: object) -> SsdPool:
+    return parse_config(config_with({"p": pool_body(**changes)})).targets["t"].ssd_pools["p"]
+
+
+# --- config ---------------------------------------------------------------------------------------------
+
+
+def test_defaults_keep_existing_configs_valid():
+    tgt = parse_config(config_with()).targets["t"]
+    assert tgt.ssd_pools == {}
+    assert tgt.volume_map == {}
+    assert tgt.pmem_volumes == []
+    assert tgt.colocated is False
+    assert tgt.volume_refresh_seconds == 300.0
+
+
+def test_pool_fixtures_are_in_the_shared_fixture_directories():
+    # tests/test_config.py runs every good/*.yml and bad/*.yml; these are the ones for pools.
+    assert (TESTDATA / "good" / "ssd_pools.yml").is_file()
+    assert len(list((TESTDATA / "bad").glob("pool_*.yml"))) >= 10
+
+
+def test_good_fixture_values():
+    config = load_config(str(TESTDATA / "good" / "ssd_pools.yml"))
+    linux = config.targets["olap-linux"]
+    assert linux.colocated is True
+    assert linux.volume_refresh_seconds == 600
+    assert linux.pmem_volumes == ["/mnt/pmem0"]
+    data = linux.ssd_pools["nvme-data"]
+    assert data.drives.rating == "tbw"
+    assert data.in_service_date == date(2022, 3, 1)
+    assert data.volumes == ["/var/opt/mssql/data", "/var/opt/mssql/tempdb"]  # trailing slash dropped
+    assert data.host_disks == ["nvme0n1", "nvme1n1", "nvme2n1", "nvme3n1"]
+    windows = config.targets["oltp-windows"]
+    assert windows.colocated is False
+    assert windows.volume_map == {"/var/opt/mssql/tempdb": "/var/opt/mssql/tempdb"}
+    tempdb = windows.ssd_pools["tempdb"]
+    assert tempdb.drives.rating == "dwpd"
+    assert (tempdb.drives.dwpd, tempdb.drives.capacity_tb, tempdb.drives.warranty_years) == (1, 3.84, 5)
+    assert tempdb.in_service_date == date(2021, 11, 30)  # quoted in the file: a string, parsed the same
+    assert tempdb.volumes == ["T:\\", "D:\\mnt\\ssd\\"]
+    assert windows.ssd_pools["logs.mirror"].in_service_date == date(2020, 2, 29)
+
+
+@pytest.mark.parametrize(
+    ("label", "normal"),
+    [
+        ("/", "/"),
+        ("/var/opt/mssql/tempdb", "/var/opt/mssql/tempdb"),
+        ("/var/opt/mssql/tempdb/", "/var/opt/mssql/tempdb"),
+        ("/mnt/odd name:with.dots", "/mnt/odd name:with.dots"),
+        ("T:\\", "T:\\"),
+        ("t:\\", "T:\\"),
+        ("D:\\mnt\\ssd\\", "D:\\mnt\\ssd\\"),
+        ("D:\\mnt\\ssd", "D:\\mnt\\ssd\\"),
+        ("C:\\Program Files\\Microsoft SQL Server\\", "C:\\Program Files\\Microsoft SQL Server\\"),
+    ],
+)
+def test_volume_labels_in_sql_server_spelling(label: str, normal: str):
+    assert normalize_volume(label) == normal
+    assert normalize_volume(normal) == normal  # idempotent
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "",
+        " ",
+        "C:",
+        "c:",
+        "var/opt/mssql",
+        "./tempdb",
+        "tempdb",
+        "//var/opt",
+        "/var//opt",
+        "/var/opt/../mssql",
+        "/var/./opt",
+        "D:\\mnt\\..\\ssd\\",
+        "D:\\\\mnt",
+        "D:/mnt/ssd/",
+        "D:mnt",
+        "\\\\server\\share\\",
+        "\\var\\opt",
+        "file:///var/opt/mssql",
+        "https://example.com/volume",
+        "/var/opt\x00/x",
+        "/var/opt\n",
+        "D:\\bad|name\\",
+        "1:\\",
+    ],
+)
+def test_unknown_volume_syntax(label: str):
+    with pytest.raises(ValueError, match="unknown volume syntax"):
+        normalize_volume(label)
+    lines = errors_of(config_with({"p": pool_body(volumes=[label])}))
+    assert lines[0].startswith("c.yml: targets.t.ssd_pools.p.volumes.0: unknown volume syntax")
+
+
+@pytest.mark.parametrize(
+    ("name", "normal"),
+    [
+        ("nvme0n1", "nvme0n1"),
+        ("nvme12n3", "nvme12n3"),
+        ("sda", "sda"),
+        ("sdaa", "sdaa"),
+        ("vdb", "vdb"),
+        ("xvdf", "xvdf"),
+        ("mmcblk0", "mmcblk0"),
+        ("PhysicalDrive2", "PhysicalDrive2"),
+        ("physicaldrive2", "PhysicalDrive2"),
+        ("PHYSICALDRIVE10", "PhysicalDrive10"),
+    ],
+)
+def test_host_disk_names(name: str, normal: str):
+    assert normalize_host_disk(name) == normal
+
+
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        ("", "unknown disk name"),
+        ("/dev/sda", "leave out /dev/"),
+        ("Sda", "unknown disk name"),
+        ("sda 1", "unknown disk name"),
+        ("nvme0n1/", "unknown disk name"),
+        ("PhysicalDrive", "unknown disk name"),
+        ("\\\\.\\PhysicalDrive0", "unknown disk name"),
+        ("sda1", "is a partition"),
+        ("nvme0n1p1", "is a partition"),
+        ("mmcblk0p2", "is a partition"),
+        ("xvda1", "is a partition"),
+        ("md0", "virtual block device"),
+        ("md127", "virtual block device"),
+        ("dm-3", "virtual block device"),
+        ("loop0", "virtual block device"),
+    ],
+)
+def test_bad_host_disk_names(name: str, error: str):
+    with pytest.raises(ValueError, match=re.escape(error)):
+        normalize_host_disk(name)
+
+
+@pytest.mark.parametrize(
+    ("pool", "line"),
+    [
+        (
+            pool_body(drives={"count": 4, "tbw_per_drive_tb": 7000, "dwpd": 1}),
+            "targets.t.ssd_pools.p.drives: set either tbw_per_drive_tb or dwpd with capacity_tb and "
+            "warranty_years, not both",
+        ),
+        (
+            pool_body(drives={"count": 4}),
+            "targets.t.ssd_pools.p.drives: set tbw_per_drive_tb, or dwpd with capacity_tb and warranty_years",
+        ),
+        (
+            pool_body(drives={"count": 4, "dwpd": 1}),
+            "targets.t.ssd_pools.p.drives: dwpd, capacity_tb and warranty_years go together; "
+            "missing: capacity_tb and warranty_years",
+        ),
+        (pool_body(drives={"tbw_per_drive_tb": 7000}), "targets.t.ssd_pools.p.drives.count: is required"),
+        (
+            pool_body(drives={"count": True, "tbw_per_drive_tb": 7000}),
+            "targets.t.ssd_pools.p.drives.count: must be a valid integer",
+        ),
+        (
+            pool_body(drives={"count": 2.5, "tbw_per_drive_tb": 7000}),
+            "targets.t.ssd_pools.p.drives.count: must be a valid integer",
+        ),
+        (
+            pool_body(drives={"count": -1, "tbw_per_drive_tb": 7000}),
+            "targets.t.ssd_pools.p.drives.count: must be greater than 0",
+        ),
+        (
+            pool_body(drives={"count": 1, "tbw_per_drive_tb": "7000"}),
+            "targets.t.ssd_pools.p.drives.tbw_per_drive_tb: must be a valid number",
+        ),
+        (
+            pool_body(drives={"count": 1, "tbw_per_drive_tb": float("inf")}),
+            "targets.t.ssd_pools.p.drives.tbw_per_drive_tb: must be a finite number",
+        ),
+        (
+            pool_body(drives={"count": 1, "dwpd": 1, "capacity_tb": 0, "warranty_years": 5}),
+            "targets.t.ssd_pools.p.drives.capacity_tb: must be greater than 0",
+        ),
+        (
+            pool_body(drives={"count": 1, "tbw_per_drive_tb": 1, "x": 1}),
+            "targets.t.ssd_pools.p.drives.x: unknown key",
+        ),
+        (
+            pool_body(planned_lifetime_years=-5),
+            "targets.t.ssd_pools.p.planned_lifetime_years: must be greater than 0",
+        ),
+        (pool_body(planned_lifetime_years=None), "targets.t.ssd_pools.p.planned_lifetime_years: is required"),
+        (pool_body(in_service_date=None), "targets.t.ssd_pools.p.in_service_date: is required"),
+        (
+            pool_body(in_service_date="2999-12-31"),
+            "targets.t.ssd_pools.p.in_service_date: 2999-12-31 is in the future; give the date the drives "
+            "went into service",
+        ),
+        (
+            pool_body(in_service_date="01/03/2022"),
+            "targets.t.ssd_pools.p.in_service_date: must be a date written YYYY-MM-DD",
+        ),
+        (
+            pool_body(in_service_date=1646092800),
+            "targets.t.ssd_pools.p.in_service_date: must be a date written YYYY-MM-DD",
+        ),
+        (
+            pool_body(in_service_date=datetime(2022, 3, 1)),
+            "targets.t.ssd_pools.p.in_service_date: must be a date written YYYY-MM-DD",
+        ),
+        (
+            pool_body(in_service_date="2022-02-29"),
+            "targets.t.ssd_pools.p.in_service_date: must be a valid date",
+        ),
+        (pool_body(volumes=[]), "targets.t.ssd_pools.p: set volumes, host_disks or both"),
+        (pool_body(volumes=None), "targets.t.ssd_pools.p: set volumes, host_disks or both"),
+        (pool_body(volumes="/var/opt/mssql"), "targets.t.ssd_pools.p.volumes: must be a valid list"),
+        (
+            pool_body(volumes=["/x", "/y", "/x/"]),
+            "targets.t.ssd_pools.p.volumes.2: /x is listed twice (also at volumes.0)",
+        ),
+        (pool_body(write_amplification=2.0), "targets.t.ssd_pools.p.write_amplification: unknown key"),
+        (
+            pool_body(host_disks=["nvme0n1"]),
+            "targets.t.ssd_pools.p.host_disks: needs colocated: true on the target; host disk counters can "
+            "only be read on SQL Server's own host",
+        ),
+    ],
+)
+def test_bad_pool(pool: dict, line: str):
+    assert errors_of(config_with({"p": pool}))[0].startswith(f"c.yml: {line}")
+
+
+def test_pool_names():
+    assert "a.b_c:d-1" in parse_config(config_with({"a.b_c:d-1": pool_body()})).targets["t"].ssd_pools
+    for bad in ("-p", "p q", "", "a" * 129):
+        assert "invalid key" in errors_of(config_with({bad: pool_body()}))[0]
+
+
+def test_host_disks_with_colocated():
+    pool = parse_config(config_with({"p": pool_body(host_disks=["nvme0n1", "nvme1n1"])}, colocated=True))
+    assert pool.targets["t"].ssd_pools["p"].host_disks == ["nvme0n1", "nvme1n1"]
+    only_disks = pool_body(volumes=None, host_disks=["PhysicalDrive1"])
+    assert (
+        parse_config(config_with({"p": only_disks}, colocated=True)).targets["t"].ssd_pools["p"].volumes == []
+    )
+
+
+def test_volume_or_disk_in_two_pools():
+    same_volume = {"a": pool_body(volumes=["T:\\"]), "b": pool_body(volumes=["t:\\"])}
+    assert errors_of(config_with(same_volume)) == [
+        "c.yml: targets.t.ssd_pools.b.volumes.0: T:\\ is already in pool a"
+    ]
+    same_disk = {
+        "a": pool_body(host_disks=["sda"]),
+        "b": pool_body(volumes=["/b"], host_disks=["sdb", "sda"]),
+    }
+    assert errors_of(config_with(same_disk, colocated=True)) == [
+        "c.yml: targets.t.ssd_pools.b.host_disks.1: sda is already in pool a"
+    ]
+
+
+def test_pools_of_different_targets_may_share_names_and_volumes():
+    data = config_with({"p": pool_body()})
+    data["targets"]["u"] = dict(data["targets"]["t"])
+    assert set(parse_config(data).targets) == {"t", "u"}
+
+
+def test_in_service_today_is_accepted_and_the_day_after_tomorrow_is_not():
+    today = datetime.now(UTC).date()
+    assert one_pool(in_service_date=today.isoformat()).in_service_date == today
+    assert one_pool(in_service_date=today).in_service_date == today
+    later = (today + timedelta(days=2)).isoformat()
+    assert errors_of(config_with({"p": pool_body(in_service_date=later)})) == [
+        f"c.yml: targets.t.ssd_pools.p.in_service_date: {later} is in the future; give the date the drives "
+        "went into service"
+    ]
+
+
+def test_unquoted_yaml_dates(tmp_path: Path):
+    path = tmp_path / "c.yml"
+    text = (TESTDATA / "good" / "minimal.yml").read_text() + (
+        "    ssd_pools:\n      p:\n        drives: {count: 1, tbw_per_drive_tb: 1}\n"
+        "        planned_lifetime_years: 1\n        in_service_date: 2024-02-29\n        volumes: [/x]\n"
+    )
+    path.write_text(text)
+    assert load_config(str(path)).targets["prod-a"].ssd_pools["p"].in_service_date == date(2024, 2, 29)
+    path.write_text(text.replace("2024-02-29", "2023-02-29"))
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path))
+    assert (
+        str(info.value)
+        == f"{path}: line 14, column 26: invalid YAML: invalid date: day is out of range for month"
+    )
+
+
+def test_volume_map_and_pmem_volumes():
+    tgt = parse_config(
+        config_with(
+            volume_map={"/var/opt/mssql/data/": "/var/opt/mssql", "D:\\sql\\tempdb": "d:\\"},
+            pmem_volumes=["/mnt/pmem0/", "P:\\"],
+        )
+    ).targets["t"]
+    assert tgt.volume_map == {"/var/opt/mssql/data": "/var/opt/mssql", "D:\\sql\\tempdb\\": "D:\\"}
+    assert tgt.pmem_volumes == ["/mnt/pmem0", "P:\\"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "line"),
+    [
+        ({"volume_map": {"data": "/x"}}, "targets.t.volume_map.data: invalid key: unknown volume syntax"),
+        ({"volume_map": {"/x": "C:"}}, "targets.t.volume_map./x: unknown volume syntax"),
+        (
+            {"volume_map": {"/x/": "/a", "/x": "/b"}},
+            "targets.t.volume_map: /x/ and /x are the same directory",
+        ),
+        ({"volume_map": ["/x"]}, "targets.t.volume_map: must be a mapping (key: value)"),
+        ({"pmem_volumes": ["pmem"]}, "targets.t.pmem_volumes.0: unknown volume syntax"),
+        (
+            {"pmem_volumes": ["/p", "/p/"]},
+            "targets.t.pmem_volumes.1: /p is listed twice (also at pmem_volumes.0)",
+        ),
+        ({"volume_refresh_seconds": 0}, "targets.t.volume_refresh_seconds: must be greater than 0"),
+        (
+            {"volume_refresh_seconds": float("nan")},
+            "targets.t.volume_refresh_seconds: must be a finite number",
+        ),
+        ({"colocated": "perhaps"}, "targets.t.colocated: must be a valid boolean"),
+        ({"ssd_pools": ["p"]}, "targets.t.ssd_pools: must be a mapping (key: value)"),
+    ],
+)
+def test_bad_target_fields(fields: dict, line: str):
+    assert errors_of(config_with(**fields))[0].startswith(f"c.yml: {line}")
+
+
+POOL_KEYS = ["drives", "planned_lifetime_years", "in_service_date", "volumes", "host_disks", "x"]
+DRIVE_KEYS = ["count", "tbw_per_drive_tb", "dwpd", "capacity_tb", "warranty_years", "x"]
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-10, 10**6)
+    | st.floats()
+    | st.text(max_size=12)
+    | st.dates().map(date.isoformat)
+    | st.sampled_from(["/x", "T:\\", "C:", "nvme0n1", "sda1", "2022-03-01"])
+)
+values = st.recursive(
+    scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=6), c, max_size=3)
+)
+
+
+@given(
+    pool=st.dictionaries(st.sampled_from(POOL_KEYS), values, max_size=6),
+    drives=st.dictionaries(st.sampled_from(DRIVE_KEYS), values, max_size=6),
+    colocated=st.booleans(),
+)
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_arbitrary_pools_give_a_config_or_a_config_error(pool: dict, drives: dict, colocated: bool):
+    pool = {**pool, "drives": drives} if "drives" not in pool else pool
+    try:
+        config = parse_config(config_with({"p": pool}, colocated=colocated), source="prop.yml")
+    except ConfigError as exc:
+        assert all(line.startswith("prop.yml: ") for line in exc.lines)
+    else:
+        parsed = config.targets["t"].ssd_pools["p"]
+        assert rated_endurance_bytes(parsed.drives) > 0
+        assert parsed.volumes or parsed.host_disks
+
+
+# --- arithmetic from first principles -------------------------------------------------------------------
+
+
+def test_rated_endurance_from_tbw():
+    drives = SsdDrives(count=4, tbw_per_drive_tb=7000)
+    assert rated_endurance_bytes(drives) == 2.8e16  # 4 x 7,000 x 10^12 B
+    assert rated_endurance_bytes(drives) == MICRON_RATED
+
+
+def test_rated_endurance_from_dwpd():
+    one = SsdDrives(count=1, dwpd=1, capacity_tb=3.84, warranty_years=5)
+    # One full drive write (3.84 x 10^12 B) per day, for 365 days a year, for 5 years.
+    assert rated_endurance_bytes(one) == pytest.approx(3.84e12 * 365 * 5, rel=1e-12)
+    assert rated_endurance_bytes(one) == pytest.approx(7.008e15, rel=1e-12)
+    four = SsdDrives(count=4, dwpd=3, capacity_tb=3.2, warranty_years=5)
+    assert rated_endurance_bytes(four) == pytest.approx(4 * 17_520e12, rel=1e-12)
+
+
+def test_planned_lifetime_uses_365_25_day_years():
+    assert planned_lifetime_seconds(1) == 365.25 * 86_400 == 31_557_600
+    assert planned_lifetime_seconds(5) == 157_788_000
+    assert planned_lifetime_seconds(4) == (3 * 365 + 366) * 86_400  # four years span one leap day
+    assert planned_lifetime_seconds(0.5) == 15_778_800
+    for bad in (0, -1, math.inf, math.nan):
+        with pytest.raises(ValueError):
+            planned_lifetime_seconds(bad)
+
+
+def test_in_service_timestamp_is_utc_midnight():
+    assert in_service_timestamp(date(1970, 1, 1)) == 0
+    days = date(2022, 3, 1).toordinal() - date(1970, 1, 1).toordinal()
+    assert in_service_timestamp(date(2022, 3, 1)) == days * 86_400 == 1_646_092_800
+    assert in_service_timestamp(date(2024, 3, 1)) - in_service_timestamp(date(2024, 2, 28)) == 2 * 86_400
+    with pytest.raises(TypeError):
+        in_service_timestamp(datetime(2022, 3, 1, 12, 0))
+
+
+@pytest.mark.skipif(not hasattr(time, "tzset"), reason="needs time.tzset")
+def test_in_service_timestamp_ignores_the_local_time_zone(monkeypatch: pytest.MonkeyPatch):
+    for zone in ("Pacific/Kiritimati", "America/Los_Angeles", "UTC"):
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+        assert in_service_timestamp(date(2022, 3, 1)) == 1_646_092_800
+    monkeypatch.undo()  # restore TZ as it was, and make the C library read it again
+    time.tzset()
+
+
+def test_projection_of_the_heaviest_micron_row_in_decimal_units():
+    rate = 235.8e6  # MB/s with MB = 10^6 B
+    five_365_day_years = 5 * YEAR_365
+    written = rate * five_365_day_years
+    assert written == pytest.approx(3.718e16, rel=1e-4)  # 37.18 PB
+    assert projected_share(rate, five_365_day_years, MICRON_RATED) == pytest.approx(1.328, abs=5e-4)
+    # The exporter's own lifetime (365.25-day years) adds 0.07%.
+    assert projected_share(rate, planned_lifetime_seconds(5), MICRON_RATED) == pytest.approx(1.329, abs=5e-4)
+
+
+def test_projected_share_edges():
+    assert projected_share(0, planned_lifetime_seconds(5), MICRON_RATED) == 0
+    rate_at_rating = MICRON_RATED / planned_lifetime_seconds(5)
+    assert projected_share(rate_at_rating, planned_lifetime_seconds(5), MICRON_RATED) == pytest.approx(1)
+    for args in ((1, 1, 0), (1, 1, -1), (-1, 1, 1), (1, -1, 1), (math.nan, 1, 1), (1, 1, math.inf)):
+        with pytest.raises(ValueError):
+            projected_share(*args)
+
+
+def test_remaining_seconds():
+    assert remaining_seconds(1e15, 0, 1e6) == 1e9
+    assert remaining_seconds(2.8e16, 0.7e16, 235.8e6) == pytest.approx(2.1e16 / 235.8e6)
+    assert remaining_seconds(1e15, 1e15, 1e6) == 0.0
+    assert remaining_seconds(1e15, 2e15, 1e6) == 0.0  # past the rating: clamped, never negative
+    assert remaining_seconds(1e15, 2e15, 0) == 0.0
+    assert remaining_seconds(1e15, 0, 0) == math.inf
+    for args in ((0, 0, 1), (1, -1, 1), (1, 0, -1), (1, math.nan, 1)):
+        with pytest.raises(ValueError):
+            remaining_seconds(*args)
+
+
+@given(
+    rated=st.floats(1e9, 1e18),
+    share_written=st.floats(0, 0.999),
+    rate=st.floats(1.0, 1e10),
+)
+def test_remaining_and_projection_agree(rated: float, share_written: float, rate: float):
+    written = rated * share_written
+    left = remaining_seconds(rated, written, rate)
+    assert written + rate * left == pytest.approx(rated, rel=1e-9)
+    # Writing for exactly the remaining time from zero uses that share of the rating.
+    assert projected_share(rate, left, rated) == pytest.approx(1 - share_written, rel=1e-9)
+
+
+# --- metrics --------------------------------------------------------------------------------------------
+
+
+def test_pool_metrics_exposition():
+    pool = one_pool(in_service_date="2022-03-01")
+    out = FamilyBuilder({"env": "prod"})
+    pool_metrics("tempdb", pool, sqlserver_written=1.5e12, host_written=3e12, out=out)
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in out.families()
+        for s in family.samples
+    }
+    env, pool_label = ("env", "prod"), ("pool", "tempdb")
+    assert samples == {
+        ("mssql_ssd_pool_rated_endurance_bytes", (env, pool_label)): 2.8e16,
+        ("mssql_ssd_pool_planned_lifetime_seconds", (env, pool_label)): 157_788_000,
+        ("mssql_ssd_pool_in_service_timestamp_seconds", (env, pool_label)): 1_646_092_800,
+        ("mssql_ssd_pool_written_bytes_total", (env, pool_label, ("source", "sqlserver"))): 1.5e12,
+        ("mssql_ssd_pool_written_bytes_total", (env, pool_label, ("source", "host"))): 3e12,
+    }
+    text = exposition(out.families())
+    assert "# TYPE mssql_ssd_pool_written_bytes_total counter" in text
+    assert "# TYPE mssql_ssd_pool_rated_endurance_bytes gauge" in text
+    assert 'mssql_ssd_pool_written_bytes_total{env="prod",pool="tempdb",source="host"} 3e+12' in text
+
+
+@pytest.mark.parametrize(
+    ("sqlserver", "host", "sources"),
+    [
+        (None, None, set()),
+        (0.0, None, {"sqlserver"}),
+        (None, 5.0, {"host"}),
+        (1.0, 2.0, {"sqlserver", "host"}),
+    ],
+)
+def test_written_counter_only_for_sources_with_a_value(
+    sqlserver: float | None, host: float | None, sources: set
+):
+    out = FamilyBuilder({})
+    pool_metrics("p", one_pool(), sqlserver, host, out)
+    written = [s for f in out.families() for s in f.samples if s.name == "mssql_ssd_pool_written_bytes_total"]
+    assert {s.labels["source"] for s in written} == sources
+    gauges = {f.name for f in out.families() if f.type == "gauge"}
+    assert len(gauges) == 3  # the configured figures are there whether or not any writes were counted
+
+
+def test_pools_share_families():
+    out = FamilyBuilder({})
+    pool_metrics("a", one_pool(), 1.0, None, out)
+    pool_metrics(
+        "b",
+        one_pool(drives={"count": 2, "dwpd": 1, "capacity_tb": 3.84, "warranty_years": 5}),
+        2.0,
+        None,
+        out,
+    )
+    rated = next(f for f in out.families() if f.name == "mssql_ssd_pool_rated_endurance_bytes")
+    assert {s.labels["pool"]: s.value for s in rated.samples} == pytest.approx(
+        {"a": 2.8e16, "b": 2 * 7.008e15}
+    )
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_written_bytes_must_be_a_counter_value(bad: float):
+    with pytest.raises(ValueError, match="bytes written"):
+        pool_metrics("p", one_pool(), bad, None, FamilyBuilder({}))
+
+
+# --- Micron's Table 4: the unit finding in docs/endurance.md --------------------------------------------
+
+# (SQL Server memory GB, write rate as printed in MB/s, Micron's "Platform TBW in 5 Years (PB)")
+MICRON_TABLE_4 = [
+    (256, 108.6, 16.0),
+    (512, 82.4, 12.1),
+    (768, 102.2, 15.0),
+    (960, 107.7, 15.8),
+    (256, 99.4, 14.6),
+    (512, 124.1, 18.2),
+    (768, 188.7, 27.7),
+    (960, 235.8, 34.7),
+]
+
+
+def test_micron_column_is_binary_with_365_25_day_years():
+    def reproduced(days: float, bytes_per_mb: float, bytes_per_pb: float) -> int:
+        seconds = 5 * days * 86_400
+        return sum(
+            round(rate * bytes_per_mb * seconds / bytes_per_pb, 1) == pb for _, rate, pb in MICRON_TABLE_4
+        )
+
+    assert reproduced(365.25, 1.0, 2**30) == 8  # MB/s x s / 1024^3 (= MiB/s into PiB)
+    assert reproduced(365, 1.0, 2**30) == 6  # 365-day years miss the first and last rows
+    for days in (365, 365.25, 366):
+        assert reproduced(days, 1e6, 1e15) == 0  # no decimal reading matches any row
+        assert reproduced(days, 2**20, 1e15) == 0
+
+
+def _doc_table(marker: str) -> list[list[str]]:
+    lines = DOC.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if marker in line)
+    rows = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if not set(cells[0]) <= set("-: "):
+            rows.append(cells)
+    return rows[1:]  # without the header
+
+
+def test_doc_table_is_the_recomputation():
+    rows = _doc_table("table: micron-recomputed")
+    assert len(rows) == len(MICRON_TABLE_4)
+    lifetime = planned_lifetime_seconds(5)
+    for cells, (memory, rate, micron) in zip(rows, MICRON_TABLE_4, strict=True):
+        written = rate * 1e6 * lifetime
+        assert int(cells[0]) == memory
+        assert float(cells[2]) == rate
+        assert float(cells[3]) == pytest.approx(written, rel=5e-5)
+        assert cells[4] == f"{written / 1e15:.2f}"
+        assert cells[5] == f"{projected_share(rate * 1e6, lifetime, MICRON_RATED):.3f}"
+        assert float(cells[6]) == micron

@@ -1,0 +1,192 @@
+"""tempdb, volumes, Hybrid Buffer Pool and Buffer Pool Extension through the stand-in over TDS."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.conftest import scrape, value
+
+TEMPDB_VOLUME = "/var/opt/mssql/tempdb"
+MB = 1_000_000
+
+
+def series(samples: dict, name: str) -> dict[tuple, float]:
+    return {labels: v for (n, labels), v in samples.items() if n == name}
+
+
+def total(samples: dict, name: str, **match: str) -> float:
+    return sum(
+        v for labels, v in series(samples, name).items() if all((k, m) in labels for k, m in match.items())
+    )
+
+
+def test_tempdb_files_on_their_own_volume(standin, scraper_for):
+    s = standin("tempdb-separate-volume")
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    scraper = scraper_for(config)
+    first = scrape(scraper, config)
+    assert value(first, "mssql_exporter_collector_success", collector="tempdb") == 1
+    s.clock.advance(10)
+    second = scrape(scraper, config)
+    files = series(second, "mssql_tempdb_file_written_bytes_total")
+    assert len(files) == 9  # 8 data files and the log, each its own series
+    assert {dict(labels)["volume"] for labels in files} == {TEMPDB_VOLUME}
+    assert (
+        value(second, "mssql_tempdb_file_written_bytes_total", file="templog", volume=TEMPDB_VOLUME)
+        == 0.02 * 20 * MB * 10
+    )
+    written = total(second, "mssql_tempdb_file_written_bytes_total") - total(
+        first, "mssql_tempdb_file_written_bytes_total"
+    )
+    assert written == pytest.approx(20 * MB * 10, rel=1e-6)
+    # Stall times arrive in ms and are exported in seconds: 40 ms per second for 10 s is 0.4 s.
+    assert (
+        value(second, "mssql_tempdb_file_write_stall_seconds_total", file="tempdev", volume=TEMPDB_VOLUME)
+        == 0.4
+    )
+    reads = value(second, "mssql_tempdb_file_read_bytes_total", file="tempdev", volume=TEMPDB_VOLUME)
+    assert (
+        value(second, "mssql_tempdb_file_reads_total", file="tempdev", volume=TEMPDB_VOLUME) == reads // 65536
+    )
+    # Without a map, a Linux file's volume is its directory (SQL Server on Linux reports no mount point).
+    assert (
+        value(second, "mssql_volume_written_bytes_total", volume="/var/opt/mssql/data", file_type="data") > 0
+    )
+    assert value(second, "mssql_volume_written_bytes_total", volume=TEMPDB_VOLUME, file_type="log") > 0
+
+
+@pytest.mark.parametrize(
+    ("scenario", "rate_mb_s"), [("micron-512gb-8stream", 124.1), ("micron-960gb-8stream", 235.8)]
+)
+def test_micron_table_4_write_rates_replay(standin, scraper_for, scenario, rate_mb_s):
+    s = standin(scenario)
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    scraper = scraper_for(config)
+    first = scrape(scraper, config)
+    s.clock.advance(60)
+    second = scrape(scraper, config)
+    per_second = (
+        total(second, "mssql_volume_written_bytes_total", volume=TEMPDB_VOLUME)
+        - total(first, "mssql_volume_written_bytes_total", volume=TEMPDB_VOLUME)
+    ) / 60
+    assert per_second == pytest.approx(rate_mb_s * MB, rel=1e-4)
+
+
+def test_volume_writes_never_decrease_when_databases_go_away(standin, scraper_for):
+    s = standin("databases-dropped")
+    config = s.config()
+    scraper = scraper_for(config)
+    history: list[float] = []
+    for _ in range(8):  # scenario time 0..70 s; three databases vanish at t=30
+        got = scrape(scraper, config)
+        history.append(
+            value(got, "mssql_volume_written_bytes_total", volume="/var/opt/mssql/data", file_type="data")
+        )
+        s.clock.advance(10)
+    assert all(b >= a for a, b in itertools.pairwise(history)), history
+    system = 0.01 * MB * 10  # master's data file
+    # Before the drop, five databases at 2 MB/s; after it, two: the slope changes, the total never falls.
+    # What the dropped ones wrote after the last scrape before the drop is gone with their counters.
+    assert history[2] - history[1] == pytest.approx(5 * 2 * MB * 10 + system, rel=1e-6)
+    assert history[3] - history[2] == pytest.approx(2 * 2 * MB * 10 + system, rel=1e-6)
+    assert history[7] - history[6] == pytest.approx(2 * 2 * MB * 10 + system, rel=1e-6)
+    # (volume, file_type) pairs only: the dropped databases leave no series of their own behind
+    assert len(series(got, "mssql_volume_written_bytes_total")) == 4
+
+
+def test_restart_resets_file_counters_without_losing_volume_totals(standin, scraper_for):
+    s = standin("tempdb-separate-volume")
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    scraper = scraper_for(config)
+    s.clock.advance(100)
+    before = scrape(scraper, config)
+    s.clock.advance(5)
+    s.instance.restart()
+    s.clock.advance(10)
+    after = scrape(scraper, config)
+    key = {"volume": TEMPDB_VOLUME, "file_type": "data"}
+    # 100 s seen before the restart plus the 10 s after it, none counted twice. The 5 s between the last
+    # scrape and the restart died with the counters: nobody can see them.
+    assert value(after, "mssql_volume_written_bytes_total", **key) == pytest.approx(
+        value(before, "mssql_volume_written_bytes_total", **key) * 110 / 100, rel=1e-6
+    )
+    # SQL Server's own per-file counters did reset, and the tempdb series say so.
+    assert total(after, "mssql_tempdb_file_written_bytes_total") < total(
+        before, "mssql_tempdb_file_written_bytes_total"
+    )
+
+
+def test_file_names_travel_on_the_slow_cadence_only(standin, scraper_for):
+    s = standin("scale-5000-databases")
+    config = s.config(volume_refresh_seconds=3600)
+    scraper = scraper_for(config)
+    for _ in range(4):
+        assert value(scrape(scraper, config, timeout=10), "mssql_up") == 1
+    with_names = [sql for sql in s.handler.sql_seen if "sys.master_files" in sql]
+    assert len(with_names) == 1 and len(s.handler.sql_seen) == 4
+    got = scrape(scraper, config, timeout=10)
+    # 10,000 files, but the volume series stay bounded by volumes x file types (2 x 2 here).
+    got_series = series(got, "mssql_volume_written_bytes_total")
+    assert {dict(labels)["volume"] for labels in got_series} == {"/var/opt/mssql/data", TEMPDB_VOLUME}
+    assert len(got_series) == 4
+
+
+def test_windows_mount_folder_found_through_dm_os_volume_stats(standin, scraper_for):
+    s = standin("windows-mount-folders")
+    config = s.config()
+    scraper = scraper_for(config)
+    scrape(scraper, config)
+    s.clock.advance(10)
+    got = scrape(scraper, config)  # the second scrape carries the per-directory volume lookups
+    volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
+    assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "L:\\"}
+    assert value(got, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume="T:\\") > 0
+    lookups = [sql for sql in s.handler.sql_seen if "dm_os_volume_stats" in sql]
+    # once per directory (4 directories hold the 6 files), in one batch
+    assert len(lookups) == 1 and lookups[0].count("dm_os_volume_stats(") == 4
+
+
+def test_hybrid_buffer_pool_on_a_dax_volume(standin, scraper_for):
+    s = standin("hbp-dax")
+    config = s.config(pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"})
+    got = scrape(scraper_for(config), config)
+    assert value(got, "mssql_exporter_collector_success", collector="hybrid_buffer_pool") == 1
+    assert value(got, "mssql_hybrid_buffer_pool_configured") == 1
+    assert value(got, "mssql_hybrid_buffer_pool_enabled") == 1
+    assert value(got, "mssql_hybrid_buffer_pool_databases") == 2
+    # sales and stock data files on PMEM: 2 x 204,800 MB (sizes are whole 8 KiB pages)
+    page = 8192
+    expected = 2 * (204800 * MB // page) * page
+    assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == expected
+
+
+def test_hybrid_buffer_pool_absent_before_2019_is_not_a_failure(standin, scraper_for):
+    s = standin("named-instance-padded")  # 15.x has the view; make it an older server
+    s.instance.scenario.properties["ProductVersion"] = "14.0.3456.2"
+    config = s.config()
+    got = scrape(scraper_for(config), config)
+    assert value(got, "mssql_exporter_collector_success", collector="hybrid_buffer_pool") == 1
+    assert value(got, "mssql_hybrid_buffer_pool_configured") == 0
+    assert value(got, "mssql_hybrid_buffer_pool_databases") == 0
+
+
+def test_buffer_pool_extension_state(standin, scraper_for):
+    s = standin("healthy-oltp")
+    s.instance.scenario.files.bpe = {"path": "E:\\bpe\\ext.BPE", "size_kb": 33554432}
+    config = s.config()
+    got = scrape(scraper_for(config), config)
+    assert value(got, "mssql_buffer_pool_extension_enabled") == 1
+    assert value(got, "mssql_buffer_pool_extension_size_bytes") == 33554432 * 1024
+
+
+def test_file_stats_denied_fails_only_the_file_collectors(standin, scraper_for):
+    s = standin("tempdb-separate-volume")
+    s.instance.denied.add("sys.dm_io_virtual_file_stats")
+    config = s.config()
+    got = scrape(scraper_for(config), config)
+    assert value(got, "mssql_exporter_collector_success", collector="tempdb") == 0
+    assert value(got, "mssql_exporter_collector_success", collector="volumes") == 0
+    assert value(got, "mssql_exporter_collector_success", collector="buffer_manager") == 1
+    assert not series(got, "mssql_volume_written_bytes_total")
