@@ -44,7 +44,7 @@ FAKE_SCRAPE_MAIN = textwrap.dedent(
     from prometheus_client.core import GaugeMetricFamily
 
     class Scraper:
-        def __init__(self, config):
+        def __init__(self, config, host=None):
             self.config = config
 
         def probe(self, target, timeout):

@@ -190,3 +190,83 @@ def test_file_stats_denied_fails_only_the_file_collectors(standin, scraper_for):
     assert value(got, "mssql_exporter_collector_success", collector="volumes") == 0
     assert value(got, "mssql_exporter_collector_success", collector="buffer_manager") == 1
     assert not series(got, "mssql_volume_written_bytes_total")
+
+
+def test_ssd_pool_endurance_metrics_from_sql_server_writes(standin, scraper_for):
+    s = standin("micron-960gb-8stream")
+    pool = {
+        "drives": {"count": 4, "tbw_per_drive_tb": 7000},
+        "planned_lifetime_years": 5,
+        "in_service_date": "2025-01-01",
+        "volumes": [TEMPDB_VOLUME],
+    }
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, ssd_pools={"tempdb-ssd": pool})
+    scraper = scraper_for(config)
+    first = scrape(scraper, config)
+    s.clock.advance(100)
+    second = scrape(scraper, config)
+    assert value(second, "mssql_exporter_collector_success", collector="ssd_pools") == 1
+    assert value(second, "mssql_ssd_pool_rated_endurance_bytes", pool="tempdb-ssd") == 4 * 7000 * 10**12
+    assert value(second, "mssql_ssd_pool_planned_lifetime_seconds", pool="tempdb-ssd") == 5 * 365.25 * 86400
+    assert value(second, "mssql_ssd_pool_in_service_timestamp_seconds", pool="tempdb-ssd") == 1735689600
+    key = {"pool": "tempdb-ssd", "source": "sqlserver"}
+    rate = (
+        value(second, "mssql_ssd_pool_written_bytes_total", **key)
+        - value(first, "mssql_ssd_pool_written_bytes_total", **key)
+    ) / 100
+    assert rate == pytest.approx(235.8 * MB, rel=1e-4)
+    # The projection the recording rules make, from first principles: 235.8e6 B/s for 5 x 365.25 days
+    # against 28e15 B is 1.329 of the rated endurance: these drives wear out before the planned life ends.
+    share = rate * 5 * 365.25 * 86400 / (4 * 7000 * 10**12)
+    assert share == pytest.approx(1.329, abs=0.001)
+    assert not [
+        k for k in second if k[0] == "mssql_ssd_pool_written_bytes_total" and ("source", "host") in k[1]
+    ]
+
+
+def test_colocated_target_uses_host_mounts_dax_and_disk_counters(standin, scraper_for, tmp_path):
+    from mssql_memory_exporter.host.collector import DiskIO, HostCollector
+
+    from tests.test_host import build_dev, build_server_sys
+
+    fake = build_server_sys(tmp_path / "sys")
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        "/dev/sda1 / ext4 rw,relatime 0 0\n"
+        "/dev/mapper/vg-lv /var/opt/mssql/tempdb xfs rw,noatime 0 0\n"
+        "/dev/pmem0 /mnt/pmem0 ext4 rw,dax=always 0 0\n"
+    )
+    counters = {  # the kernel counts a write on every layer: partition, md, dm and each disk
+        "sda": DiskIO(0, 5e9),
+        "sda1": DiskIO(0, 5e9),
+        "md0": DiskIO(0, 7e9),
+        "dm-0": DiskIO(0, 7e9),
+        "nvme0n1": DiskIO(0, 7e9),
+        "nvme0n1p1": DiskIO(0, 7e9),
+        "nvme1n1": DiskIO(0, 7e9),
+        "nvme1n1p1": DiskIO(0, 7e9),
+    }
+    host = HostCollector(
+        str(fake.root), str(mounts), dev_root=str(build_dev(tmp_path / "dev")), disk_io=lambda: counters
+    )
+    s = standin("hbp-dax")
+    pool = {
+        "drives": {"count": 2, "dwpd": 1, "capacity_tb": 3.84, "warranty_years": 5},
+        "planned_lifetime_years": 5,
+        "in_service_date": "2025-06-01",
+        "volumes": [TEMPDB_VOLUME],
+        "host_disks": ["nvme0n1", "nvme1n1"],
+    }
+    config = s.config(colocated=True, ssd_pools={"tempdb-raid1": pool})
+    scraper = scraper_for(config)
+    scraper._host = host
+    got = scrape(scraper, config)
+    # Volumes come from the host's mount table, not the directory: tempdb's files sit on the LVM mount.
+    assert {dict(labels)["volume"] for labels in series(got, "mssql_tempdb_file_written_bytes_total")} == {
+        TEMPDB_VOLUME
+    }
+    # DAX is read from the mount options: no pmem_volumes in the config.
+    assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") > 0
+    # RAID1: each mirror wears, so the host source counts both members; partitions and md/dm add nothing.
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="tempdb-raid1", source="host") == 14e9
+    assert value(got, "mssql_ssd_pool_rated_endurance_bytes", pool="tempdb-raid1") == 2 * 3.84e12 * 365 * 5

@@ -7,6 +7,7 @@ import logging
 import re
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -355,6 +356,12 @@ def test_access_log_goes_through_logging_and_cuts_long_values(
     with caplog.at_level(logging.DEBUG, logger="mssql_memory_exporter.web"):
         fetch(running.base + "/probe?target=" + "y" * 1000)
         fetch(running.base + "/" + "z" * 1000)
+        # The access log line is written after the response went out: give the handler thread a moment.
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if len([r for r in caplog.records if r.getMessage() == "request"]) >= 2:
+                break
+            time.sleep(0.01)
     records = [r for r in caplog.records if r.getMessage() == "request"]
     assert [r.status for r in records] == [400, 404]
     assert records[0].path == "/probe" and records[0].method == "GET"

@@ -77,48 +77,54 @@ class BatchShapeError(Exception):
 
 
 def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict[str, SectionResult]:
-    """Group rows by the tag in their first column. A section that sent neither rows nor an error is
-    given an error of its own (unless it may be empty): silence must not read as success."""
+    """Group result sets by the tag in their first column. A section that sent neither rows nor an error
+    is given an error of its own (unless it may be empty): silence must not read as success."""
     by_tag = {s.tag: s for s in sections}
-    wanted = set(by_tag)
     results: dict[str, SectionResult] = {}
     for rs in result_sets:
         if not rs.columns or rs.columns[0] != "section":
             raise BatchShapeError(f"result set without a leading section column: {list(rs.columns)[:3]}")
-        for raw in rs.rows:
-            row: Row = dict(zip(rs.columns, raw, strict=True))
-            tag = str(row["section"])
-            if tag == UNAVAILABLE_TAG:
-                failed = str(row.get("failed_section"))
-                section = by_tag.get(failed)
-                if section is not None and section.optional:
-                    results[failed] = SectionResult(unavailable=True)
-                else:
-                    results[failed] = SectionResult(
-                        error=SectionError(208, str(row.get("error_message") or ""))
-                    )
-            elif tag == ERROR_TAG:
-                failed = str(row.get("failed_section"))
-                number = row.get("error_number")
-                result = results.setdefault(failed, SectionResult())
-                result.error = SectionError(
-                    int(number) if isinstance(number, int) else 0, str(row.get("error_message") or "")
-                )
-                # Rows sent before the error are a partial answer; keep none of them.
-                result.rows.clear()
-            elif tag in wanted:
-                result = results.setdefault(tag, SectionResult())
-                if result.error is None:
-                    result.rows.append(row)
-            else:
-                raise BatchShapeError(f"result set for unknown section {tag!r}")
-    for tag in wanted:
+        if not rs.rows:
+            continue
+        tag = str(rs.rows[0][0])
+        if tag in (ERROR_TAG, UNAVAILABLE_TAG):
+            for raw in rs.rows:
+                _route_failure(dict(zip(rs.columns, raw, strict=True)), by_tag, results)
+            continue
+        if tag not in by_tag:
+            raise BatchShapeError(f"result set for unknown section {tag!r}")
+        if any(raw[0] != tag for raw in rs.rows):
+            raise BatchShapeError(f"result set of section {tag!r} mixes in rows of other sections")
+        result = results.setdefault(tag, SectionResult(columns=rs.columns))
+        if result.columns != rs.columns:
+            raise BatchShapeError(f"section {tag!r} answered with two different column lists")
+        if result.error is None:
+            result.raw.extend(rs.rows)
+    for tag, section in by_tag.items():
         result = results.setdefault(tag, SectionResult())
         if (
-            not result.rows
+            not result.has_rows()
             and result.error is None
             and not result.unavailable
-            and not by_tag[tag].may_be_empty
+            and not section.may_be_empty
         ):
             result.error = SectionError(0, "section returned no rows")
     return results
+
+
+def _route_failure(row: Row, by_tag: dict[str, Section], results: dict[str, SectionResult]) -> None:
+    failed = str(row.get("failed_section"))
+    section = by_tag.get(failed)
+    if row["section"] == UNAVAILABLE_TAG:
+        if section is not None and section.optional:
+            results[failed] = SectionResult(unavailable=True)
+        else:
+            results[failed] = SectionResult(error=SectionError(208, str(row.get("error_message") or "")))
+        return
+    number = row.get("error_number")
+    result = results.setdefault(failed, SectionResult())
+    result.error = SectionError(
+        int(number) if isinstance(number, int) else 0, str(row.get("error_message") or "")
+    )
+    # Rows sent before the error are a partial answer; keep none of them.
+    result.clear()

@@ -11,9 +11,15 @@ import threading
 from types import FrameType
 
 from mssql_memory_exporter import __version__
-from mssql_memory_exporter.config import ConfigError, ExporterConfig, load_config, resolve_driver
+from mssql_memory_exporter.config import ConfigError, ExporterConfig, driver_kind, load_config, resolve_driver
 from mssql_memory_exporter.logsetup import LEVELS, setup_logging
-from mssql_memory_exporter.web import ExporterHTTPServer, ProbeFn, make_server, parse_listen_address
+from mssql_memory_exporter.web import (
+    ExporterHTTPServer,
+    OwnMetricsFn,
+    ProbeFn,
+    make_server,
+    parse_listen_address,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -56,6 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="(default: %(default)s)",
     )
     parser.add_argument(
+        "--collector.host",
+        dest="collector_host",
+        action="store_true",
+        help="export this machine's disk writes, memory and sqlservr RSS on /metrics (run the exporter on "
+        "the SQL Server host)",
+    )
+    parser.add_argument(
         "--version",
         action="version",
         version=f"mssql-memory-exporter {__version__} (python {platform.python_version()})",
@@ -74,17 +87,37 @@ def _warn_about_drivers(config: ExporterConfig) -> None:
     available = pyodbc.drivers()
     for target in config.targets.values():
         try:
-            resolve_driver(target.driver, available, encryption=target.encryption)
+            driver = resolve_driver(target.driver, available, encryption=target.encryption)
         except ConfigError as exc:
             log.warning("no usable ODBC driver", extra={"target": target.name, "err": str(exc)})
+            continue
+        if driver_kind(driver) == "freetds" and target.encryption in ("request", "require"):
+            # FreeTDS checks the server's certificate only when given a CA file, which we do not pass:
+            # the link is encrypted but the server is not authenticated. Say so rather than imply it is.
+            log.warning(
+                "FreeTDS encrypts without verifying the server certificate; use ODBC Driver 18 to verify it",
+                extra={"target": target.name, "encryption": target.encryption},
+            )
 
 
-def _make_probe(config: ExporterConfig) -> tuple[ProbeFn, object]:
+def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, object]:
     # Imported here so the CLI, the config and the web layer stay usable on their own (tests, --version).
     from mssql_memory_exporter.scrape import Scraper
 
-    scraper = Scraper(config)
+    scraper = Scraper(config, host=host)
     return scraper.probe, scraper
+
+
+def _make_host(config: ExporterConfig, export: bool) -> tuple[object | None, OwnMetricsFn | None]:
+    """The host collector, when asked for or when a target runs on this host (its mounts and disks
+    resolve that target's volumes and SSD pools)."""
+    if not export and not any(t.colocated for t in config.targets.values()):
+        return None, None
+    from mssql_memory_exporter.host.collector import HostCollector
+    from mssql_memory_exporter.host_metrics import host_families
+
+    host = HostCollector()
+    return host, (lambda: host_families(host)) if export else None
 
 
 def _serve_until_signalled(server: ExporterHTTPServer) -> None:
@@ -122,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     log.info("starting", extra={"version": __version__, "targets": len(config.targets)})
     _warn_about_drivers(config)
-    probe, scraper = _make_probe(config)
+    host, own_metrics = _make_host(config, args.collector_host)
+    probe, scraper = _make_probe(config, host)
     try:
-        server = make_server(config, probe, args.listen_address)
+        server = make_server(config, probe, args.listen_address, own_metrics)
     except OSError as exc:
         log.error("cannot listen", extra={"address": args.listen_address, "err": str(exc)})
         return EXIT_FAILURE

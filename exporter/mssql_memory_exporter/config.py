@@ -56,6 +56,9 @@ TARGET_NAME_MAX = 128
 
 # Label names the exporter itself puts on samples (design.md metric contract). A constant label with one
 # of these names would make a sample carry the same label twice, which Prometheus rejects.
+# Prometheus attaches these to every scraped series; an exported label of the same name gets renamed.
+PROMETHEUS_TARGET_LABELS = frozenset({"job", "instance"})
+
 # Label names the exporter's own metrics use; an extra label with one of these names would clash.
 # tests/test_scenarios.py checks this list against every label the exporter actually emits.
 RESERVED_LABELS = frozenset(
@@ -123,6 +126,13 @@ def _error_at(loc: tuple[str | int, ...], message: str) -> ValidationError:
 def _check_label_name(name: str) -> str:
     if name.startswith("__"):
         raise PydanticCustomError("label_name", "label names starting with __ are reserved by Prometheus")
+    if name in PROMETHEUS_TARGET_LABELS:
+        raise PydanticCustomError(
+            "label_name",
+            "label {name} is Prometheus' own target label (it would be renamed exported_{name}); set it "
+            "with relabeling in Prometheus instead",
+            {"name": name},
+        )
     if name in RESERVED_LABELS:
         raise PydanticCustomError(
             "label_name",
@@ -268,9 +278,12 @@ def normalize_volume(label: str) -> str:
 # Windows. Partitions and virtual devices are refused: a drive wears from the writes of all its
 # partitions, and md/dm devices count writes before RAID or LVM fan them out to the drives (and would
 # count them twice next to their member disks).
-_KERNEL_DISK = re.compile(r"[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*")
+# "!" is sysfs's spelling of "/" in names like cciss/c0d0 (host.blockdev.sysfs_name), which is allowed.
+_KERNEL_DISK = re.compile(r"[a-z][a-z0-9]*(?:[-_!][a-z0-9]+)*")
 _WINDOWS_DISK = re.compile(r"physicaldrive(\d+)", re.IGNORECASE)
-_PARTITION = re.compile(r"(?:[shv]d[a-z]+|xvd[a-z]+)\d+|(?:nvme\d+n\d+|mmcblk\d+|nbd\d+|zd\d+|rbd\d+)p\d+")
+_PARTITION = re.compile(
+    r"(?:[shv]d[a-z]+|xvd[a-z]+)\d+|(?:nvme\d+n\d+|mmcblk\d+|nbd\d+|zd\d+|rbd\d+|cciss!c\d+d\d+)p\d+"
+)
 _VIRTUAL_DISK = re.compile(r"(?:dm-|md|loop|zram|ram)\d+(?:p\d+)?")
 DISK_SYNTAX = (
     "unknown disk name: expected a kernel disk name like nvme0n1 or sda, or PhysicalDrive2 on Windows"

@@ -51,6 +51,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ProbeFn = Callable[[TargetConfig, float], list[Metric]]
+OwnMetricsFn = Callable[[], list[Metric]]
 
 SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -196,11 +197,13 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         probe: ProbeFn,
         *,
         dual_stack: bool = False,
+        own_metrics: OwnMetricsFn | None = None,
     ) -> None:
         self.address_family = family  # read by TCPServer.__init__ when it creates the socket
         self.dual_stack = dual_stack
         self.config = config
         self.probe = probe
+        self.own_metrics = own_metrics
         super().__init__(address, _Handler)
 
     def server_bind(self) -> None:
@@ -286,6 +289,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _metrics(self) -> Response:
         registry = _own_metrics_registry()
+        if self._exporter.own_metrics is not None:
+            registry.register(_Families(self._exporter.own_metrics()))
         name = self._exporter.config.default_target
         target = self._exporter.config.targets[name] if name is not None else None
         return self._expose(registry, target)
@@ -349,15 +354,20 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug((format % args)[: 2 * LOGGED_VALUE_MAX], extra={"remote": self.client_address[0]})
 
 
-def make_server(config: ExporterConfig, probe: ProbeFn, listen: str) -> ExporterHTTPServer:
+def make_server(
+    config: ExporterConfig, probe: ProbeFn, listen: str, own_metrics: OwnMetricsFn | None = None
+) -> ExporterHTTPServer:
     """Bind (but do not start) the HTTP server on `listen`; call `serve_forever()` on the result.
-    Raises ValueError for a malformed address and OSError when binding fails."""
+    `own_metrics` adds families to /metrics (the host collector). Raises ValueError for a malformed
+    address and OSError when binding fails."""
     host, port = parse_listen_address(listen)
     if not host:
         if socket.has_dualstack_ipv6():
-            return ExporterHTTPServer(("::", port), socket.AF_INET6, config, probe, dual_stack=True)
-        return ExporterHTTPServer(("0.0.0.0", port), socket.AF_INET, config, probe)
+            return ExporterHTTPServer(
+                ("::", port), socket.AF_INET6, config, probe, dual_stack=True, own_metrics=own_metrics
+            )
+        return ExporterHTTPServer(("0.0.0.0", port), socket.AF_INET, config, probe, own_metrics=own_metrics)
     resolved = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     # A name such as localhost can resolve to both families; like Go exporters, take IPv4 first.
     family, _, _, _, sockaddr = min(resolved, key=lambda info: info[0] != socket.AF_INET)
-    return ExporterHTTPServer(sockaddr, family, config, probe)
+    return ExporterHTTPServer(sockaddr, family, config, probe, own_metrics=own_metrics)

@@ -16,6 +16,7 @@ from . import (
     memory_manager,
     server_properties,
     sql_statistics,
+    ssd_pools,
     sys_info,
     tempdb,
     volumes,
@@ -31,6 +32,7 @@ COLLECTORS: tuple[ModuleType, ...] = (
     sql_statistics,
     tempdb,
     volumes,
+    ssd_pools,  # after volumes: it sums the volume totals of this scrape
     hybrid_buffer_pool,
     buffer_pool_extension,
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -41,11 +41,39 @@ class SectionError:
     message: str
 
 
-@dataclass
 class SectionResult:
-    rows: list[Row] = field(default_factory=list)
-    error: SectionError | None = None
-    unavailable: bool = False  # an optional section whose objects this server lacks
+    """The rows one section sent, kept as the driver's tuples: a 10,000-file section costs a dict per row
+    only if a collector asks for `rows`; hot paths read `raw` through `index`."""
+
+    def __init__(
+        self,
+        rows: list[Row] | None = None,
+        error: SectionError | None = None,
+        unavailable: bool = False,
+        columns: tuple[str, ...] = (),
+    ) -> None:
+        self.error = error
+        self.unavailable = unavailable  # an optional section whose objects this server lacks
+        self.columns = columns
+        self.raw: list[tuple[object, ...]] = []
+        self._rows = rows
+        self.parsed: dict[str, object] = {}  # per-scrape memo for collectors that share a parse
+
+    @property
+    def rows(self) -> list[Row]:
+        if self._rows is None:
+            self._rows = [dict(zip(self.columns, r, strict=True)) for r in self.raw]
+        return self._rows
+
+    def has_rows(self) -> bool:
+        return bool(self._rows) or bool(self.raw)
+
+    def clear(self) -> None:
+        self.raw = []
+        self._rows = []
+
+    def index(self, column: str) -> int:
+        return self.columns.index(column)
 
 
 @dataclass

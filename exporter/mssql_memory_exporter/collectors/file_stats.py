@@ -5,10 +5,10 @@ Only ids and numbers travel every scrape; names and volumes come from the slow `
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .base import Section, SectionResult, rows_of
+from .base import Section, SectionResult
 
 TAG = "file_stats"
 
@@ -38,15 +38,37 @@ class FileIO:
         return (self.database_id, self.file_id)
 
 
-def file_io(results: Mapping[str, SectionResult]) -> Iterator[FileIO]:
-    for r in rows_of(results, TAG):
-        yield FileIO(
-            int(r["database_id"]),  # type: ignore[call-overload]
-            int(r["file_id"]),  # type: ignore[call-overload]
-            int(r["num_of_reads"] or 0),  # type: ignore[call-overload]
-            int(r["num_of_bytes_read"] or 0),  # type: ignore[call-overload]
-            int(r["io_stall_read_ms"] or 0),  # type: ignore[call-overload]
-            int(r["num_of_writes"] or 0),  # type: ignore[call-overload]
-            int(r["num_of_bytes_written"] or 0),  # type: ignore[call-overload]
-            int(r["io_stall_write_ms"] or 0),  # type: ignore[call-overload]
-        )
+COLUMNS = (
+    "database_id",
+    "file_id",
+    "num_of_reads",
+    "num_of_bytes_read",
+    "io_stall_read_ms",
+    "num_of_writes",
+    "num_of_bytes_written",
+    "io_stall_write_ms",
+)
+
+
+def file_io(results: Mapping[str, SectionResult], database_id: int) -> list[FileIO]:
+    """The files of one database, in full."""
+    result = results.get(TAG)
+    if result is None:
+        return []
+    at = [result.index(c) for c in COLUMNS]
+    db = at[0]
+    return [
+        FileIO(*(int(raw[i] or 0) for i in at))  # type: ignore[call-overload]
+        for raw in result.raw
+        if raw[db] == database_id
+    ]
+
+
+def bytes_written(results: Mapping[str, SectionResult]) -> dict[tuple[int, int], int]:
+    """Bytes written per (database_id, file_id): the one figure needed for every file, read straight
+    from the driver's tuples because an instance may have tens of thousands of files."""
+    result = results.get(TAG)
+    if result is None:
+        return {}
+    db, file, written = (result.index(c) for c in ("database_id", "file_id", "num_of_bytes_written"))
+    return {(raw[db], raw[file]): raw[written] or 0 for raw in result.raw}  # type: ignore[misc]

@@ -61,8 +61,22 @@ class FileCatalog:
     files: dict[tuple[int, int], DbFile] = field(default_factory=dict)
     mount_of_directory: dict[str, str] = field(default_factory=dict)  # from sys.dm_os_volume_stats
     refreshed: bool = False  # at least one refresh succeeded
+    # Volumes change only when the catalog does: resolved once per file per refresh, not per scrape.
+    _volumes: dict[tuple[int, int], str] = field(default_factory=dict)
+    generation: int = 0  # bumped whenever names or volumes may have changed
 
     def volume_of(self, f: DbFile, ctx: ScrapeContext) -> str:
+        key = (f.database_id, f.file_id)
+        volume = self._volumes.get(key)
+        if volume is None:
+            volume = self._volumes[key] = self._resolve(f, ctx)
+        return volume
+
+    def forget_volumes(self) -> None:
+        self._volumes.clear()
+        self.generation += 1
+
+    def _resolve(self, f: DbFile, ctx: ScrapeContext) -> str:
         mapped = _longest_prefix(f.path, getattr(ctx.target, "volume_map", None) or {}, f.windows)
         if mapped is not None:
             return normalise_volume(mapped)
@@ -80,6 +94,9 @@ def normalise_volume(volume: str) -> str:
     """One spelling per volume: Windows roots and mount folders end in a backslash (as SQL Server writes
     them), POSIX paths have no trailing slash (but "/" stays "/")."""
     if _is_windows(volume):
+        # SQL Server keeps file paths as typed at creation, so both t: and T: occur; pools are configured
+        # with upper-case letters (config.normalize_volume).
+        volume = volume[0].upper() + volume[1:] if volume[1] == ":" else volume
         return volume if volume.endswith("\\") else volume + "\\"
     return volume.rstrip("/") or "/"
 
@@ -127,6 +144,7 @@ def update(results: Mapping[str, SectionResult], ctx: ScrapeContext) -> FileCata
             for r in files.rows
         }
         cat.refreshed = True
+        cat.forget_volumes()
         _plan_volume_lookups(cat, ctx)
     volumes = results.get(VOLUMES_TAG)
     if volumes is not None and volumes.error is None:
@@ -135,6 +153,7 @@ def update(results: Mapping[str, SectionResult], ctx: ScrapeContext) -> FileCata
             mount = r.get("volume_mount_point")
             if f is not None and mount:
                 cat.mount_of_directory[f.directory.casefold()] = str(mount)
+        cat.forget_volumes()
     return cat
 
 

@@ -36,9 +36,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     cat = files.update(results, ctx)
     if not cat.refreshed:
         raise MissingData("file names not read yet")
-    for io in file_stats.file_io(results):
-        if io.database_id != TEMPDB_ID:
-            continue
+    for io in file_stats.file_io(results, TEMPDB_ID):
         f = cat.files.get(io.key)
         if f is None:
             # A file added since the last refresh: learn its name with the next scrape, export it then.

@@ -34,24 +34,32 @@ class WriteAccumulator:
     files: dict[tuple[int, int], _Seen] = field(default_factory=dict)
     retired: dict[tuple[str, str], float] = field(default_factory=dict)
     start_time: float | None = None
+    generation: int = -1  # the file catalog's generation the placements were made with
 
     def update(
-        self, readings: Mapping[tuple[int, int], int], start_time: float | None, place: object
+        self,
+        readings: Mapping[tuple[int, int], int],
+        start_time: float | None,
+        place: object,
+        generation: int = 0,
     ) -> None:
-        """`readings`: bytes written per file now; `place(key)` -> (volume or None, file_type)."""
+        """`readings`: bytes written per file now; `place(key)` -> (volume or None, file_type), asked
+        again only for new files, files not placed yet, or when the catalog's generation moved on."""
         restarted = start_time is not None and self.start_time is not None and start_time != self.start_time
         if start_time is not None:
             self.start_time = start_time
+        replace = generation != self.generation
+        self.generation = generation
         for key in [k for k in self.files if k not in readings]:
             gone = self.files.pop(key)
             if gone.volume is not None:
                 slot = (gone.volume, gone.file_type)
                 self.retired[slot] = self.retired.get(slot, 0.0) + gone.total
         for key, written in readings.items():
-            volume, file_type = place(key)  # type: ignore[operator]
             seen = self.files.get(key)
             if seen is None:
                 # First sight: what the file wrote since the instance (or the file) started is new to us.
+                volume, file_type = place(key)  # type: ignore[operator]
                 self.files[key] = _Seen(written, float(written), volume, file_type)
                 continue
             # After a restart every counter starts again from 0; a lower reading without a known restart
@@ -59,9 +67,10 @@ class WriteAccumulator:
             delta = written if restarted or written < seen.last else written - seen.last
             seen.total += delta
             seen.last = written
-            if volume is not None:
-                seen.volume = volume
-            seen.file_type = file_type
+            if replace or seen.volume is None:
+                volume, seen.file_type = place(key)  # type: ignore[operator]
+                if volume is not None:
+                    seen.volume = volume
 
     def totals(self) -> dict[tuple[str, str], float]:
         out = dict(self.retired)
@@ -79,7 +88,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     acc = ctx.memo.get(MEMO_KEY)
     if not isinstance(acc, WriteAccumulator):
         acc = ctx.memo[MEMO_KEY] = WriteAccumulator()
-    readings = {io.key: io.bytes_written for io in file_stats.file_io(results)}
+    readings = file_stats.bytes_written(results)
 
     def place(key: tuple[int, int]) -> tuple[str | None, str]:
         f = cat.files.get(key)
@@ -89,7 +98,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         return cat.volume_of(f, ctx), f.file_type
 
     start = ctx.memo.get(sys_info.MEMO_KEY)
-    acc.update(readings, start if isinstance(start, float) else None, place)
+    acc.update(readings, start if isinstance(start, float) else None, place, cat.generation)
     totals = acc.totals()
     ctx.memo[TOTALS_KEY] = totals
     for (volume, file_type), written in sorted(totals.items()):
