@@ -16,15 +16,15 @@ test: bootstrap lint
 	$(VENV)/bin/pytest -q
 
 lint: bootstrap
-	$(VENV)/bin/ruff check exporter tests bench
+	$(VENV)/bin/ruff check exporter tests bench alerts
 
 ## bench: benchmarks that print tables (not timed tests)
 bench: bootstrap
 	PYTHONPATH=. $(PY) bench/bench_scrape.py
 
-## generate: rules and dashboards from the thresholds spec (arrives with the alerting issue)
+## generate: rules (and dashboards) from the one thresholds spec, alerts/thresholds.yml
 generate: bootstrap
-	@echo "make generate: no generated files yet; the thresholds spec arrives with the alert-rules issue"
+	$(PY) -m alerts.generate
 
 ## soak: long reliability run (arrives with the reliability issue)
 soak: bootstrap

@@ -105,6 +105,7 @@ class Scenario:
     numa_nodes: int
     counters: dict[str, dict[str, CounterSpec | list[CounterSpec]]]
     restarts: list[float] = field(default_factory=list)
+    uptime_seconds: float = 0.0  # how long the instance had been up when the scenario starts
     # other objects a real server reports too, so the exporter's filter is exercised
     noise: dict[str, list[str]] = field(default_factory=dict)
     files: FileModel = field(default_factory=lambda: FileModel([]))
@@ -134,6 +135,7 @@ class Scenario:
             numa_nodes=int(raw.get("numa_nodes", 1)),
             counters=counters,
             restarts=[float(t) for t in raw.get("restarts", [])],
+            uptime_seconds=float(server.get("uptime_seconds", 0)),
             noise={k: list(v) for k, v in raw.get("noise", DEFAULT_NOISE).items()},
             files=FileModel(
                 parse_databases(raw.get("databases", DEFAULT_DATABASES)),
@@ -223,7 +225,7 @@ class Instance:
         self.scenario = scenario
         self.clock = clock or Clock()
         self._lock = threading.Lock()
-        self._started_at = 0.0  # scenario time of the last (re)start
+        self._started_at = -scenario.uptime_seconds  # scenario time of the last (re)start
         self._scheduled = sorted(scenario.restarts)
         self.denied: set[str] = set()
         self.missing: set[str] = set()

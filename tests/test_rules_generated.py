@@ -1,0 +1,57 @@
+"""The committed rule files are exactly what the generator makes from the thresholds spec."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from alerts import generate
+from alerts.spec import load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_committed_rules_are_not_stale():
+    for name, text in generate.render(load()).items():
+        committed = (generate.RULES_DIR / name).read_text()
+        assert committed == text, f"alerts/rules/{name} is stale: run `make generate` and commit the result"
+
+
+def test_check_mode_notices_a_stale_file(tmp_path):
+    assert generate.main(["--out", str(tmp_path)]) == 0
+    assert generate.main(["--out", str(tmp_path), "--check"]) == 0
+    victim = tmp_path / "mssql.alerts.rules.yml"
+    victim.write_text(victim.read_text().replace("> 20", "> 21"))
+    assert generate.main(["--out", str(tmp_path), "--check"]) == 1
+
+
+def test_no_threshold_is_written_twice_in_the_generator():
+    # Every number comes from thresholds.yml: the generator's source holds none of Dell's figures.
+    source = (ROOT / "alerts" / "generate.py").read_text()
+    for figure in (
+        "300",
+        "0.95",
+        "0.9",
+        "5242880",
+        "4294967296",
+        "15552000",
+        "2592000",
+        "> 2",
+        "> 20",
+        "> 100",
+    ):
+        assert figure not in source, f"{figure!r} is spelled in generate.py; take it from thresholds.yml"
+
+
+@pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="promtool comes from Debian's prometheus package"
+)
+def test_promtool_accepts_the_rules():
+    files = sorted(str(p) for p in generate.RULES_DIR.glob("*.rules.yml"))
+    result = subprocess.run(
+        ["promtool", "check", "rules", *files], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
