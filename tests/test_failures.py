@@ -195,3 +195,59 @@ def test_concurrent_probes_never_share_the_connection_at_once(standin, scraper_f
     # One connection per target, each used by one scrape at a time.
     assert len(s.server.sessions) == 1 and len(other.server.sessions) == 1
     assert s.handler.exporter_batches == 6 and other.handler.exporter_batches == 6
+
+
+def test_server_goes_away_mid_run_and_comes_back(standin, scraper_for, caplog):
+    from tests.standin.server import StandInServer
+
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    assert value(scrape(scraper, config), "mssql_up") == 1
+    port = s.port
+    s.server.stop()  # the instance is shut down: its sockets close under the open connection
+    started = time.monotonic()
+    assert_down_and_nothing_stale(scrape(scraper, config, timeout=2.5))
+    assert time.monotonic() - started < 3.0
+    assert any(
+        r.getMessage() == "scrape failed" and getattr(r, "target", "") == "standin" for r in caplog.records
+    )
+    back = StandInServer(s.handler, port=port)
+    back.start()
+    try:
+        got = scrape(scraper, config, timeout=2.5)
+        assert value(got, "mssql_up") == 1 and value(got, TARGET_METRIC) == 5400
+    finally:
+        back.stop()
+
+
+def test_answer_just_under_the_timeout_is_served(standin, scraper_for):
+    s = standin("healthy-oltp")
+    config = s.config(query_timeout_seconds=2)
+    scraper = scraper_for(config)
+    scrape(scraper, config)
+    s.handler.faults.delay_seconds = 1.6
+    got = scrape(scraper, config, timeout=2.5)
+    assert value(got, "mssql_up") == 1
+    assert 1.6 <= value(got, "mssql_scrape_duration_seconds") < 2.5
+
+
+def test_answer_just_over_the_timeout_is_down_in_time_then_recovers(standin, scraper_for, caplog):
+    s = standin("healthy-oltp")
+    config = s.config(query_timeout_seconds=2)
+    scraper = scraper_for(config)
+    scrape(scraper, config)
+    s.handler.faults.delay_seconds = 2.8
+    started = time.monotonic()
+    got = scrape(scraper, config, timeout=2.5)
+    assert time.monotonic() - started < 2.8
+    assert_down_and_nothing_stale(got)
+    errors = [str(getattr(r, "err", "")) for r in caplog.records if r.getMessage() == "scrape failed"]
+    # Either the driver's query timeout (HYT00) or the exporter's own deadline ends it; both are logged.
+    assert any("Timeout expired" in e or "timed out" in e for e in errors), errors
+    s.handler.faults.delay_seconds = 0
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if value(scrape(scraper, config, timeout=2.5), "mssql_up") == 1:
+            return
+    pytest.fail("no recovery after a slow answer")
