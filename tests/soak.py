@@ -64,6 +64,16 @@ class Report:
     seconds: float = 0.0
     faults: dict[str, int] = field(default_factory=dict)
     password_leaked: bool = False
+    rss_trace: list[tuple[int, int]] = field(default_factory=list)  # (scrapes done, RSS)
+
+    def second_half_growth(self) -> int:
+        """RSS growth over the second half of the run: warm-up (allocator arenas, caches) is over by
+        then, so a leak shows here as a steady rise while warm-up does not."""
+        if len(self.rss_trace) < 2:
+            return 0
+        half = self.rss_trace[-1][0] // 2
+        mid = min(self.rss_trace, key=lambda point: abs(point[0] - half))
+        return self.rss_trace[-1][1] - mid[1]
 
     def lines(self) -> list[str]:
         assert self.start is not None and self.end is not None
@@ -72,7 +82,8 @@ class Report:
             f" bad answers {len(self.bad_answers)}",
             f"faults injected: {dict(sorted(self.faults.items()))}",
             f"exporter RSS  start {self.start.rss / 1e6:.1f} MB  end {self.end.rss / 1e6:.1f} MB"
-            f"  growth {(self.end.rss - self.start.rss) / 1e6:+.2f} MB",
+            f"  growth {(self.end.rss - self.start.rss) / 1e6:+.2f} MB"
+            f"  (second half {self.second_half_growth() / 1e6:+.2f} MB)",
             f"open fds      start {self.start.fds}  end {self.end.fds}",
             f"connections to SQL Server  start {self.start.connections}  end {self.end.connections}",
             f"test password in exporter output: {'YES' if self.password_leaked else 'no'}",
@@ -210,6 +221,7 @@ def run(scrapes: int, targets: int = 4, seed: int = 7, workers: int = 4, warmup:
                 for status, body in answers:
                     _tally(report, status, body)
                 done += stretch
+                report.rss_trace.append((done, exporter.memory_info().rss))
             # Let connections stuck behind hung requests time out, then read the end state after a
             # healthy round so every target has its one connection back.
             time.sleep(3)

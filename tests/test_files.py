@@ -100,6 +100,7 @@ def test_restart_resets_file_counters_without_losing_volume_totals(standin, scra
     s = standin("tempdb-separate-volume")
     config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
     scraper = scraper_for(config)
+    scrape(scraper, config)  # the exporter's first scrape is its baseline: the totals start at 0
     s.clock.advance(100)
     before = scrape(scraper, config)
     s.clock.advance(5)
@@ -280,3 +281,70 @@ def test_colocated_target_uses_host_mounts_dax_and_disk_counters(standin, scrape
     # RAID1: each mirror wears, so the host source counts both members; partitions and md/dm add nothing.
     assert value(got, "mssql_ssd_pool_written_bytes_total", pool="tempdb-raid1", source="host") == 14e9
     assert value(got, "mssql_ssd_pool_rated_endurance_bytes", pool="tempdb-raid1") == 2 * 3.84e12 * 365 * 5
+
+
+def test_a_clock_step_on_the_server_is_not_a_restart(standin, scraper_for):
+    s = standin("tempdb-separate-volume")
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    scraper = scraper_for(config)
+    key = {"volume": TEMPDB_VOLUME, "file_type": "data"}
+    scrape(scraper, config)
+    s.clock.advance(10)
+    before = value(scrape(scraper, config), "mssql_volume_written_bytes_total", **key)
+    s.clock.wall_origin -= 3600  # the server's clock is stepped back an hour; nothing restarted
+    s.clock.advance(10)
+    got = scrape(scraper, config)
+    after = value(got, "mssql_volume_written_bytes_total", **key)
+    assert after - before == pytest.approx(19.6 * MB * 10, rel=1e-6)  # ten more seconds, not everything again
+
+
+def test_exporter_restart_starts_totals_from_zero(standin, scraper_for):
+    s = standin("tempdb-separate-volume")
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    s.clock.advance(500)  # SQL Server has been writing for a while before this exporter starts
+    got = scrape(scraper_for(config), config)
+    # A baseline, so a restarted exporter reads to Prometheus as a counter reset and rate() counts no
+    # byte twice (the previous exporter already counted these).
+    assert value(got, "mssql_volume_written_bytes_total", volume=TEMPDB_VOLUME, file_type="data") == 0
+    # SQL Server's own per-file counters are exported as they are.
+    assert value(got, "mssql_tempdb_file_written_bytes_total", file="templog", volume=TEMPDB_VOLUME) > 0
+
+
+def test_files_hidden_by_missing_view_any_definition_fail_loudly(standin, scraper_for, caplog):
+    s = standin("tempdb-separate-volume")
+    s.instance.scenario.files.hidden_from_master_files = {5, 6}  # the user databases
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    scraper = scraper_for(config)
+    got = scrape(scraper, config)
+    assert value(got, "mssql_exporter_collector_success", collector="volumes") == 0
+    assert value(got, "mssql_exporter_collector_success", collector="tempdb") == 1  # its files are visible
+    assert any("VIEW ANY DEFINITION" in str(getattr(r, "err", "")) for r in caplog.records)
+    for _ in range(3):  # and it does not re-read every file name on every scrape to find them
+        scrape(scraper, config)
+    assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 1
+
+
+def test_refused_volume_lookup_is_not_retried_every_scrape(standin, scraper_for, caplog):
+    s = standin("windows-mount-folders")
+    s.instance.denied.add("sys.dm_os_volume_stats")
+    config = s.config()
+    scraper = scraper_for(config)
+    for _ in range(5):
+        got = scrape(scraper, config)
+        s.clock.advance(10)
+    assert len([sql for sql in s.handler.sql_seen if "dm_os_volume_stats(" in sql]) == 1
+    assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 2  # refresh + lookups
+    # Without the lookup, files keep their drive root: D:\ instead of the mount folder.
+    volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
+    assert volumes == {"C:\\", "T:\\", "D:\\", "L:\\"}
+    assert any(r.getMessage().startswith("volume lookup failed") for r in caplog.records)
+
+
+def test_hybrid_buffer_pool_off_at_server_level_serves_nothing(standin, scraper_for):
+    s = standin("hbp-dax")
+    s.instance.scenario.files.hbp = {"configured": 1, "enabled": 0}  # configured, awaiting a restart
+    config = s.config(pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"})
+    got = scrape(scraper_for(config), config)
+    assert value(got, "mssql_hybrid_buffer_pool_configured") == 1
+    assert value(got, "mssql_hybrid_buffer_pool_enabled") == 0
+    assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == 0

@@ -113,6 +113,8 @@ class FileModel:
     volumes: dict[str, str] = field(default_factory=dict)
     hbp: dict[str, int] | None = None
     bpe: dict[str, Any] | None = None
+    # Databases whose rows sys.master_files hides, as from a login without VIEW ANY DEFINITION.
+    hidden_from_master_files: set[int] = field(default_factory=set)
 
     def live(self, now: float) -> list[DatabaseSpec]:
         return [d for d in self.databases if d.created_at <= now and (d.drop_at is None or d.drop_at > now)]
@@ -156,6 +158,7 @@ class FileModel:
                 "state_desc": "ONLINE",
             }
             for db in self.live(now)
+            if db.database_id not in self.hidden_from_master_files
             for f in db.files
         ]
 

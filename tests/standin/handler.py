@@ -72,6 +72,8 @@ class ScenarioHandler:
         self.logins = 0
         self.sql_seen: list[str] = []
         self._lock = threading.Lock()
+        if strict:
+            _catalog()  # pay for importing sqlfluff now, not inside the first scrape's query timeout
 
     @property
     def server_version(self) -> str | None:
@@ -124,18 +126,24 @@ class ScenarioHandler:
 
 
 def _check(sql: str, server_version: str | None) -> SqlError | None:
-    from .sqlcheck import check_batch, load_catalog  # heavy (sqlfluff); loaded on first use
+    from .sqlcheck import check_batch  # heavy (sqlfluff); loaded on first use
 
-    global _CATALOG
-    if _CATALOG is None:
-        _CATALOG = load_catalog()
-    problem = check_batch(sql, _CATALOG, server_version=server_version)
+    problem = check_batch(sql, _catalog(), server_version=server_version)
     if problem is None:
         return None
     return SqlError(problem.number, problem.message, severity=problem.severity, line=problem.line)
 
 
 _CATALOG = None
+
+
+def _catalog() -> object:
+    global _CATALOG
+    if _CATALOG is None:
+        from .sqlcheck import load_catalog
+
+        _CATALOG = load_catalog()
+    return _CATALOG
 
 
 def _type_info(odbc_type: int) -> ResultSet:

@@ -14,12 +14,16 @@ A file's volume, in this order:
 
 from __future__ import annotations
 
+import logging
 import ntpath
 import posixpath
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .base import EXTRA_SECTIONS, FORCE_SLOW, ScrapeContext, Section, SectionResult
+from .base import EXTRA_SECTIONS, FORCE_SLOW, MissingData, ScrapeContext, Section, SectionResult
+
+log = logging.getLogger(__name__)
 
 FILES_TAG = "files"
 VOLUMES_TAG = "volumes"
@@ -64,19 +68,26 @@ class FileCatalog:
     # Volumes change only when the catalog does: resolved once per file per refresh, not per scrape.
     _volumes: dict[tuple[int, int], str] = field(default_factory=dict)
     generation: int = 0  # bumped whenever names or volumes may have changed
+    lookups_tried: set[str] = field(default_factory=set)  # directories sys.dm_os_volume_stats answered for
+    lookups_pending: set[str] = field(default_factory=set)  # directories asked, answer not in yet
+    invisible: set[tuple[int, int]] = field(default_factory=set)  # files a refresh could not name
 
-    def volume_of(self, f: DbFile, ctx: ScrapeContext) -> str:
+    def volume_of(self, f: DbFile, ctx: ScrapeContext) -> str | None:
+        """The file's volume label, or None while its directory's volume lookup is still out: a label
+        given now and corrected later would leave a series behind."""
         key = (f.database_id, f.file_id)
         volume = self._volumes.get(key)
         if volume is None:
-            volume = self._volumes[key] = self._resolve(f, ctx)
+            volume = self._resolve(f, ctx)
+            if volume is not None:
+                self._volumes[key] = volume
         return volume
 
     def forget_volumes(self) -> None:
         self._volumes.clear()
         self.generation += 1
 
-    def _resolve(self, f: DbFile, ctx: ScrapeContext) -> str:
+    def _resolve(self, f: DbFile, ctx: ScrapeContext) -> str | None:
         mapped = _longest_prefix(f.path, getattr(ctx.target, "volume_map", None) or {}, f.windows)
         if mapped is not None:
             return normalise_volume(mapped)
@@ -85,8 +96,10 @@ class FileCatalog:
             if mount:
                 return normalise_volume(mount)
         if f.windows:
+            if f.directory.casefold() in self.lookups_pending:
+                return None
             known = self.mount_of_directory.get(f.directory.casefold())
-            return normalise_volume(known or f.path[:3])
+            return normalise_volume(known or _root(f.path))
         return normalise_volume(f.directory)
 
 
@@ -99,6 +112,14 @@ def normalise_volume(volume: str) -> str:
         volume = volume[0].upper() + volume[1:] if volume[1] == ":" else volume
         return volume if volume.endswith("\\") else volume + "\\"
     return volume.rstrip("/") or "/"
+
+
+def _root(path: str) -> str:
+    """The drive (`T:\\`) or share (`\\\\server\\share\\`) a Windows path lives on."""
+    if path.startswith("\\\\"):
+        parts = path[2:].split("\\")
+        return "\\\\" + "\\".join(parts[:2]) + "\\"
+    return path[:3]
 
 
 def _is_windows(path: str) -> bool:
@@ -126,12 +147,16 @@ def catalog(ctx: ScrapeContext) -> FileCatalog:
 
 
 def update(results: Mapping[str, SectionResult], ctx: ScrapeContext) -> FileCatalog:
-    """Fold this scrape's slow sections (if it carried them) into the target's catalog. Idempotent within a
-    scrape, so every collector that needs the catalog may call it."""
+    """Fold this scrape's slow sections (if it carried them) into the target's catalog. Runs once per
+    scrape however many collectors call it."""
     cat = catalog(ctx)
-    files = results.get(FILES_TAG)
-    if files is not None and files.error is None and ctx.memo.get("_files_seen") is not files:
-        ctx.memo["_files_seen"] = files
+    seen = ctx.memo.get("_catalog_scrape")
+    if isinstance(seen, weakref.ref) and seen() is ctx:
+        return cat
+    ctx.memo["_catalog_scrape"] = weakref.ref(ctx)
+    changed = False
+    names = results.get(FILES_TAG)
+    if names is not None and names.error is None:
         cat.files = {
             (int(r["database_id"]), int(r["file_id"])): DbFile(  # type: ignore[call-overload]
                 int(r["database_id"]),  # type: ignore[call-overload]
@@ -141,28 +166,71 @@ def update(results: Mapping[str, SectionResult], ctx: ScrapeContext) -> FileCata
                 FILE_TYPES.get(int(r["type"]), "other"),  # type: ignore[call-overload]
                 int(r["size"] or 0) * PAGE_BYTES,  # type: ignore[call-overload]
             )
-            for r in files.rows
+            for r in names.rows
         }
-        cat.refreshed = True
-        cat.forget_volumes()
-        _plan_volume_lookups(cat, ctx)
-    volumes = results.get(VOLUMES_TAG)
-    if volumes is not None and volumes.error is None:
-        for r in volumes.rows:
+        cat.refreshed = changed = True
+    lookups = results.get(VOLUMES_TAG)
+    if lookups is not None:
+        # Answered (or refused): these directories are settled, with a mount point or their drive root.
+        cat.lookups_tried |= cat.lookups_pending
+        cat.lookups_pending.clear()
+        changed = True
+    if lookups is not None and lookups.error is not None:
+        log.warning(
+            "volume lookup failed; files keep their drive root as volume",
+            extra={"err": f"{lookups.error.number}: {lookups.error.message}"},
+        )
+    elif lookups is not None:
+        for r in lookups.rows:
             f = cat.files.get((int(r["database_id"]), int(r["file_id"])))  # type: ignore[call-overload]
             mount = r.get("volume_mount_point")
             if f is not None and mount:
                 cat.mount_of_directory[f.directory.casefold()] = str(mount)
+                changed = True
+    if changed:
         cat.forget_volumes()
+    if names is not None and names.error is None:
+        # After this scrape's answers are in, so a directory just resolved is not asked again.
+        _plan_volume_lookups(cat, ctx)
     return cat
 
 
+def require_visible(
+    keys: object, results: Mapping[str, SectionResult], cat: FileCatalog, ctx: ScrapeContext
+) -> None:
+    """Files that have I/O counters but no name: new since the last refresh (ask for one with the next
+    scrape), or, if this very scrape refreshed the names, files the login may not see. sys.master_files
+    shows other databases' files only with VIEW ANY DEFINITION; without it the totals would silently
+    undercount, so the collector fails and says why."""
+    unknown = {key for key in keys if key not in cat.files}  # type: ignore[attr-defined]
+    if not unknown:
+        return
+    if FILES_TAG in results and results[FILES_TAG].error is None:
+        cat.invisible = unknown  # the names were read this scrape and these are still missing
+    elif unknown - cat.invisible:
+        ctx.memo[FORCE_SLOW] = True  # files new since the last refresh: learn their names next scrape
+        return
+    raise MissingData(
+        f"{len(unknown)} files have I/O counters but are not in sys.master_files: grant the login "
+        "VIEW ANY DEFINITION (docs/permissions.md)"
+    )
+
+
 def _plan_volume_lookups(cat: FileCatalog, ctx: ScrapeContext) -> None:
-    """Ask sys.dm_os_volume_stats once per Windows directory not yet resolved, with the next scrape."""
+    """Ask sys.dm_os_volume_stats once per Windows directory, with the next scrape: only where neither
+    the config's volume_map nor the host's mount table already answers, and never twice for a directory
+    (a refused or empty answer leaves the drive root as its volume instead of asking every scrape)."""
+    if ctx.host is not None:
+        return
+    volume_map = getattr(ctx.target, "volume_map", None) or {}
     wanted: dict[str, DbFile] = {}
     for f in cat.files.values():
-        if f.windows and f.directory.casefold() not in cat.mount_of_directory:
-            wanted.setdefault(f.directory.casefold(), f)
+        directory = f.directory.casefold()
+        if not f.windows or directory in cat.mount_of_directory or directory in cat.lookups_tried:
+            continue
+        if _longest_prefix(f.path, volume_map, windows=True) is None:
+            wanted.setdefault(directory, f)
+    cat.lookups_pending = set(wanted)
     if not wanted:
         return
     ctx.memo[EXTRA_SECTIONS] = [volume_lookup(f.database_id, f.file_id) for f in wanted.values()]

@@ -72,7 +72,10 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         return
     pmem = _pmem_volumes(ctx)
     eligible: dict[str, float] = {v: 0.0 for v in pmem}
-    for f in cat.files.values():
+    # The database switch defaults to ON in 2019+, so it means something only while the server-level
+    # Hybrid Buffer Pool is enabled: otherwise nothing is served from PMEM and eligible is 0.
+    server_enabled = int(config.get("is_enabled") or 0) == 1  # type: ignore[call-overload]
+    for f in cat.files.values() if server_enabled else ():
         if f.database_id in enabled_dbs and f.file_type == "data":
             volume = cat.volume_of(f, ctx)
             if volume in pmem:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import file_stats, files
-from .base import FORCE_SLOW, FamilyBuilder, MissingData, ScrapeContext, SectionResult
+from .base import FamilyBuilder, MissingData, ScrapeContext, SectionResult
 
 name = "tempdb"
 sections = (file_stats.TAG,)
@@ -36,12 +36,15 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     cat = files.update(results, ctx)
     if not cat.refreshed:
         raise MissingData("file names not read yet")
-    for io in file_stats.file_io(results, TEMPDB_ID):
+    tempdb_files = file_stats.file_io(results, TEMPDB_ID)
+    files.require_visible([io.key for io in tempdb_files], results, cat, ctx)
+    for io in tempdb_files:
         f = cat.files.get(io.key)
         if f is None:
-            # A file added since the last refresh: learn its name with the next scrape, export it then.
-            ctx.memo[FORCE_SLOW] = True
-            continue
-        labels = {"file": f.name, "volume": cat.volume_of(f, ctx)}
+            continue  # added since the last refresh: exported once its name arrives
+        volume = cat.volume_of(f, ctx)
+        if volume is None:
+            continue  # its volume lookup is still out; exported from the next scrape
+        labels = {"file": f.name, "volume": volume}
         for attr, metric, doc, scale in COUNTERS:
             out.counter(metric, doc, getattr(io, attr) * scale, labels)

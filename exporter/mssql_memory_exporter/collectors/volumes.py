@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import file_stats, files, sys_info
-from .base import FORCE_SLOW, FamilyBuilder, MissingData, ScrapeContext, SectionResult
+from .base import FamilyBuilder, MissingData, ScrapeContext, SectionResult
 
 name = "volumes"
 sections = (file_stats.TAG,)
@@ -35,6 +35,7 @@ class WriteAccumulator:
     retired: dict[tuple[str, str], float] = field(default_factory=dict)
     start_time: float | None = None
     generation: int = -1  # the file catalog's generation the placements were made with
+    started: bool = False  # the first update sets the baseline
 
     def update(
         self,
@@ -45,7 +46,15 @@ class WriteAccumulator:
     ) -> None:
         """`readings`: bytes written per file now; `place(key)` -> (volume or None, file_type), asked
         again only for new files, files not placed yet, or when the catalog's generation moved on."""
-        restarted = start_time is not None and self.start_time is not None and start_time != self.start_time
+        # A restart moves the start time AND sends every counter back towards 0; a start time that moves
+        # alone (a clock stepped on the server) is not a restart, and counting every file's bytes again
+        # would double them.
+        restarted = (
+            start_time is not None
+            and self.start_time is not None
+            and start_time != self.start_time
+            and any(key in self.files and written < self.files[key].last for key, written in readings.items())
+        )
         if start_time is not None:
             self.start_time = start_time
         replace = generation != self.generation
@@ -55,12 +64,16 @@ class WriteAccumulator:
             if gone.volume is not None:
                 slot = (gone.volume, gone.file_type)
                 self.retired[slot] = self.retired.get(slot, 0.0) + gone.total
+        baseline = not self.started
+        self.started = True
         for key, written in readings.items():
             seen = self.files.get(key)
             if seen is None:
-                # First sight: what the file wrote since the instance (or the file) started is new to us.
+                # Files present when the exporter starts are a baseline: the counter starts at 0, so an
+                # exporter restart reads to Prometheus as a plain reset and no byte is counted twice.
+                # A file that appears later is new since the previous scrape: all it wrote is new.
                 volume, file_type = place(key)  # type: ignore[operator]
-                self.files[key] = _Seen(written, float(written), volume, file_type)
+                self.files[key] = _Seen(written, 0.0 if baseline else float(written), volume, file_type)
                 continue
             # After a restart every counter starts again from 0; a lower reading without a known restart
             # means the file was recreated under the same ids.
@@ -68,9 +81,24 @@ class WriteAccumulator:
             seen.total += delta
             seen.last = written
             if replace or seen.volume is None:
-                volume, seen.file_type = place(key)  # type: ignore[operator]
+                volume, file_type = place(key)  # type: ignore[operator]
+                if (
+                    volume is not None
+                    and seen.volume is not None
+                    and (volume, file_type)
+                    != (
+                        seen.volume,
+                        seen.file_type,
+                    )
+                ):
+                    # The file's label changed (a mount folder resolved, a volume_map edit): what it wrote
+                    # so far stays where it was counted, so neither series ever goes down.
+                    slot = (seen.volume, seen.file_type)
+                    self.retired[slot] = self.retired.get(slot, 0.0) + seen.total
+                    seen.total = 0.0
                 if volume is not None:
                     seen.volume = volume
+                seen.file_type = file_type
 
     def totals(self) -> dict[tuple[str, str], float]:
         out = dict(self.retired)
@@ -89,12 +117,12 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     if not isinstance(acc, WriteAccumulator):
         acc = ctx.memo[MEMO_KEY] = WriteAccumulator()
     readings = file_stats.bytes_written(results)
+    files.require_visible(readings, results, cat, ctx)
 
     def place(key: tuple[int, int]) -> tuple[str | None, str]:
         f = cat.files.get(key)
         if f is None:
-            ctx.memo[FORCE_SLOW] = True  # a new file: learn where it lives with the next scrape
-            return None, "data"
+            return None, "data"  # placed once its name arrives (require_visible asked for a refresh)
         return cat.volume_of(f, ctx), f.file_type
 
     start = ctx.memo.get(sys_info.MEMO_KEY)

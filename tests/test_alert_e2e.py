@@ -1,0 +1,347 @@
+"""Alerting end to end: stand-in SQL Servers -> exporter -> Prometheus (generated rules) -> Alertmanager
+(the shipped routing and inhibition) -> a webhook.
+
+Three targets are scraped by one real Prometheus through the exporter's /probe, relabeled as in
+production (docs/configuration.md):
+  pressure  plays memory-pressure: healthy for 20 s, then PLE far under its floor with stalls and lazy
+            writes over their limits; MSSQLMemoryPressure must reach the pager webhook.
+  healthy   plays healthy-oltp over the same time; nothing of it may reach the webhook.
+  doomed    plays healthy-oltp and its stand-in is stopped once Prometheus has seen it up;
+            MSSQLTargetDown must reach the pager webhook, and (when the shipped config inhibits on it)
+            a pressure alert of the same target must be held back.
+The rules are generated from alerts/thresholds.yml with short `for:` and rate windows, so the thresholds
+and expressions under test are the shipped ones; only the durations are shortened.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from alerts.spec import duration_seconds
+from alerts.spec import load as load_spec
+from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
+from tests.e2e_stack import (
+    Alertmanager,
+    Notification,
+    Prometheus,
+    Stack,
+    Timeline,
+    WebhookReceiver,
+    alertmanager_config_for_test,
+    http_get,
+    missing_binaries,
+    probe_scrape_config,
+    prometheus_config,
+)
+from tests.standin.scenario import Scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED_ALERTMANAGER = ROOT / "alerts" / "alertmanager.yml"
+
+JOB = "mssql"  # matches the rules' selector job=~".*mssql.*", as the production job name does
+FOR = "5s"  # every `for:` of the generated rules
+WINDOW = "20s"  # every rate window: 20 scrapes at 1 s, so one slow scrape barely moves a rate
+PRESSURE_STARTS_AT = 20.0  # scenario second at which memory-pressure.yml turns bad
+# Budgets, from the moment the stand-ins start. Pressure should reach the webhook about 20 s (scenario)
+# + ~9 s (the 20 s lazy-write rate crossing 20/s) + 5 s (for) + 1-2 s (evaluation, group_wait) = ~36 s.
+PRESSURE_DEADLINE = 75.0
+TARGET_DOWN_DEADLINE = 30.0  # after the doomed stand-in stops: ~1 s scrape + 5 s for + delivery
+NOT_DELIVERED_GRACE = 4.0  # > group_wait + group_interval (1 s each): time for a wrong delivery to show
+
+pytestmark = pytest.mark.skipif(
+    bool(missing_binaries()),
+    reason=f"needs Debian's prometheus and prometheus-alertmanager: {missing_binaries()}",
+)
+
+
+def humanize_duration(seconds: float) -> str:
+    """Prometheus' `humanizeDuration` template function (template/template.go) for values >= 1 s."""
+    whole = int(seconds)
+    days, hours, minutes, secs = whole // 86400, whole // 3600 % 24, whole // 60 % 60, whole % 60
+    if days:
+        return f"{days}d {hours}h {minutes}m {secs}s"
+    if hours:
+        return f"{hours}h {minutes}m {secs}s"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{seconds:.4g}s"
+
+
+def expected_pressure_figures() -> tuple[str, str]:
+    """(PLE, floor) as the description must quote them, from the scenario and the thresholds spec."""
+    spec = load_spec()
+    nodes = Scenario.load("memory-pressure").counters["Buffer Node"]
+    late = PRESSURE_STARTS_AT + 60  # well inside the pressure phase
+    ple = nodes["Page life expectancy"].at(late, since=0)
+    pages = nodes["Database pages"].at(late, since=0)
+    ple_spec = spec.get("memory.page_life_expectancy")
+    floor = max(
+        pages
+        * ple_spec["page_bytes"]
+        / ple_spec["buffer_pool_bytes_per_step"]
+        * ple_spec["seconds_per_buffer_pool_bytes"],
+        ple_spec["floor_seconds"],
+    )
+    return humanize_duration(ple), humanize_duration(floor)
+
+
+# --- Alertmanager matchers, to know whether the shipped config inhibits pressure under TargetDown -----
+
+_MATCHER = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$")
+
+
+def _matcher_holds(text: str, labels: dict[str, str]) -> bool:
+    match = _MATCHER.match(text.strip().strip("{}"))
+    if match is None:
+        raise AssertionError(f"cannot read Alertmanager matcher {text!r}")
+    name, op, raw = match.groups()
+    value = json.loads(raw) if raw.startswith('"') else raw
+    have = labels.get(name, "")
+    if op == "=":
+        return have == value
+    if op == "!=":
+        return have != value
+    found = re.fullmatch(value, have) is not None  # Alertmanager anchors its regexes
+    return found if op == "=~" else not found
+
+
+def _side_holds(rule: dict[str, Any], side: str, labels: dict[str, str]) -> bool:
+    checks = [_matcher_holds(m, labels) for m in rule.get(f"{side}_matchers") or []]
+    checks += [labels.get(k, "") == str(v) for k, v in (rule.get(f"{side}_match") or {}).items()]
+    checks += [
+        re.fullmatch(str(v), labels.get(k, "")) is not None
+        for k, v in (rule.get(f"{side}_match_re") or {}).items()
+    ]
+    return all(checks)
+
+
+def inhibits(config: dict[str, Any], source: dict[str, str], target: dict[str, str]) -> bool:
+    """Whether an inhibit rule of `config` lets an alert with `source` labels mute one with `target`."""
+    return any(
+        _side_holds(rule, "source", source)
+        and _side_holds(rule, "target", target)
+        and all(source.get(k, "") == target.get(k, "") for k in rule.get("equal") or [])
+        for rule in config.get("inhibit_rules") or []
+    )
+
+
+# --- the test ---------------------------------------------------------------------------------------
+
+
+def _generate_rules(out: Path) -> list[Path]:
+    # The CLI the issue names, so the test exercises exactly what operators' CI would run.
+    result = subprocess.run(
+        [sys.executable, "-m", "alerts.generate", "--out", str(out), "--for", FOR, "--window", WINDOW],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    files = sorted(out.glob("*.rules.yml"))
+    assert files, f"alerts.generate wrote nothing to {out}: {result.stdout}"
+    return files
+
+
+def _wait_until_up_through_exporter(stack: Stack, exporter: str, target: str) -> None:
+    # The stand-in checks each new batch text with sqlfluff (up to seconds of CPU, then cached). The
+    # exporter sends two texts: the first scrape's, with the slow-cadence sections, and the ordinary
+    # one after it. Probing without Prometheus' 0.5 s budget until two in a row say up pays for both,
+    # so the 1 s scrapes that follow take milliseconds.
+    def up() -> bool:
+        status, body = http_get(f"{exporter}/probe?target={target}", timeout=15)
+        return status == 200 and "\nmssql_up 1" in f"\n{body}"
+
+    stack.wait_for(lambda: up() and up(), 30, f"mssql_up 1 from the exporter for {target}", interval=0.5)
+
+
+def _firing(receiver: WebhookReceiver, alertname: str, instance: str) -> Notification | None:
+    got = receiver.find("firing", alertname=alertname, instance=instance)
+    return got[0] if got else None
+
+
+def _check_pressure_notification(stack: Stack, got: Notification, seen_after: float) -> None:
+    spec = load_spec()
+    ple, floor = expected_pressure_figures()
+    problems = []
+    if got.labels.get("severity") != "critical":
+        problems.append(f"severity {got.labels.get('severity')!r}, expected critical")
+    if not got.labels.get("node"):
+        problems.append("no node label")
+    if got.labels.get("job") != JOB:
+        problems.append(f"job {got.labels.get('job')!r}, expected {JOB}")
+    if got.receiver != "pager":
+        problems.append(f"routed to {got.receiver!r} ({got.path}); critical must go to pager")
+    description = got.annotations.get("description", "")
+    stalls = f"{spec.number('memory.free_list_stalls_per_second.max'):g}/s"
+    lazy = f"{spec.number('memory.lazy_writes_per_second.max'):g}/s"
+    for figure in (ple, floor, stalls, lazy):
+        if figure not in description:
+            problems.append(f"description does not quote {figure!r}: {description!r}")
+    if got.annotations.get("runbook_url") != spec.runbook("MSSQLMemoryPressure"):
+        problems.append(f"runbook_url {got.annotations.get('runbook_url')!r}")
+    if seen_after < PRESSURE_STARTS_AT:
+        problems.append(f"fired {seen_after:.1f} s after start, before the scenario's pressure began")
+    if problems:
+        raise stack.fail(
+            "MSSQLMemoryPressure notification is wrong:\n  " + "\n  ".join(problems) + f"\n{got}"
+        )
+
+
+def _check_inhibition(
+    stack: Stack,
+    am: Alertmanager,
+    receiver: WebhookReceiver,
+    shipped: dict[str, Any],
+    pressure: Notification,
+    down: Notification,
+) -> bool:
+    """A pressure alert of the down target is held back by MSSQLTargetDown, if the shipped config says so.
+
+    Once a target is down its PLE series is gone, so Prometheus cannot raise a pressure alert for it any
+    more; post one with the real alert's labels to Alertmanager, as Prometheus would have (e.g. a
+    pressure alert still firing when the target goes down). Returns whether the check applied."""
+    labels = {**pressure.labels, "instance": down.labels["instance"]}
+    if not inhibits(shipped, down.labels, labels):
+        return False
+    am.post_alert(labels, pressure.annotations)
+
+    def suppressed() -> dict[str, Any] | None:
+        for alert in am.alerts('alertname="MSSQLMemoryPressure"', f'instance="{labels["instance"]}"'):
+            status = alert.get("status", {})
+            if status.get("state") == "suppressed" and status.get("inhibitedBy"):
+                return alert
+        return None
+
+    stack.wait_for(suppressed, 10, "Alertmanager to report the down target's pressure alert as inhibited")
+    time.sleep(NOT_DELIVERED_GRACE)
+    leaked = _firing(receiver, "MSSQLMemoryPressure", labels["instance"])
+    if leaked is not None:
+        raise stack.fail(f"inhibited alert reached the webhook anyway: {leaked}")
+    return True
+
+
+def _check_healthy_stayed_quiet(stack: Stack, prom: Prometheus, receiver: WebhookReceiver, span: str) -> None:
+    """healthy-oltp, scraped over the same time as the pressure target, raised nothing."""
+    # "Nothing fired" proves something only if its series were there: scraped up nearly every second,
+    # and the churn rates the pressure rule reads were computed for it too.
+    sel = f'job="{JOB}",instance="healthy"'
+    lazy_rate = f"instance:mssql_lazy_writes:rate{load_spec().get('rate_window')}"
+    scrapes = prom.query(f"count_over_time(mssql_up{{{sel}}}[{span}])")
+    ups = prom.query(f"sum_over_time(mssql_up{{{sel}}}[{span}])")
+    rates = prom.query(f"count_over_time({lazy_rate}{{{sel}}}[{span}])")
+    total = float(scrapes[0]["value"][1]) if scrapes else 0.0
+    if total < 10 or float(ups[0]["value"][1]) < 0.9 * total or not rates:
+        raise stack.fail(f"healthy was not scraped as up throughout: {scrapes} {ups}; {lazy_rate}: {rates}")
+    # Not even pending in Prometheus. MSSQLTargetDown is left out of that check: one scrape slower than
+    # the exporter's 0.5 s budget (a loaded CI machine) makes it pending for a second, which says nothing
+    # about the rules; five in a row would reach the webhook, and that is checked below.
+    pending = prom.query(
+        f"count by (alertname, alertstate)"
+        f' (last_over_time(ALERTS{{instance="healthy",alertname!="MSSQLTargetDown"}}[{span}]))'
+    )
+    leaked = receiver.find(instance="healthy")
+    if pending or leaked:
+        raise stack.fail(
+            f"healthy-oltp raised alerts: prometheus {pending}, webhook {[str(n) for n in leaked]}"
+        )
+
+
+def test_memory_pressure_and_target_down_reach_the_webhook(standin, tmp_path):
+    if not SHIPPED_ALERTMANAGER.exists():
+        pytest.fail(f"{SHIPPED_ALERTMANAGER.relative_to(ROOT)} is missing: the shipped routing is under test")
+    shipped = yaml.safe_load(SHIPPED_ALERTMANAGER.read_text())  # its inhibit rules decide one check
+    timeline = Timeline()
+    with Stack(tmp_path / "stack") as stack:
+        stack.reports["timeline"] = lambda: str(timeline)
+        rule_files = _generate_rules(tmp_path / "rules")
+        receiver = stack.start_receiver()
+        am = stack.start_alertmanager(alertmanager_config_for_test(SHIPPED_ALERTMANAGER, receiver.url))
+        timeline.mark("alertmanager ready")
+
+        # Real clocks: the scenario's second 20 is 20 s after this line.
+        scenario_start = time.monotonic()
+        standins = {
+            "pressure": standin("memory-pressure", manual_clock=False),
+            "healthy": standin("healthy-oltp", manual_clock=False),
+            "doomed": standin("healthy-oltp", manual_clock=False),
+        }
+        timeline.mark("stand-ins started (scenario time 0)")
+        exporter = stack.start_exporter(
+            {
+                "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
+                "targets": {name: s.target_yaml() for name, s in standins.items()},
+            },
+            env={PASSWORD_ENV: TEST_PASSWORD},
+        )
+        for name in standins:
+            _wait_until_up_through_exporter(stack, exporter, name)
+        timeline.mark("exporter answers mssql_up 1 for every target")
+
+        prom: Prometheus = stack.start_prometheus(
+            prometheus_config(
+                [probe_scrape_config(JOB, exporter.removeprefix("http://"), list(standins))],
+                rule_files,
+                alertmanager_address=am.url.removeprefix("http://"),
+            )
+        )
+        stack.reports["prometheus alerts"] = lambda: json.dumps(prom.alerts(), indent=1)[:4000]
+        stack.reports["prometheus rule errors"] = lambda: "\n".join(prom.rule_health()) or "(none)"
+        timeline.mark("prometheus ready")
+
+        # The doomed target goes down only after the real pipeline has seen it up.
+        stack.wait_for(
+            lambda: prom.query(f'mssql_up{{job="{JOB}",instance="doomed"}} == 1') or None,
+            20,
+            "Prometheus to scrape doomed as up",
+        )
+        standins["doomed"].server.stop()
+        stopped_at = time.monotonic()
+        timeline.mark("doomed stand-in stopped", stopped_at)
+
+        down = stack.wait_for(
+            lambda: _firing(receiver, "MSSQLTargetDown", "doomed"),
+            TARGET_DOWN_DEADLINE,
+            "firing MSSQLTargetDown for doomed at the webhook",
+        )
+        timeline.mark("MSSQLTargetDown(doomed) at the webhook", down.received_at)
+        if (
+            down.received_at < stopped_at + duration_seconds(FOR)  # it must have waited its `for:`
+            or down.labels.get("severity") != "critical"
+            or down.receiver != "pager"
+        ):
+            raise stack.fail(
+                f"MSSQLTargetDown should be critical, go to pager, {FOR} after the stop: {down}, "
+                f"{down.received_at - stopped_at:.1f} s after the stop"
+            )
+
+        pressure = stack.wait_for(
+            lambda: _firing(receiver, "MSSQLMemoryPressure", "pressure"),
+            max(1.0, scenario_start + PRESSURE_DEADLINE - time.monotonic()),
+            "firing MSSQLMemoryPressure for pressure at the webhook",
+            interval=0.5,
+        )
+        timeline.mark("MSSQLMemoryPressure(pressure) at the webhook", pressure.received_at)
+        _check_pressure_notification(stack, pressure, pressure.received_at - scenario_start)
+
+        inhibition_checked = _check_inhibition(stack, am, receiver, shipped, pressure, down)
+        timeline.mark(f"inhibition {'checked' if inhibition_checked else 'not in the shipped config'}")
+
+        _check_healthy_stayed_quiet(stack, prom, receiver, f"{int(time.monotonic() - scenario_start) + 1}s")
+
+        errors = prom.rule_health()
+        if errors:
+            raise stack.fail("rules failed to evaluate:\n" + "\n".join(errors))
+        timeline.mark("done")
+        slowest = prom.query(f'max by (instance) (max_over_time(scrape_duration_seconds{{job="{JOB}"}}[5m]))')
+        print(f"\ntimeline:\n{timeline}\n{pressure}\n  {pressure.annotations}\n{down}")
+        print("slowest scrape:", {r["metric"]["instance"]: r["value"][1] for r in slowest})
