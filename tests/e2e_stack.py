@@ -446,8 +446,15 @@ class Stack:
         self.reports[f"webhook receiver {receiver.url}"] = receiver.summary
         return receiver
 
+    def process(self, name: str) -> Process:
+        return next(p for p in self.processes if p.name == name)
+
     def start_exporter(
-        self, config: dict[str, Any], env: dict[str, str] | None = None, name: str = "exporter"
+        self,
+        config: dict[str, Any],
+        env: dict[str, str] | None = None,
+        name: str = "exporter",
+        args: tuple[str, ...] = (),
     ) -> str:
         """`python -m mssql_memory_exporter` with this config; returns its base URL."""
         path = self.write(f"{name}.yml", config)
@@ -461,6 +468,7 @@ class Stack:
             str(path),
             "--web.listen-address",
             f"127.0.0.1:{port}",
+            *args,
         ]
         base = f"http://127.0.0.1:{port}"
         self.start_process(name, argv, f"{base}/-/healthy", env=full_env)

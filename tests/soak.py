@@ -8,10 +8,7 @@ the end, and every answer that was not a 200 with an `mssql_up` line. A shorter 
 from __future__ import annotations
 
 import argparse
-import os
 import random
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -23,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
-import yaml
 
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
+from tests.e2e_stack import Stack
 from tests.standin.handler import ScenarioHandler
 from tests.standin.scenario import Instance, Scenario
 from tests.standin.server import StandInServer
@@ -88,12 +85,6 @@ class Report:
             f"connections to SQL Server  start {self.start.connections}  end {self.end.connections}",
             f"test password in exporter output: {'YES' if self.password_leaked else 'no'}",
         ]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _snapshot(proc: psutil.Process, ports: set[int]) -> Snapshot:
@@ -174,67 +165,57 @@ class Soak:
 def run(scrapes: int, targets: int = 4, seed: int = 7, workers: int = 4, warmup: int = 200) -> Report:
     soak = Soak(targets, seed)
     report = Report()
-    tmp = Path(tempfile.mkdtemp(prefix="soak-"))
-    config_path = tmp / "config.yml"
-    config_path.write_text(yaml.safe_dump(soak.config()))
-    port = _free_port()
-    log_path = tmp / "exporter.log"
-    env = {**os.environ, PASSWORD_ENV: TEST_PASSWORD, "PYTHONPATH": str(ROOT / "exporter")}
-    log_file = log_path.open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mssql_memory_exporter",
-            "--config.file",
-            str(config_path),
-            "--web.listen-address",
-            f"127.0.0.1:{port}",
-            "--log.level",
-            "debug",
-        ],
-        stdout=log_file,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
-    base = f"http://127.0.0.1:{port}"
     ports = {t.port for t in soak.targets}
     try:
-        _wait_ready(base, proc)
-        exporter = psutil.Process(proc.pid)
-        names = [t.name for t in soak.targets]
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(lambda i: _probe(base, names[i % len(names)]), range(warmup)))
-            report.start = _snapshot(exporter, ports)
-            started = time.monotonic()
-            done = 0
-            while done < scrapes:
-                # One stretch: a fault on one target (or none) while every target keeps being scraped.
-                victim = soak.rng.choice(soak.targets)
-                fault = soak.rng.choice([*FAULTS, None, None])
-                stretch = min(scrapes - done, 60 if fault in ("hang_batch", "slow_over_timeout") else 400)
-                if fault is not None:
-                    soak.inject(victim, fault)
-                    report.faults[fault] = report.faults.get(fault, 0) + 1
-                answers = list(pool.map(lambda i: _probe(base, names[i % len(names)]), range(stretch)))
-                soak.clear(victim)
-                for status, body in answers:
-                    _tally(report, status, body)
-                done += stretch
-                report.rss_trace.append((done, exporter.memory_info().rss))
-            # Let connections stuck behind hung requests time out, then read the end state after a
-            # healthy round so every target has its one connection back.
-            time.sleep(3)
-            list(pool.map(lambda i: _probe(base, names[i % len(names)]), range(len(names) * 5)))
-            report.seconds = time.monotonic() - started
-            report.end = _snapshot(exporter, ports)
+        with Stack(Path(tempfile.mkdtemp(prefix="soak-"))) as stack:
+            base = stack.start_exporter(
+                soak.config(), env={PASSWORD_ENV: TEST_PASSWORD}, args=("--log.level", "debug")
+            )
+            process = stack.process("exporter")
+            exporter = psutil.Process(process.popen.pid)
+            _drive(soak, report, base, exporter, ports, scrapes, workers, warmup)
+            report.password_leaked = TEST_PASSWORD in process.log.read_text(errors="replace")
     finally:
-        proc.terminate()
-        proc.wait(10)
-        log_file.close()
         soak.stop()
-    report.password_leaked = TEST_PASSWORD in log_path.read_text()
     return report
+
+
+def _drive(
+    soak: Soak,
+    report: Report,
+    base: str,
+    exporter: psutil.Process,
+    ports: set[int],
+    scrapes: int,
+    workers: int,
+    warmup: int,
+) -> None:
+    names = [t.name for t in soak.targets]
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda i: _probe(base, names[i % len(names)]), range(warmup)))
+        report.start = _snapshot(exporter, ports)
+        started = time.monotonic()
+        done = 0
+        while done < scrapes:
+            # One stretch: a fault on one target (or none) while every target keeps being scraped.
+            victim = soak.rng.choice(soak.targets)
+            fault = soak.rng.choice([*FAULTS, None, None])
+            stretch = min(scrapes - done, 60 if fault in ("hang_batch", "slow_over_timeout") else 400)
+            if fault is not None:
+                soak.inject(victim, fault)
+                report.faults[fault] = report.faults.get(fault, 0) + 1
+            answers = list(pool.map(lambda i: _probe(base, names[i % len(names)]), range(stretch)))
+            soak.clear(victim)
+            for status, body in answers:
+                _tally(report, status, body)
+            done += stretch
+            report.rss_trace.append((done, exporter.memory_info().rss))
+        # Let connections stuck behind hung requests time out, then read the end state after a healthy
+        # round so every target has its one connection back.
+        time.sleep(3)
+        list(pool.map(lambda i: _probe(base, names[i % len(names)]), range(len(names) * 5)))
+        report.seconds = time.monotonic() - started
+        report.end = _snapshot(exporter, ports)
 
 
 def _tally(report: Report, status: int, body: str) -> None:
@@ -245,19 +226,6 @@ def _tally(report: Report, status: int, body: str) -> None:
         report.down += 1
     else:
         report.bad_answers.append(f"{status}: {body[:200]}")
-
-
-def _wait_ready(base: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("the exporter exited during start-up")
-        try:
-            urllib.request.urlopen(f"{base}/-/healthy", timeout=1).read()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("the exporter did not start")
 
 
 def main() -> int:

@@ -2,78 +2,33 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, samples_of, value
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.e2e_stack import Stack
 
 
 @pytest.fixture
 def exporter(standin, tmp_path):
-    """Start `python -m mssql_memory_exporter` against two stand-ins; yield (base URL, stand-ins, log)."""
-    healthy, pressure = (
-        standin("healthy-oltp", manual_clock=False),
-        standin("memory-pressure", manual_clock=False),
-    )
+    """The exporter as its own process against two stand-ins; yields (base URL, stand-ins, log path)."""
+    healthy = standin("healthy-oltp", manual_clock=False)
+    pressure = standin("memory-pressure", manual_clock=False)
     config = {
         "default_target": "healthy",
         "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
         "targets": {"healthy": healthy.target_yaml(), "pressure": pressure.target_yaml()},
     }
-    path = tmp_path / "config.yml"
-    path.write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = tmp_path / "exporter.log"
-    env = {**os.environ, PASSWORD_ENV: TEST_PASSWORD, "PYTHONPATH": str(ROOT / "exporter")}
-    with log.open("w") as log_file:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mssql_memory_exporter",
-                "--config.file",
-                str(path),
-                "--web.listen-address",
-                f"127.0.0.1:{port}",
-                "--log.level",
-                "debug",
-            ],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            urllib.request.urlopen(f"{base}/-/healthy", timeout=1).read()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                pytest.fail(f"exporter did not start:\n{log.read_text()}")
-            time.sleep(0.1)
-    yield base, (healthy, pressure), log
-    proc.terminate()
-    proc.wait(10)
-    assert proc.returncode == 0, log.read_text()
+    with Stack(tmp_path / "stack") as stack:
+        base = stack.start_exporter(config, env={PASSWORD_ENV: TEST_PASSWORD}, args=("--log.level", "debug"))
+        process = stack.process("exporter")
+        yield base, (healthy, pressure), process.log
+        process.popen.terminate()
+        process.popen.wait(10)
+        assert process.popen.returncode == 0, process.tail()
 
 
 def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
