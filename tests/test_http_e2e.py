@@ -88,3 +88,32 @@ def test_the_password_never_reaches_logs_or_responses(exporter):
     everything = "\n".join(bodies) + log.read_text()
     assert "Login failed" in log.read_text() or "18456" in log.read_text()
     assert TEST_PASSWORD not in everything
+
+
+def test_metrics_with_host_collector_and_default_target_is_one_family_per_name(standin, tmp_path):
+    import shutil
+    import subprocess
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    healthy = standin("healthy-oltp", manual_clock=False)
+    config = {
+        "default_target": "healthy",
+        "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
+        "targets": {"healthy": healthy.target_yaml()},
+    }
+    with Stack(tmp_path / "stack") as stack:
+        base = stack.start_exporter(config, env={PASSWORD_ENV: TEST_PASSWORD}, args=("--collector.host",))
+        status, body = get(f"{base}/metrics")
+    assert status == 200
+    names = [family.name for family in text_string_to_metric_families(body)]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    got = samples_of(body)
+    assert value(got, "mssql_exporter_collector_success", collector="host") == 1
+    assert value(got, "mssql_exporter_collector_success", collector="buffer_manager") == 1
+    assert value(got, "mssql_host_memory_total_bytes") > 0
+    if shutil.which("promtool"):
+        check = subprocess.run(
+            ["promtool", "check", "metrics"], input=body, capture_output=True, text=True, timeout=30
+        )
+        assert "duplicate" not in (check.stdout + check.stderr).lower(), check.stdout + check.stderr

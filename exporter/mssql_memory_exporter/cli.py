@@ -20,6 +20,7 @@ from mssql_memory_exporter.web import (
     make_server,
     parse_listen_address,
 )
+from mssql_memory_exporter.webconfig import WebConfigSource
 
 __all__ = ["build_parser", "main"]
 
@@ -50,6 +51,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         default=":9399",
         help="host:port, :port for all interfaces, or [v6addr]:port (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="PATH",
+        default="",
+        help="exporter-toolkit web config (web-config.yml) for TLS, client certificates, basic auth and "
+        "response headers; re-read while running (default: plain HTTP, no auth)",
     )
     parser.add_argument(
         "--log.level", dest="log_level", default="info", choices=list(LEVELS), help="(default: %(default)s)"
@@ -153,16 +162,33 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: --web.listen-address: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    web = None
+    if args.web_config_file:
+        # Loaded (certificates and keys included) before listening: a bad file stops start-up, it never
+        # leaves the exporter serving without the TLS or auth the operator asked for.
+        try:
+            web = WebConfigSource(args.web_config_file)
+        except ConfigError as exc:
+            for line in exc.lines:
+                print(f"error: {line}", file=sys.stderr)
+            return EXIT_USAGE
     log.info("starting", extra={"version": __version__, "targets": len(config.targets)})
     _warn_about_drivers(config)
     host, own_metrics = _make_host(config, args.collector_host)
     probe, scraper = _make_probe(config, host)
     try:
-        server = make_server(config, probe, args.listen_address, own_metrics)
+        server = make_server(config, probe, args.listen_address, own_metrics, web=web)
     except OSError as exc:
         log.error("cannot listen", extra={"address": args.listen_address, "err": str(exc)})
         return EXIT_FAILURE
-    log.info("listening", extra={"address": server.address_text})
+    log.info(
+        "listening",
+        extra={
+            "address": server.address_text,
+            "tls": server.tls,
+            "basic_auth": bool(web is not None and web.state.users),
+        },
+    )
     try:
         _serve_until_signalled(server)
     finally:

@@ -3,18 +3,25 @@
 The web layer never talks SQL. It validates the request, works out the scrape timeout Prometheus
 allows, and hands the configured target to an injected probe function; whatever families that returns
 are exposed from a registry built for this request only, so concurrent scrapes never share state.
+
+With `--web.config.file` (webconfig.py) it also serves TLS, checks client certificates and basic auth on
+every path, and adds the configured response headers. Requests are bounded before anything else runs:
+request line, URL and header sizes, and no request bodies.
 """
 
 from __future__ import annotations
 
 import html
+import http.client
 import logging
 import math
 import socket
 import socketserver
+import ssl
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple, cast
 from urllib.parse import parse_qs, quote, urlsplit
@@ -32,10 +39,14 @@ from prometheus_client.registry import Collector
 
 from mssql_memory_exporter import __version__
 from mssql_memory_exporter.config import TARGET_NAME_MAX, ExporterConfig, TargetConfig
+from mssql_memory_exporter.webconfig import AUTH_REALM, BasicAuthChecker, WebConfigSource, WebState
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",
+    "MAX_HEADER_BYTES",
+    "MAX_REQUEST_LINE",
     "MAX_TIMEOUT_SECONDS",
+    "MAX_URL_LENGTH",
     "MIN_TIMEOUT_SECONDS",
     "SCRAPE_TIMEOUT_HEADER",
     "TIMEOUT_OFFSET_SECONDS",
@@ -62,6 +73,27 @@ MIN_TIMEOUT_SECONDS = 0.5
 LOGGED_VALUE_MAX = 128
 
 TEXT = "text/plain; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+
+# Request limits. The stdlib allows 64 KiB per line and 100 header lines (6.4 MB per request, per
+# connection thread); Prometheus sends a short URL and a few hundred bytes of headers. 8 KiB of URL is
+# what common proxies allow (nginx, Apache), and leaves room for long target names.
+MAX_URL_LENGTH = 8192
+MAX_REQUEST_LINE = MAX_URL_LENGTH + 64  # method, spaces and "HTTP/1.1" around the URL
+MAX_HEADER_BYTES = 16 * 1024
+# A client that connects and never finishes the TLS handshake holds a thread until this runs out.
+TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
+
+# Sent with every response (errors from the stdlib parser included). Nothing here is meant to be
+# embedded, cached by a proxy or run as a script. The index page has no scripts or styles either.
+SECURITY_HEADERS: tuple[tuple[str, str], ...] = (
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-store"),
+    ("X-Frame-Options", "DENY"),
+    ("Referrer-Policy", "no-referrer"),
+)
+CSP_DATA = "default-src 'none'; frame-ancestors 'none'"
+CSP_HTML = "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 
 class BadRequest(Exception):
@@ -158,6 +190,24 @@ class _Families(Collector):
         yield from self._families
 
 
+def merge_families(*groups: Iterable[Metric]) -> list[Metric]:
+    """One family per name: the host collector and the default target both report
+    mssql_exporter_collector_success, and an exposition with a name twice is invalid."""
+    merged: dict[str, Metric] = {}
+    for group in groups:
+        for family in group:
+            mine = merged.get(family.name)
+            if mine is None:
+                merged[family.name] = family
+            elif mine.type == family.type:
+                combined = Metric(mine.name, mine.documentation, mine.type)
+                combined.samples = [*mine.samples, *family.samples]
+                merged[family.name] = combined
+            else:
+                raise ValueError(f"metric {family.name} is both a {mine.type} and a {family.type}")
+    return list(merged.values())
+
+
 def _own_metrics_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
@@ -184,8 +234,26 @@ def _index_page(config: ExporterConfig) -> bytes:
     return page.encode()
 
 
+class _HeadReader:
+    """Stands in for the request's rfile while the stdlib parses the header section, so the section as a
+    whole is bounded (the stdlib bounds only each line and the line count)."""
+
+    def __init__(self, raw: Any, budget: int) -> None:
+        self._raw = raw
+        self._left = budget
+
+    def readline(self, size: int = -1) -> bytes:
+        limit = self._left + 1 if size < 0 else min(size, self._left + 1)
+        line: bytes = self._raw.readline(limit)
+        self._left -= len(line)
+        if self._left < 0:
+            # parse_request answers LineTooLong with 431 Request Header Fields Too Large.
+            raise http.client.LineTooLong(f"header section over {MAX_HEADER_BYTES} bytes")
+        return line
+
+
 class ExporterHTTPServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer that carries the config and probe function for its handlers."""
+    """ThreadingHTTPServer that carries the config, probe function and web config for its handlers."""
 
     daemon_threads = True
 
@@ -198,13 +266,63 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         *,
         dual_stack: bool = False,
         own_metrics: OwnMetricsFn | None = None,
+        web: WebConfigSource | None = None,
     ) -> None:
         self.address_family = family  # read by TCPServer.__init__ when it creates the socket
         self.dual_stack = dual_stack
         self.config = config
         self.probe = probe
         self.own_metrics = own_metrics
+        self.web = web
+        self.basic_auth = BasicAuthChecker()
         super().__init__(address, _Handler)
+
+    @property
+    def tls(self) -> bool:
+        return self.web is not None and self.web.state.tls
+
+    def web_state(self) -> WebState | None:
+        """The web config generation for this connection or request (re-read when due)."""
+        return self.web.current() if self.web is not None else None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, address = super().get_request()
+        state = self.web_state()
+        if state is not None and state.ssl_context is not None:
+            # Each connection is wrapped with the context current at accept time, so a rotated certificate
+            # serves the next connection. The handshake runs later, on the connection's own thread, so a
+            # slow client cannot stall accept().
+            try:
+                sock = state.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+            except (OSError, ValueError) as exc:
+                sock.close()
+                raise OSError(f"cannot set up TLS: {exc}") from None  # TCPServer drops the connection
+        return sock, address
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if isinstance(request, ssl.SSLSocket):
+            request.settimeout(TLS_HANDSHAKE_TIMEOUT_SECONDS)
+            try:
+                request.do_handshake()
+            except (OSError, ValueError) as exc:
+                # Port scanners, plain-HTTP clients, wrong or missing client certificates: not our error.
+                log.debug("TLS handshake failed", extra={"remote": client_address[0], "err": str(exc)})
+                return
+            state = self.web_state()
+            if state is not None and not state.client_san_allowed(request.getpeercert()):
+                log.debug("client certificate has no allowed SAN", extra={"remote": client_address[0]})
+                return
+        super().finish_request(request, client_address)
+
+    def response_headers(self, *, html_page: bool) -> list[tuple[str, str]]:
+        """Safe defaults, replaced by the web config's headers of the same name."""
+        merged = {name.lower(): (name, value) for name, value in SECURITY_HEADERS}
+        merged["content-security-policy"] = ("Content-Security-Policy", CSP_HTML if html_page else CSP_DATA)
+        state = self.web.state if self.web is not None else None
+        if state is not None:
+            for name, value in state.headers:
+                merged[name.lower()] = (name, value)
+        return list(merged.values())
 
     def server_bind(self) -> None:
         if self.dual_stack:
@@ -219,7 +337,7 @@ class ExporterHTTPServer(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
-        if isinstance(exc, ConnectionError | TimeoutError):
+        if isinstance(exc, ConnectionError | TimeoutError | ssl.SSLError):
             log.debug("client went away", extra={"remote": client_address[0], "err": str(exc)})
         else:
             log.error("unhandled error while serving a request", exc_info=True)
@@ -236,6 +354,11 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = f"mssql-memory-exporter/{__version__}"
     # Idle keep-alive connections each hold a thread; close them after this many seconds of silence.
     timeout = 90
+    # The stdlib's own error pages (malformed request line, oversized headers) as plain text, not HTML.
+    error_content_type = TEXT
+    error_message_format = "%(code)d %(message)s\n"
+    # Per response: whether end_headers() sends the HTML page's CSP.
+    _html_page = False
 
     @property
     def _exporter(self) -> ExporterHTTPServer:
@@ -244,36 +367,87 @@ class _Handler(BaseHTTPRequestHandler):
     def version_string(self) -> str:
         return self.server_version  # without the Python version the default adds
 
-    def do_GET(self) -> None:
-        self._serve(send_body=True)
+    def handle_one_request(self) -> None:
+        # The stdlib's loop body, with tighter limits on the request line and the header section, and every
+        # method sent to _handle (which answers 405 for the ones the exporter does not serve).
+        self._html_page = False
+        try:
+            self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
+            if len(self.raw_requestline) > MAX_REQUEST_LINE:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG, f"URL longer than {MAX_URL_LENGTH} bytes")
+                return
+            if not self.raw_requestline:
+                self.close_connection = True
+                return
+            raw = self.rfile
+            self.rfile = cast(Any, _HeadReader(raw, MAX_HEADER_BYTES))
+            try:
+                parsed = self.parse_request()
+            finally:
+                self.rfile = raw
+            if not parsed:
+                return  # parse_request has sent the error
+            self._handle()
+            self.wfile.flush()
+        except TimeoutError as exc:
+            self.log_error("Request timed out: %r", exc)
+            self.close_connection = True
 
-    def do_HEAD(self) -> None:
-        self._serve(send_body=False)
+    def handle_expect_100(self) -> bool:
+        # No request body is ever read, so never invite the client to send one; the final answer follows.
+        return True
 
-    def __getattr__(self, name: str) -> Any:
-        # The base class answers 501 to any method without a do_<METHOD>; these resources exist, so
-        # the right answer to POST, PUT, DELETE, ... is 405 with an Allow header.
-        if name.startswith("do_"):
-            return self._method_not_allowed
-        raise AttributeError(name)
+    def end_headers(self) -> None:
+        for name, value in self._exporter.response_headers(html_page=self._html_page):
+            self.send_header(name, value)
+        super().end_headers()
 
-    def _method_not_allowed(self) -> None:
+    def _handle(self) -> None:
         started = time.monotonic()
-        response = _text(405, "method not allowed; use GET or HEAD", (("Allow", "GET, HEAD"),))
-        self.close_connection = True  # the request body, if any, was not read
-        self._send(response, send_body=True)
+        response = self._respond()
+        self._html_page = response.content_type == HTML
+        self._send(response, send_body=self.command != "HEAD")
         self._access_log(response.status, started)
 
-    def _serve(self, *, send_body: bool) -> None:
-        started = time.monotonic()
+    def _respond(self) -> Response:
+        """Checks in order of cost: size, rate, credentials, method, body; then the resource."""
+        if len(self.path) > MAX_URL_LENGTH:
+            return _text(414, f"URL longer than {MAX_URL_LENGTH} bytes")
+        state = self._exporter.web_state()
+        if state is not None and state.rate_limiter is not None and not state.rate_limiter.allow():
+            return _text(429, "too many requests")
+        # Every path, /-/healthy included, as exporter-toolkit does: nothing is served unauthenticated.
+        if state is not None and state.users and not self._authenticated(state):
+            log.debug("basic auth failed", extra={"remote": self.client_address[0]})
+            return _text(401, "unauthorized", (("WWW-Authenticate", f'Basic realm="{AUTH_REALM}"'),))
+        if self.command not in ("GET", "HEAD"):
+            return _text(405, "method not allowed; use GET or HEAD", (("Allow", "GET, HEAD"),))
+        body = self._body_problem()
+        if body is not None:
+            return body
         path, _, query = self.path.partition("?")
         path = urlsplit(path).path
         try:
-            response = self._route(path, query)
+            return self._route(path, query)
         except BadRequest as exc:
-            response = _text(400, str(exc))
-        self._send(response, send_body=send_body)
-        self._access_log(response.status, started)
+            return _text(400, str(exc))
+
+    def _authenticated(self, state: WebState) -> bool:
+        headers = self.headers.get_all("Authorization") or []
+        # Two Authorization headers: which one a proxy checked is unknowable, so neither counts.
+        return len(headers) == 1 and self._exporter.basic_auth.check(state.users, headers[0])
+
+    def _body_problem(self) -> Response | None:
+        # GET and HEAD carry no body here; one would be left unread (and parsed as the next request).
+        if "Transfer-Encoding" in self.headers:
+            return _text(413, "request bodies are not accepted")
+        length = self.headers.get_all("Content-Length") or []
+        if len(length) > 1 or (length and not length[0].strip().isdigit()):
+            return _text(400, "malformed Content-Length")
+        if length and int(length[0]) > 0:
+            return _text(413, "request bodies are not accepted")
+        return None
 
     def _route(self, path: str, query: str) -> Response:
         if path == "/metrics":
@@ -284,25 +458,29 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/-/healthy":
             return _text(200, "OK")
         if path == "/":
-            return Response(200, "text/html; charset=utf-8", _index_page(self._exporter.config))
+            return Response(200, HTML, _index_page(self._exporter.config))
         return _text(404, "not found; try /metrics or /probe?target=NAME")
 
     def _metrics(self) -> Response:
-        registry = _own_metrics_registry()
-        if self._exporter.own_metrics is not None:
-            registry.register(_Families(self._exporter.own_metrics()))
         name = self._exporter.config.default_target
         target = self._exporter.config.targets[name] if name is not None else None
-        return self._expose(registry, target)
+        return self._expose(_own_metrics_registry(), target, own=True)
 
     def _probe(self, target: TargetConfig) -> Response:
         return self._expose(CollectorRegistry(), target)
 
-    def _expose(self, registry: CollectorRegistry, target: TargetConfig | None) -> Response:
+    def _expose(
+        self, registry: CollectorRegistry, target: TargetConfig | None, own: bool = False
+    ) -> Response:
         timeout = scrape_timeout(self.headers.get(SCRAPE_TIMEOUT_HEADER))
         try:
+            groups: list[list[Metric]] = []
+            if own and self._exporter.own_metrics is not None:
+                groups.append(self._exporter.own_metrics())
             if target is not None:
-                registry.register(_Families(self._exporter.probe(target, timeout)))
+                groups.append(self._exporter.probe(target, timeout))
+            if groups:
+                registry.register(_Families(merge_families(*groups)))
             body = generate_latest(registry)
         except Exception:
             # The probe is meant to turn SQL failures into mssql_up 0; reaching here is a bug, and
@@ -315,11 +493,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("Content-Length", str(len(response.body)))
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Cache-Control", "no-store")
         for key, value in response.headers:
             self.send_header(key, value)
-        if self._has_unread_body():
+        if self._has_unread_body() or self.command not in ("GET", "HEAD"):
             self.close_connection = True
         if self.close_connection:
             self.send_header("Connection", "close")
@@ -355,19 +531,23 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def make_server(
-    config: ExporterConfig, probe: ProbeFn, listen: str, own_metrics: OwnMetricsFn | None = None
+    config: ExporterConfig,
+    probe: ProbeFn,
+    listen: str,
+    own_metrics: OwnMetricsFn | None = None,
+    *,
+    web: WebConfigSource | None = None,
 ) -> ExporterHTTPServer:
     """Bind (but do not start) the HTTP server on `listen`; call `serve_forever()` on the result.
-    `own_metrics` adds families to /metrics (the host collector). Raises ValueError for a malformed
-    address and OSError when binding fails."""
+    `own_metrics` adds families to /metrics (the host collector); `web` is the loaded --web.config.file
+    (TLS, basic auth, headers). Raises ValueError for a malformed address and OSError when binding fails."""
     host, port = parse_listen_address(listen)
+    extra: dict[str, Any] = {"own_metrics": own_metrics, "web": web}
     if not host:
         if socket.has_dualstack_ipv6():
-            return ExporterHTTPServer(
-                ("::", port), socket.AF_INET6, config, probe, dual_stack=True, own_metrics=own_metrics
-            )
-        return ExporterHTTPServer(("0.0.0.0", port), socket.AF_INET, config, probe, own_metrics=own_metrics)
+            return ExporterHTTPServer(("::", port), socket.AF_INET6, config, probe, dual_stack=True, **extra)
+        return ExporterHTTPServer(("0.0.0.0", port), socket.AF_INET, config, probe, **extra)
     resolved = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     # A name such as localhost can resolve to both families; like Go exporters, take IPv4 first.
     family, _, _, _, sockaddr = min(resolved, key=lambda info: info[0] != socket.AF_INET)
-    return ExporterHTTPServer(sockaddr, family, config, probe, own_metrics=own_metrics)
+    return ExporterHTTPServer(sockaddr, family, config, probe, **extra)
