@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 
 need=()
 # tdsodbc: FreeTDS ODBC driver (tests and fallback); unixodbc: driver manager pyodbc links to;
-# prometheus: promtool for `promtool check metrics`; python3-venv: the venv below.
-for pkg in tdsodbc unixodbc python3-venv prometheus; do
+# prometheus: promtool for `promtool check metrics` and `promtool test rules`; prometheus-alertmanager:
+# amtool and the Alertmanager that tests/test_alerting.py runs; python3-venv: the venv below.
+for pkg in tdsodbc unixodbc python3-venv prometheus prometheus-alertmanager; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
