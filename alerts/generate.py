@@ -30,7 +30,10 @@ def _m(spec: Spec, metric: str) -> str:
 
 
 def _num(value: float) -> str:
-    return f"{value:g}" if abs(value) < 1e15 else f"{value:.0f}"
+    """Exactly as given: a rounded 4 GiB step would lower every scaled PLE floor a little."""
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
 
 
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
@@ -143,11 +146,20 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
 
 
 def _alert(
-    spec: Spec, name: str, expr: str, for_key: str | None, severity: str, summary: str, description: str
+    spec: Spec,
+    name: str,
+    expr: str,
+    for_key: str | None,
+    severity: str,
+    summary: str,
+    description: str,
+    keep_firing_key: str | None = None,
 ) -> dict[str, Any]:
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if for_key is not None:
         rule["for"] = spec.duration(for_key)
+    if keep_firing_key is not None:
+        rule["keep_firing_for"] = spec.duration(keep_firing_key)
     rule["labels"] = {"severity": severity}
     rule["annotations"] = {"summary": summary, "description": description, "runbook_url": spec.runbook(name)}
     return rule
@@ -156,8 +168,9 @@ def _alert(
 def _floor_of_node() -> str:
     # The node's own floor, looked up at notification time so the description quotes the threshold.
     return (
-        "{{ with printf \"node:mssql_page_life_expectancy_floor:seconds{instance='%s',node='%s'}\""
-        " $labels.instance $labels.node | query }}{{ . | first | value | humanizeDuration }}{{ end }}"
+        "{{ with printf \"node:mssql_page_life_expectancy_floor:seconds{job='%s',instance='%s',node='%s'}\""
+        " $labels.job $labels.instance $labels.node | query }}"
+        "{{ . | first | value | humanizeDuration }}{{ end }}"
     )
 
 
@@ -171,6 +184,13 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     grants = spec.number("memory.memory_grants_pending.max")
     node_ple = _m(spec, "mssql_buffer_node_page_life_expectancy_seconds")
     under_floor = f"{node_ple}\n  < on ({INSTANCE}, node) node:mssql_page_life_expectancy_floor:seconds"
+    # After a restart PLE can be no higher than the uptime: a node counts only once the instance has been
+    # up longer than the node's floor.
+    warmed_up = (
+        f"and on ({INSTANCE}, node) (\n"
+        f"  node:mssql_page_life_expectancy_floor:seconds\n"
+        f"  < on ({INSTANCE}) group_left () instance:mssql_uptime:seconds\n)"
+    )
     churn = (
         f"instance:mssql_free_list_stalls:{suffix} > {_num(stalls)}\n"
         f"or instance:mssql_lazy_writes:{suffix} > {_num(lazy)}"
@@ -179,32 +199,42 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         _alert(
             spec,
             "MSSQLTargetDown",
-            f"{_m(spec, 'mssql_up')} == 0",
+            # The exporter answering `mssql_up 0`, or Prometheus not reaching the exporter at all (its own
+            # `up`), or no series of the job at all (exporter gone or the selector matching nothing).
+            f"{_m(spec, 'mssql_up')} == 0\nor {_m(spec, 'up')} == 0\nor absent({_m(spec, 'up')})",
             "target.down_for",
             "critical",
-            "SQL Server {{ $labels.instance }} cannot be scraped",
-            "The exporter has not been able to read {{ $labels.instance }}"
-            " (mssql_up is {{ $value }}, expected 1)"
-            " for " + spec.duration("target.down_for") + ": the server is down, unreachable, refusing the"
-            " login or not answering within the scrape timeout."
-            " Every other alert of this target is silenced.",
+            "{{ with $labels.instance }}SQL Server {{ . }} cannot be scraped"
+            "{{ else }}No SQL Server target is scraped{{ end }}",
+            "{{ if $labels.instance }}{{ $labels.instance }} has not been read for "
+            + spec.duration("target.down_for")
+            + " (mssql_up or up is {{ $value }}, expected 1): SQL Server is down, unreachable, refusing the"
+            " login or not answering within the scrape timeout, or the exporter does not answer Prometheus."
+            " Every other alert of this target is silenced.{{ else }}No series of the exporter's job exist"
+            f" (selector {spec.selector}): the exporter is gone from Prometheus, or the rules' selector"
+            " matches no job.{{ end }}",
         ),
         _alert(
             spec,
             "MSSQLCollectorFailing",
-            f"{_m(spec, 'mssql_exporter_collector_success')} == 0",
+            # A share of failed scrapes, not a run of them: a collector failing every other scrape is broken.
+            f"avg_over_time({_m(spec, 'mssql_exporter_collector_success')}"
+            f"[{spec.window('target.collector_failing_window')}])\n"
+            f"< {_num(1 - spec.number('target.collector_failing_share'))}",
             "target.collector_failing_for",
             "warning",
             "Collector {{ $labels.collector }} fails on {{ $labels.instance }}",
-            "The {{ $labels.collector }} section of the scrape has failed"
-            " (success {{ $value }}, expected 1) for "
-            + spec.duration("target.collector_failing_for")
-            + "; its metrics are missing while the rest still export. The exporter log names the SQL error.",
+            "The {{ $labels.collector }} section of the scrape succeeded in only"
+            " {{ $value | humanizePercentage }}"
+            f" of the scrapes of the last {spec.get('target.collector_failing_window')} (limit: "
+            + f"{_num((1 - spec.number('target.collector_failing_share')) * 100)}%); its metrics are missing"
+            " meanwhile, while the rest still export. The exporter log names the SQL error.",
         ),
         _alert(
             spec,
             "MSSQLMemoryPressure",
-            f"(\n  {under_floor}\n)\nand on ({INSTANCE}) (\n  {churn.replace(chr(10), chr(10) + '  ')}\n)",
+            f"(\n  {under_floor}\n)\n{warmed_up}\n"
+            f"and on ({INSTANCE}) (\n  {churn.replace(chr(10), chr(10) + '  ')}\n)",
             "memory.memory_pressure.for",
             "critical",
             "Buffer pool under memory pressure on {{ $labels.instance }} node {{ $labels.node }}",
@@ -212,13 +242,12 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             + _floor_of_node()
             + f") while free list stalls exceed {_num(stalls)}/s or lazy writes exceed {_num(lazy)}/s:"
             " queries wait for memory and re-read pages from disk.",
+            keep_firing_key="keep_firing_for",
         ),
         _alert(
             spec,
             "MSSQLPageLifeExpectancyLow",
-            f"(\n  {under_floor}\n)\nand on ({INSTANCE}, node) (\n"
-            f"  node:mssql_page_life_expectancy_floor:seconds\n"
-            f"  < on ({INSTANCE}) group_left () instance:mssql_uptime:seconds\n)",
+            f"(\n  {under_floor}\n)\n{warmed_up}",
             "memory.page_life_expectancy.for",
             "warning",
             "Page life expectancy low on {{ $labels.instance }} node {{ $labels.node }}",
@@ -230,6 +259,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             " of the node's buffer pool, at least "
             + _num(spec.number("memory.page_life_expectancy.floor_seconds"))
             + " s). Only counted once the instance has been up longer than the floor.",
+            keep_firing_key="keep_firing_for",
         ),
         _alert(
             spec,
@@ -240,6 +270,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "Free list stalls on {{ $labels.instance }}",
             "{{ $value | humanize }} requests per second wait for a free buffer page (Dell's limit: "
             + f"{_num(stalls)}/s).",
+            keep_firing_key="keep_firing_for",
         ),
         _alert(
             spec,
@@ -250,18 +281,23 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "Lazy writer busy on {{ $labels.instance }}",
             "The lazy writer flushes {{ $value | humanize }} pages per second to make room (Dell's limit: "
             + f"{_num(lazy)}/s).",
+            keep_firing_key="keep_firing_for",
         ),
         _alert(
             spec,
             "MSSQLPageLookupsPerBatchHigh",
             f"instance:mssql_page_lookups_per_batch_request:ratio_{suffix} > {_num(lookups['max'])}\n"
             f"and on ({INSTANCE}) instance:mssql_batch_requests:{suffix}"
-            f" > {_num(lookups['min_batch_requests_per_second'])}",
+            f" > {_num(lookups['min_batch_requests_per_second'])}\n"
+            # Analytic scans look up many pages per batch by design: Dell's limit is for OLTP.
+            f'and on ({INSTANCE}) mssql_target_info{{{spec.selector}, workload="oltp"}}',
             "memory.page_lookups_per_batch_request.for",
             "warning",
             "Many page lookups per batch on {{ $labels.instance }}",
             "Each batch request looks up {{ $value | humanize }} pages on average (Dell's limit: "
-            + f"{_num(lookups['max'])}): scans or missing indexes are churning the buffer pool.",
+            + f"{_num(lookups['max'])}, OLTP targets only): scans or missing indexes are churning the buffer"
+            " pool.",
+            keep_firing_key="keep_firing_for",
         ),
         _alert(
             spec,
@@ -312,6 +348,12 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
     share = "pool:mssql_ssd_endurance_projected_used:ratio"
     remaining = "pool:mssql_ssd_endurance_remaining_seconds"
     window = spec.get("endurance.projection_rate_window")
+    pool = f"{INSTANCE}, pool"
+    # Seconds until the end of the pool's planned life: wearing out after that is no concern.
+    life_left = (
+        f"(\n    {_m(spec, 'mssql_ssd_pool_in_service_timestamp_seconds')}\n"
+        f"    + on ({pool}) {_m(spec, 'mssql_ssd_pool_planned_lifetime_seconds')}\n    - time()\n  )"
+    )
     rules = [
         _alert(
             spec,
@@ -324,6 +366,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
             " pool {{ $labels.pool }} would write"
             " {{ $value | humanizePercentage }} of its rated endurance over its planned life (limit: "
             + f"{_num(spec.number('endurance.exhaustion_share') * 100)}%).",
+            keep_firing_key="endurance.keep_firing_for",
         ),
         _alert(
             spec,
@@ -336,6 +379,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
             " pool {{ $labels.pool }} would write"
             " {{ $value | humanizePercentage }} of its rated endurance over its planned life (budget: "
             + f"{_num(spec.number('endurance.budget_high_share') * 100)}%).",
+            keep_firing_key="endurance.keep_firing_for",
         ),
     ]
     for severity in ("warning", "critical"):
@@ -344,14 +388,19 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
             _alert(
                 spec,
                 "MSSQLSSDEnduranceRemainingLow",
-                f"{remaining} < {_num(limit)}",
+                # Silent only while the planned retirement is still ahead AND comes first; a pool kept in
+                # service past its planned life is alerted like any other.
+                f"{remaining} < {_num(limit)}\nunless on ({pool}, source) (\n"
+                f"  {remaining} > on ({pool}) group_left () {life_left}\n"
+                f"  and on ({pool}) {life_left} > 0\n)",
                 "endurance.remaining_for",
                 severity,
                 "SSD pool {{ $labels.pool }} runs out of rated endurance soon",
                 f"At the {window} write rate ({{{{ $labels.source }}}} source),"
                 " pool {{ $labels.pool }} reaches"
-                " its rated bytes written in {{ $value | humanizeDuration }} (limit: "
-                + f"{_num(limit / 86400)} days).",
+                " its rated bytes written in {{ $value | humanizeDuration }}, before it is due to be retired"
+                + f" (limit: {_num(limit / 86400)} days).",
+                keep_firing_key="endurance.keep_firing_for",
             )
         )
     return rules
