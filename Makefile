@@ -13,7 +13,7 @@ run:
 
 ## test: everything CI runs (lint, unit, integration over TDS, promtool)
 test: bootstrap lint
-	$(VENV)/bin/pytest -q
+	bash scripts/test.sh
 
 lint: bootstrap
 	$(VENV)/bin/ruff check exporter tests bench alerts
