@@ -347,3 +347,25 @@ def test_setup_logging_levels(capsys: pytest.CaptureFixture[str]):
 def test_setup_logging_rejects(level: str, fmt: str):
     with pytest.raises(ValueError, match="unknown log"):
         setup_logging(level, fmt)
+
+
+def test_open_files_limit_is_raised_and_a_short_one_is_reported(caplog):
+    import logging
+    import resource
+
+    from mssql_memory_exporter.cli import raise_open_files_limit
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    lowered = min(256, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (lowered, hard))
+    try:
+        with caplog.at_level(logging.WARNING):
+            raise_open_files_limit(10)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == hard
+        assert not [r for r in caplog.records if "open files limit" in r.getMessage()]
+        if hard != resource.RLIM_INFINITY:
+            with caplog.at_level(logging.WARNING):
+                raise_open_files_limit(hard)  # 2 descriptors per target: more than the hard limit allows
+            assert [r for r in caplog.records if "open files limit" in r.getMessage()]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -129,7 +129,9 @@ def _make_host(config: ExporterConfig, export: bool) -> tuple[object | None, Own
     return host, (lambda: host_families(host)) if export else None
 
 
-def _serve_until_signalled(server: ExporterHTTPServer) -> None:
+def _stop_on_signals() -> threading.Event:
+    """Installed before "listening" is logged: whoever waits for that line may signal at once, and a
+    SIGTERM before the handler exists would kill the process instead of stopping it cleanly."""
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:
@@ -138,6 +140,10 @@ def _serve_until_signalled(server: ExporterHTTPServer) -> None:
 
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
+    return stop
+
+
+def _serve_until(server: ExporterHTTPServer, stop: threading.Event) -> None:
     # serve_forever runs in a thread because shutdown() blocks until the loop exits: calling it from a
     # signal handler on the serving thread would wait on itself.
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
@@ -146,6 +152,29 @@ def _serve_until_signalled(server: ExporterHTTPServer) -> None:
     server.shutdown()
     server.server_close()
     thread.join()
+
+
+def raise_open_files_limit(targets: int) -> None:
+    """Each target holds a persistent ODBC connection (two descriptors with FreeTDS); systemd's default
+    soft limit of 1,024 runs out near 500 targets, and the driver then reports every further target as
+    "unavailable". Raise the soft limit to the hard one, as Go programs do; warn when even that is short."""
+    try:
+        import resource
+    except ImportError:  # Windows has no such limit
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    needed = 2 * targets + 64
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning(
+            "open files limit is low for this many targets; raise it (systemd: LimitNOFILE)",
+            extra={"limit": soft, "needed": needed, "targets": targets},
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(f"error: {line}", file=sys.stderr)
         return EXIT_USAGE
+    raise_open_files_limit(len(config.targets))
     try:
         parse_listen_address(args.listen_address)
     except ValueError as exc:
@@ -181,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         log.error("cannot listen", extra={"address": args.listen_address, "err": str(exc)})
         return EXIT_FAILURE
+    stop = _stop_on_signals()
     log.info(
         "listening",
         extra={
@@ -190,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         },
     )
     try:
-        _serve_until_signalled(server)
+        _serve_until(server, stop)
     finally:
         close = getattr(scraper, "close", None)
         if callable(close):

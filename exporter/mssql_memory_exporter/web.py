@@ -351,6 +351,9 @@ class ExporterHTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     # Keep-alive: Prometheus reuses connections between scrapes.
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, a reused connection waited ~40 ms for the
+    # client's delayed ACK before the body left (measured by the bench: 48 ms probes instead of 4 ms).
+    disable_nagle_algorithm = True
     server_version = f"mssql-memory-exporter/{__version__}"
     # Idle keep-alive connections each hold a thread; close them after this many seconds of silence.
     timeout = 90

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..perfcounters import CounterKind, PerfIndex, PerfRow, parse_perf_rows
-from .base import FamilyBuilder, MissingData, Section, SectionResult, rows_of
+from .base import FamilyBuilder, MissingData, Section, SectionResult
 
 log = logging.getLogger(__name__)
 
@@ -74,12 +74,24 @@ def perf_section(objects: Iterable[PerfObject]) -> Section:
 def perf_rows(results: Mapping[str, SectionResult], obj: str) -> list[PerfRow]:
     """The rows of one object. Every instance reports all the objects we read, so none at all means the
     filter or the server is wrong, not that there is nothing to say."""
-    rows = [
-        row for row in parse_perf_rows(rows_of(results, PERF_TAG)) if row.object.casefold() == obj.casefold()
-    ]
+    rows = _by_object(results).get(obj.casefold(), [])
     if not rows:
         raise MissingData(f"no rows for perf object {obj!r}")
     return rows
+
+
+def _by_object(results: Mapping[str, SectionResult]) -> dict[str, list[PerfRow]]:
+    """The perf section parsed once per scrape and grouped by object: four collectors read it."""
+    result = results.get(PERF_TAG)
+    if result is None:
+        return {}
+    grouped = result.parsed.get("perf_by_object")
+    if not isinstance(grouped, dict):
+        grouped = {}
+        for row in parse_perf_rows(result.rows):
+            grouped.setdefault(row.object.casefold(), []).append(row)
+        result.parsed["perf_by_object"] = grouped
+    return grouped
 
 
 def export(
