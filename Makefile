@@ -16,15 +16,17 @@ test: bootstrap lint
 	bash scripts/test.sh
 
 lint: bootstrap
-	$(VENV)/bin/ruff check exporter tests bench alerts
+	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose
 
 ## bench: benchmarks that print tables (not timed tests)
 bench: bootstrap
 	PYTHONPATH=. $(PY) bench/bench_scrape.py
 
-## generate: rules (and dashboards) from the one thresholds spec, alerts/thresholds.yml
+## generate: rules, dashboards and the Kubernetes PrometheusRule from the one thresholds spec
 generate: bootstrap
 	$(PY) -m alerts.generate
+	$(PY) -m dashboards.generate
+	$(PY) -m deploy.prometheusrule
 
 ## soak: 20,000 scrapes of the real exporter across stand-ins with injected faults; prints RSS, fds, connections
 soak: bootstrap

@@ -1,0 +1,1 @@
+"""Grafana dashboards generated from alerts/thresholds.yml: `python -m dashboards.generate`."""

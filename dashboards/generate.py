@@ -1,0 +1,1214 @@
+"""Generate the Grafana dashboards from alerts/thresholds.yml, the spec the alert rules come from.
+
+    python -m dashboards.generate              # write dashboards/*.json
+    python -m dashboards.generate --check      # exit 1 if the committed files are stale
+    python -m dashboards.generate --out DIR    # write elsewhere
+
+Every threshold, window and runbook address is read from the spec (`alerts.spec.load()`); panels read the
+generated recording rules (alerts/rules/mssql.recording.rules.yml) by their public names, and raw
+counters only through `rate(...[$__rate_interval])`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from alerts.spec import Spec, load
+
+from .grafana import (
+    BLUE,
+    GREEN,
+    RED,
+    Dashboard,
+    Json,
+    Link,
+    Panel,
+    Query,
+    Row,
+    Thresholds,
+    dashboard_link,
+    datasource_variable,
+    external_link,
+    merge_and_organize,
+    override,
+    prometheus_annotation,
+    query_variable,
+    value_map,
+)
+
+DASHBOARDS_DIR = Path(__file__).resolve().parent
+MIN_GRAFANA_VERSION = "9.3.0"  # the version the dashboards are built for: schema 37, core panels only
+# The current Grafana release the compose bundle runs; one line, read by compose and the docs' tests.
+GRAFANA_VERSION_FILE = DASHBOARDS_DIR / "grafana_version.txt"
+
+MEMORY_UID = "mssql-memory-pressure"
+ENDURANCE_UID = "mssql-tempdb-ssd-endurance"
+FLEET_UID = "mssql-fleet-capacity"
+FILES = {
+    MEMORY_UID: "mssql-memory-pressure.json",
+    ENDURANCE_UID: "mssql-tempdb-ssd-endurance.json",
+    FLEET_UID: "mssql-fleet-capacity.json",
+}
+TAGS = ["mssql", "sql-server"]
+
+# Alert names of alerts/generate.py (the runbooks are named after them; a test checks both exist).
+TARGET_DOWN = "MSSQLTargetDown"
+COLLECTOR_FAILING = "MSSQLCollectorFailing"
+MEMORY_PRESSURE = "MSSQLMemoryPressure"
+PLE_LOW = "MSSQLPageLifeExpectancyLow"
+FREE_LIST_STALLS = "MSSQLFreeListStalls"
+LAZY_WRITES = "MSSQLLazyWritesHigh"
+LOOKUPS_PER_BATCH = "MSSQLPageLookupsPerBatchHigh"
+GRANTS_PENDING = "MSSQLMemoryGrantsPending"
+FREE_MEMORY_LOW = "MSSQLFreeMemoryLow"
+HIT_RATIO_LOW = "MSSQLBufferCacheHitRatioLow"
+ENDURANCE_EXHAUSTION = "MSSQLSSDEnduranceExhaustionProjected"
+ENDURANCE_BUDGET = "MSSQLSSDEnduranceBudgetHigh"
+ENDURANCE_REMAINING = "MSSQLSSDEnduranceRemainingLow"
+
+# Label matchers of every per-target query; $host selects the exporter whose /metrics has the host metrics.
+INSTANCE = 'job=~"$job", instance=~"$instance"'
+HOST = 'instance=~"$host"'
+GAUGE_HEADROOM = 1.5  # the share gauge's scale ends this far past the exhaustion mark
+UNIT_PAGES = "suffix: pages/s"
+
+
+def m(metric: str, extra: str = "") -> str:
+    """A metric (or recording rule) of the selected job and instance(s)."""
+    return f"{metric}{{{INSTANCE}{', ' + extra if extra else ''}}}"
+
+
+def rate(counter: str, extra: str = "") -> str:
+    return f"rate({m(counter, extra)}[$__rate_interval])"
+
+
+def num(value: float) -> str:
+    """A spec number as written: integers without a decimal point, others as Python prints them."""
+    rounded = round(float(value), 9)
+    return str(int(rounded)) if rounded.is_integer() else repr(rounded)
+
+
+def pct(ratio: float) -> str:
+    """A ratio as a percentage, without trailing zeros (0.5 -> 50%, 0.125 -> 12.5%)."""
+    return f"{ratio:.6%}"[:-1].rstrip("0").rstrip(".") + "%"
+
+
+def duration(seconds: float) -> str:
+    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{num(seconds / size)} {unit}"
+    return f"{num(seconds)} s"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The spec's thresholds and windows as the dashboards use them; nothing else holds a threshold."""
+
+    spec: Spec
+    ple_floor: float
+    ple_seconds_per_step: float
+    ple_step_bytes: float
+    page_bytes: float
+    stalls_max: float
+    lazy_max: float
+    lookups_max: float
+    lookups_min_batches: float
+    page_io_max: float
+    free_min: float
+    hit_oltp: float
+    hit_olap: float
+    grants_max: float
+    budget_share: float
+    exhaustion_share: float
+    remaining_warning: float
+    remaining_critical: float
+
+    @classmethod
+    def from_spec(cls, spec: Spec) -> Limits:
+        ple = "memory.page_life_expectancy"
+        return cls(
+            spec=spec,
+            ple_floor=spec.number(f"{ple}.floor_seconds"),
+            ple_seconds_per_step=spec.number(f"{ple}.seconds_per_buffer_pool_bytes"),
+            ple_step_bytes=spec.number(f"{ple}.buffer_pool_bytes_per_step"),
+            page_bytes=spec.number(f"{ple}.page_bytes"),
+            stalls_max=spec.number("memory.free_list_stalls_per_second.max"),
+            lazy_max=spec.number("memory.lazy_writes_per_second.max"),
+            lookups_max=spec.number("memory.page_lookups_per_batch_request.max"),
+            lookups_min_batches=spec.number(
+                "memory.page_lookups_per_batch_request.min_batch_requests_per_second"
+            ),
+            page_io_max=spec.number("memory.page_io_per_second.max"),
+            free_min=spec.number("memory.free_memory_bytes.min"),
+            hit_oltp=spec.number("memory.buffer_cache_hit_ratio.oltp"),
+            hit_olap=spec.number("memory.buffer_cache_hit_ratio.olap"),
+            grants_max=spec.number("memory.memory_grants_pending.max"),
+            budget_share=spec.number("endurance.budget_high_share"),
+            exhaustion_share=spec.number("endurance.exhaustion_share"),
+            remaining_warning=spec.number("endurance.remaining_warning_seconds"),
+            remaining_critical=spec.number("endurance.remaining_critical_seconds"),
+        )
+
+    # windows and recording-rule names (the names keep the spec's window, as alerts/generate.py writes them)
+    @property
+    def window(self) -> str:
+        return str(self.spec.get("rate_window"))
+
+    def rule(self, name: str) -> str:
+        windows = {
+            "lazy": f"instance:mssql_lazy_writes:rate{self.window}",
+            "stalls": f"instance:mssql_free_list_stalls:rate{self.window}",
+            "batches": f"instance:mssql_batch_requests:rate{self.window}",
+            "lookups_ratio": f"instance:mssql_page_lookups_per_batch_request:ratio_rate{self.window}",
+            "page_io": f"instance:mssql_page_io:rate{self.window}",
+            "volume": f"volume:mssql_written_bytes:rate{self.window}",
+            "tempdb_short": f"instance:mssql_tempdb_written_bytes:rate{self.tempdb_short_window}",
+            "tempdb_long": f"instance:mssql_tempdb_written_bytes:rate{self.tempdb_long_window}",
+            "pool_short": f"pool:mssql_ssd_written_bytes:rate{self.pool_short_window}",
+            "pool_long": f"pool:mssql_ssd_written_bytes:rate{self.pool_long_window}",
+            "ple_min": "instance:mssql_buffer_node_page_life_expectancy:min",
+            "ple_floor": "node:mssql_page_life_expectancy_floor:seconds",
+            "uptime": "instance:mssql_uptime:seconds",
+            "share": "pool:mssql_ssd_endurance_projected_used:ratio",
+            "remaining": "pool:mssql_ssd_endurance_remaining_seconds",
+        }
+        return windows[name]
+
+    @property
+    def tempdb_short_window(self) -> str:
+        return str(self.spec.get("tempdb.short_rate_window"))
+
+    @property
+    def tempdb_long_window(self) -> str:
+        return str(self.spec.get("tempdb.long_rate_window"))
+
+    @property
+    def pool_short_window(self) -> str:
+        return str(self.spec.get("endurance.short_rate_window"))
+
+    @property
+    def pool_long_window(self) -> str:
+        return str(self.spec.get("endurance.projection_rate_window"))
+
+    @property
+    def grants_alarm(self) -> float:
+        # Grafana colors from a step's value upwards; a count above the limit is at least limit + 1.
+        return self.grants_max + 1
+
+    @property
+    def free_pages(self) -> float:
+        return self.free_min / self.page_bytes
+
+    @property
+    def step_gib(self) -> str:
+        return f"{num(self.ple_step_bytes / 2**30)} GiB"
+
+    def runbook(self, alert: str) -> Link:
+        return Link(f"Runbook: {alert}", self.spec.runbook(alert))
+
+    def for_(self, key: str) -> str:
+        return str(self.spec.get(key))
+
+
+def ple_floor_text(lim: Limits) -> str:
+    return (
+        f"{num(lim.ple_seconds_per_step)} s per {lim.step_gib} of the node's buffer pool, and at least "
+        f"Dell's {num(lim.ple_floor)} s"
+    )
+
+
+# --- shared pieces -----------------------------------------------------------------------------------
+
+
+def variables(lim: Limits, multi: bool, extra: list[Json] | None = None) -> list[Json]:
+    selector = lim.spec.selector
+    all_value = ".+" if multi else None
+    return [
+        datasource_variable(),
+        query_variable(
+            "job",
+            "Job",
+            f"label_values(mssql_up{{{selector}}}, job)",
+            "The Prometheus job(s) scraping the exporter (those the recording rules' selector matches).",
+            multi=multi,
+            all_value=all_value,
+        ),
+        query_variable(
+            "instance",
+            "Instance",
+            f'label_values(mssql_up{{{selector}, job=~"$job"}}, instance)',
+            "SQL Server targets, as the scrape job labels them (the exporter's target names).",
+            multi=multi,
+            all_value=all_value,
+        ),
+        *(extra or []),
+    ]
+
+
+def annotations() -> list[Json]:
+    return [
+        prometheus_annotation(
+            "Firing alerts",
+            f'ALERTS{{alertstate="firing", {INSTANCE}}}',
+            RED,
+            "{{alertname}}",
+            "{{severity}} on {{instance}}",
+            "alertname,severity",
+        ),
+        prometheus_annotation(
+            "SQL Server restarts",
+            # $__rate_interval is one scrape longer than the annotation step: a change between two steps
+            # is seen by the later one.
+            f"changes({m('mssql_start_time_seconds')}[$__rate_interval]) > 0",
+            BLUE,
+            "SQL Server restarted",
+            "{{instance}} started again: the buffer pool is empty, tempdb was recreated and every"
+            " counter began again from 0.",
+            "instance",
+        ),
+    ]
+
+
+def header_links(lim: Limits, this: str) -> list[Json]:
+    targets = {
+        MEMORY_UID: ("Memory pressure", "Per instance: Dell Table 4 counters, PLE per NUMA node, memory"),
+        ENDURANCE_UID: ("tempdb and SSD endurance", "Per instance: tempdb writes and SSD pool endurance"),
+        FLEET_UID: ("Fleet capacity review", "Every instance in one sortable table"),
+    }
+    links = [dashboard_link(title, uid, tip) for uid, (title, tip) in targets.items() if uid != this]
+    links.append(
+        external_link(
+            "Runbooks",
+            str(lim.spec.get("runbook_base_url")),
+            "What each alert means, its impact, diagnosis and mitigation",
+        )
+    )
+    return links
+
+
+def dashboard_url(uid: str) -> str:
+    return f"/d/{uid}"
+
+
+# --- 1. memory pressure ------------------------------------------------------------------------------
+
+
+def memory_dashboard(lim: Limits) -> Dashboard:
+    w = lim.window
+    alert_input = f"{w} average (what the alert reads)"
+    ple_ratio = (
+        f"{m('mssql_buffer_node_page_life_expectancy_seconds')}\n"
+        f"/ on (job, instance, node) {m(lim.rule('ple_floor'))}"
+    )
+    items: list[Panel | Row] = [
+        Row("Now"),
+        Panel(
+            "stat",
+            "Target up",
+            "Whether the exporter could read this SQL Server at the last scrape (mssql_up). Healthy: up. "
+            "While it is down no other panel gets new data, and every other alert of the target is silenced.",
+            "bool_yes_no",
+            [Query(m("mssql_up"), instant=True)],
+            width=3,
+            height=4,
+            mappings=value_map({0: ("down", RED), 1: ("up", GREEN)}),
+            links=[lim.runbook(TARGET_DOWN)],
+        ),
+        Panel(
+            "stat",
+            "Uptime",
+            "Time since SQL Server started (from mssql_start_time_seconds). Right after a start the buffer "
+            "pool is empty: page life expectancy can be no higher than the uptime, so the PLE alerts wait "
+            "until the instance has been up longer than each node's floor. Healthy: steady growth; a reset "
+            "is a restart (marked on the time series).",
+            "s",
+            [Query(m(lim.rule("uptime")), instant=True)],
+            width=3,
+            height=4,
+        ),
+        Panel(
+            "stat",
+            "Lowest node PLE ÷ its floor",
+            "Page life expectancy of the worst NUMA node divided by that node's floor "
+            f"({ple_floor_text(lim)}). Healthy: 100% or more. Under 100% one node is evicting pages faster "
+            "than the floor allows, even when the instance-wide PLE looks fine.",
+            "percentunit",
+            [Query(f"min without (node) (\n{ple_ratio}\n)", instant=True)],
+            width=3,
+            height=4,
+            thresholds=Thresholds.healthy_above(1),
+            links=[lim.runbook(PLE_LOW)],
+        ),
+        Panel(
+            "stat",
+            f"Lazy writes ({w})",
+            f"Pages the lazy writer flushed per second, averaged over {w}. Healthy (Dell Table 4): under "
+            f"{num(lim.lazy_max)}/s.",
+            UNIT_PAGES,
+            [Query(m(lim.rule("lazy")), instant=True)],
+            width=3,
+            height=4,
+            thresholds=Thresholds.healthy_below(lim.lazy_max),
+            links=[lim.runbook(LAZY_WRITES)],
+        ),
+        Panel(
+            "stat",
+            f"Free list stalls ({w})",
+            f"Requests per second that waited for a free buffer page, averaged over {w}. Healthy (Dell Table "
+            f"4): under {num(lim.stalls_max)}/s; any sustained value above 0 means free pages run out.",
+            "reqps",
+            [Query(m(lim.rule("stalls")), instant=True)],
+            width=3,
+            height=4,
+            thresholds=Thresholds.healthy_below(lim.stalls_max),
+            links=[lim.runbook(FREE_LIST_STALLS)],
+        ),
+        Panel(
+            "stat",
+            f"Lookups per batch ({w})",
+            f"Buffer pool page lookups per batch request, averaged over {w}. Healthy (Dell Table 4, OLTP): "
+            f"under {num(lim.lookups_max)}. Empty while the instance runs no batches.",
+            "suffix: lookups/batch",
+            [Query(m(lim.rule("lookups_ratio")), instant=True)],
+            width=3,
+            height=4,
+            thresholds=Thresholds.healthy_below(lim.lookups_max),
+            links=[lim.runbook(LOOKUPS_PER_BATCH)],
+        ),
+        Panel(
+            "stat",
+            "Memory grants pending",
+            f"Queries waiting for a workspace memory grant now. Healthy: {num(lim.grants_max)}; the alert "
+            f"fires when more than {num(lim.grants_max)} wait for "
+            f"{lim.for_('memory.memory_grants_pending.for')}.",
+            "short",
+            [Query(m("mssql_memory_grants_pending"), instant=True)],
+            width=3,
+            height=4,
+            thresholds=Thresholds.healthy_below(lim.grants_alarm),
+            links=[lim.runbook(GRANTS_PENDING)],
+        ),
+        Panel(
+            "stat",
+            "Firing alerts",
+            "Alerts of this instance firing in Prometheus now (ALERTS). Healthy: 0. The red marks on the "
+            "time series show when each fired; the runbooks are linked in the dashboard header.",
+            "short",
+            [Query(f'count(ALERTS{{alertstate="firing", {INSTANCE}}}) or vector(0)', instant=True)],
+            width=3,
+            height=4,
+            thresholds=Thresholds.healthy_below(1),
+        ),
+        Row("Dell Table 4: each counter against its desired range"),
+        Panel(
+            "timeseries",
+            "Free list stalls",
+            'Requests per second that had to wait for a free page (Buffer Manager "Free list stalls/sec"). '
+            f"Desired range (Dell Table 4): under {num(lim.stalls_max)}/s, drawn as the red area; the alert "
+            f"fires after {lim.for_('memory.free_list_stalls_per_second.for')} over it. Stalls with low page "
+            "life expectancy are memory pressure.",
+            "reqps",
+            [
+                Query(rate("mssql_free_list_stalls_total"), "stalls/s"),
+                Query(m(lim.rule("stalls")), alert_input),
+            ],
+            thresholds=Thresholds.healthy_below(lim.stalls_max),
+            min=0,
+            links=[lim.runbook(FREE_LIST_STALLS), lim.runbook(MEMORY_PRESSURE)],
+        ),
+        Panel(
+            "timeseries",
+            "Lazy writes",
+            'Pages per second the lazy writer flushes to make room in the buffer pool ("Lazy writes/sec"). '
+            f"Desired range (Dell Table 4): under {num(lim.lazy_max)}/s; the alert fires after "
+            f"{lim.for_('memory.lazy_writes_per_second.for')} over it. Checkpoints, not the lazy writer, "
+            "should do most writing.",
+            UNIT_PAGES,
+            [
+                Query(rate("mssql_lazy_writes_total"), "lazy writes/s"),
+                Query(m(lim.rule("lazy")), alert_input),
+            ],
+            thresholds=Thresholds.healthy_below(lim.lazy_max),
+            min=0,
+            links=[lim.runbook(LAZY_WRITES), lim.runbook(MEMORY_PRESSURE)],
+        ),
+        Panel(
+            "timeseries",
+            "Page life expectancy per NUMA node vs its floor",
+            'Seconds a page stays in each node\'s buffer pool (Buffer Node "Page life expectancy"), with the '
+            f"node's own floor dashed: {ple_floor_text(lim)}. Healthy: every node above its floor; the red "
+            f"area is under Dell's {num(lim.ple_floor)} s. The instance-wide value is a harmonic mean that "
+            "hides one starved node.",
+            "s",
+            [
+                Query(m("mssql_buffer_node_page_life_expectancy_seconds"), "node {{node}}"),
+                Query(m(lim.rule("ple_floor")), "node {{node}} floor"),
+                Query(m("mssql_page_life_expectancy_seconds"), "instance (harmonic mean of the nodes)"),
+            ],
+            thresholds=Thresholds.healthy_above(lim.ple_floor),
+            min=0,
+            overrides=[
+                override(
+                    ".* floor$",
+                    ("custom.lineStyle", {"dash": [10, 10], "fill": "dash"}),
+                    ("custom.fillOpacity", 0),
+                    regex=True,
+                )
+            ],
+            links=[lim.runbook(PLE_LOW), lim.runbook(MEMORY_PRESSURE)],
+        ),
+        Panel(
+            "timeseries",
+            "Page lookups per batch request",
+            'Buffer pool page lookups per batch request ("Page lookups/sec" ÷ "Batch Requests/sec"). '
+            f"Desired range (Dell Table 4, OLTP): under {num(lim.lookups_max)}. High values point at scans "
+            "and missing indexes that churn the buffer pool; analytic (OLAP) targets are expected to be "
+            f"higher, and the alert ignores them and instances under {num(lim.lookups_min_batches)} batch/s.",
+            "suffix: lookups/batch",
+            [
+                Query(
+                    f"{rate('mssql_page_lookups_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)",
+                    "lookups per batch",
+                ),
+                Query(m(lim.rule("lookups_ratio")), alert_input),
+            ],
+            thresholds=Thresholds.healthy_below(lim.lookups_max),
+            min=0,
+            links=[lim.runbook(LOOKUPS_PER_BATCH)],
+        ),
+        Panel(
+            "timeseries",
+            "Page reads and writes",
+            'Physical page I/O of the buffer pool ("Page reads/sec", "Page writes/sec"). Desired range '
+            f"(Dell Table 4): reads plus writes under {num(lim.page_io_max)}/s, a figure from Dell's 2010 "
+            "test array: a starting point to adjust to your storage (no alert uses it). A buffer pool too "
+            "small for the working set shows here first, as reads.",
+            UNIT_PAGES,
+            [
+                Query(rate("mssql_page_reads_total"), "reads/s"),
+                Query(rate("mssql_page_writes_total"), "writes/s"),
+                Query(m(lim.rule("page_io")), f"reads + writes, {w} average"),
+            ],
+            thresholds=Thresholds.healthy_below(lim.page_io_max),
+            min=0,
+        ),
+        Panel(
+            "timeseries",
+            f"Free memory vs Dell's {num(lim.free_pages)}-page floor",
+            'Committed memory SQL Server is not using (Memory Manager "Free Memory (KB)", which replaced '
+            f'"Free pages"). Desired range (Dell Table 4): more than {num(lim.free_pages)} pages of '
+            f"{num(lim.page_bytes / 1024)} KiB = {num(lim.free_min / 2**20)} MiB; the red area is under it. "
+            "Near zero is common on a server at its memory target: read it with stalls and PLE.",
+            "bytes",
+            [Query(m("mssql_memory_free_bytes"), "free memory")],
+            thresholds=Thresholds.healthy_above(lim.free_min),
+            min=0,
+            links=[lim.runbook(FREE_MEMORY_LOW)],
+        ),
+        Panel(
+            "timeseries",
+            "Buffer cache hit ratio",
+            "Share of page requests served from memory. Desired range (Dell Table 4): over "
+            f"{pct(lim.hit_oltp)} for OLTP targets (green), over {pct(lim.hit_olap)} for OLAP (orange band "
+            "and above). Read-ahead counts as hits, so this stays high under real pressure: never judge "
+            "memory by it alone.",
+            "percentunit",
+            [
+                Query(
+                    f"{m('mssql_buffer_cache_hit_ratio')}\n"
+                    f"* on (job, instance) group_left (workload) {m('mssql_target_info')}",
+                    "hit ratio ({{workload}} target)",
+                )
+            ],
+            thresholds=Thresholds.healthy_above(lim.hit_olap, warn=lim.hit_oltp),
+            max=1,
+            links=[lim.runbook(HIT_RATIO_LOW)],
+        ),
+        Panel(
+            "timeseries",
+            "Batch requests",
+            'Batch requests per second (SQL Statistics "Batch Requests/sec"): the workload the other '
+            "counters are measured against. No desired range; the lookups-per-batch alert counts only above "
+            f"{num(lim.lookups_min_batches)} batch/s.",
+            "reqps",
+            [
+                Query(rate("mssql_batch_requests_total"), "batches/s"),
+                Query(m(lim.rule("batches")), f"{w} average"),
+            ],
+            min=0,
+        ),
+        Row("Memory manager"),
+        Panel(
+            "timeseries",
+            "Target vs total vs database cache memory",
+            "Memory Manager: target (what SQL Server would like to use), total (what it has committed), "
+            "database cache (the data pages of the buffer pool) and stolen (plans, grants, locks). Healthy: "
+            "total at target with most of it database cache. Total stuck under target while the server is "
+            "busy means SQL Server cannot get the memory it wants (max server memory, OS pressure).",
+            "bytes",
+            [
+                Query(m("mssql_memory_target_bytes"), "target"),
+                Query(m("mssql_memory_total_bytes"), "total"),
+                Query(m("mssql_memory_database_cache_bytes"), "database cache"),
+                Query(m("mssql_memory_stolen_bytes"), "stolen"),
+            ],
+            min=0,
+        ),
+        Panel(
+            "timeseries",
+            "Memory grants pending and outstanding",
+            "Queries waiting for a workspace memory grant (pending) and holding one (outstanding). Healthy: "
+            f"{num(lim.grants_max)} pending; the red area starts above that. Pending grants mean queries "
+            "wait for memory before they can even start.",
+            "short",
+            [
+                Query(m("mssql_memory_grants_pending"), "pending"),
+                Query(m("mssql_memory_grants_outstanding"), "outstanding"),
+            ],
+            thresholds=Thresholds.healthy_below(lim.grants_alarm),
+            min=0,
+            links=[lim.runbook(GRANTS_PENDING)],
+        ),
+        Row("NUMA nodes"),
+        Panel(
+            "timeseries",
+            "Buffer pool per NUMA node",
+            f"Database pages held by each node, in bytes (pages x {num(lim.page_bytes)}). This sizes each "
+            f"node's PLE floor ({ple_floor_text(lim)}). Healthy: nodes of similar size; a node much smaller "
+            "than the others is short of local memory.",
+            "bytes",
+            [Query(f"{m('mssql_buffer_node_database_pages')} * {num(lim.page_bytes)}", "node {{node}}")],
+            min=0,
+        ),
+        Panel(
+            "timeseries",
+            "Remote page lookups per NUMA node",
+            "Share of each node's page lookups served from another node's memory (\"Remote node page "
+            'lookups/sec" ÷ all lookups). Healthy: near 0%. A node with a high share is short of local '
+            "memory and pays the cross-node latency on every access.",
+            "percentunit",
+            [
+                Query(
+                    f"{rate('mssql_buffer_node_remote_page_lookups_total')}\n/ (\n"
+                    f"  {rate('mssql_buffer_node_local_page_lookups_total')}\n"
+                    f"  + {rate('mssql_buffer_node_remote_page_lookups_total')}\n  > 0\n)",
+                    "node {{node}}",
+                )
+            ],
+            min=0,
+            max=1,
+        ),
+        Row("Hybrid Buffer Pool"),
+        Panel(
+            "stat",
+            "Hybrid Buffer Pool state",
+            "Server-level setting (configured; takes effect at the next restart), whether it is in effect "
+            "now (enabled), and how many databases have the database-level setting on (Microsoft's default, "
+            "so usually nearly all). Healthy: configured and enabled agree; off before SQL Server 2019.",
+            "bool_on_off",
+            [
+                Query(m("mssql_hybrid_buffer_pool_configured"), "configured", instant=True),
+                Query(m("mssql_hybrid_buffer_pool_enabled"), "in effect", instant=True),
+                Query(m("mssql_hybrid_buffer_pool_databases"), "databases with it on", instant=True),
+            ],
+            width=8,
+            overrides=[override("databases with it on", ("unit", "short"))],
+            options={"colorMode": "none", "textMode": "value_and_name"},
+        ),
+        Panel(
+            "bargauge",
+            "Data eligible for the Hybrid Buffer Pool, per PMEM volume",
+            "Size of the data files on each PMEM (DAX) volume whose database has the Hybrid Buffer Pool on: "
+            "an upper bound of what it may serve from persistent memory, not a measure of use (no DMV "
+            "reports that). The second bar counts only while the server-level setting is in effect. No "
+            "healthy range: it shows what PMEM can serve; empty when no PMEM volume is known.",
+            "bytes",
+            [
+                Query(m("mssql_hybrid_buffer_pool_eligible_bytes"), "{{volume}}: eligible", instant=True),
+                Query(
+                    f"{m('mssql_hybrid_buffer_pool_eligible_bytes')}\n"
+                    f"* on (job, instance) group_left () {m('mssql_hybrid_buffer_pool_enabled')}",
+                    "{{volume}}: eligible while in effect",
+                    instant=True,
+                ),
+            ],
+            width=16,
+            min=0,
+        ),
+        Row("Exporter"),
+        Panel(
+            "timeseries",
+            "Scrape duration",
+            "Wall time of each scrape of this target: login when needed, the one T-SQL batch and parsing. "
+            "Healthy: well under the scrape timeout; a scrape that runs into it reads as the target down.",
+            "s",
+            [Query(m("mssql_scrape_duration_seconds"), "scrape")],
+            min=0,
+        ),
+        Panel(
+            "stat",
+            "Collectors",
+            "Whether each section of the last scrape succeeded (mssql_exporter_collector_success). Healthy: "
+            "all ok. A failing collector's metrics are missing (often a permission); the others still "
+            "export.",
+            "bool_yes_no",
+            [Query(m("mssql_exporter_collector_success"), "{{collector}}", instant=True)],
+            mappings=value_map({0: ("failing", RED), 1: ("ok", GREEN)}),
+            options={"textMode": "value_and_name", "colorMode": "background"},
+            links=[lim.runbook(COLLECTOR_FAILING)],
+        ),
+    ]
+    return Dashboard(
+        uid=MEMORY_UID,
+        title="SQL Server memory pressure",
+        description="One SQL Server instance: Dell Table 4 counters against their desired ranges, page life "
+        "expectancy per NUMA node against its scaled floor, memory manager, Hybrid Buffer Pool.",
+        tags=[*TAGS, "memory"],
+        items=items,
+        variables=variables(lim, multi=False),
+        annotations=annotations(),
+        links=header_links(lim, MEMORY_UID),
+        refresh="1m",
+    )
+
+
+# --- 2. tempdb and SSD endurance ---------------------------------------------------------------------
+
+
+POOL = 'pool=~"$pool"'
+POOL_LABELS = "job, instance, pool, source"
+
+
+def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
+    """Micron's Table 4 per pool: write rate, projected bytes over the planned life, rated bytes, share.
+    Per instance (the fleet) it lists every pool of the selected instances; otherwise the chosen pools."""
+    pool = "" if per_instance else POOL
+    long_rate = m(lim.rule("pool_long"), pool)
+
+    def per_source(config_metric: str, factor: str = "") -> str:
+        # A pool's configured figure on each of its sources' rows: the rate's labels, the config's value.
+        return (
+            f"max by ({POOL_LABELS}) (\n  {long_rate} * 0\n"
+            f"  + on (job, instance, pool) group_left () {m(config_metric, pool)}{factor}\n)"
+        )
+
+    columns = [
+        ("Write rate", f"max by ({POOL_LABELS}) ({long_rate})", "Bps"),
+        ("Planned life", per_source("mssql_ssd_pool_planned_lifetime_seconds"), "s"),
+        (
+            "Projected writes over the planned life",
+            f"max by ({POOL_LABELS}) (\n  {long_rate}\n"
+            "  * on (job, instance, pool) group_left () "
+            f"{m('mssql_ssd_pool_planned_lifetime_seconds', pool)}\n)",
+            "decbytes",
+        ),
+        ("Rated endurance", per_source("mssql_ssd_pool_rated_endurance_bytes"), "decbytes"),
+        ("Share of rating", f"max by ({POOL_LABELS}) ({m(lim.rule('share'), pool)})", "percentunit"),
+        ("Rating used up in", f"max by ({POOL_LABELS}) ({m(lim.rule('remaining'), pool)})", "s"),
+        (
+            "In service since",
+            per_source("mssql_ssd_pool_in_service_timestamp_seconds", " * 1000"),
+            "dateTimeAsIso",
+        ),
+    ]
+    renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _, _) in enumerate(columns)}
+    labels = ["instance", "job", "pool", "source"] if per_instance else ["pool", "source"]
+    hidden = ("Time", "__name__") if per_instance else ("Time", "__name__", "job", "instance")
+    overrides = [override(name, ("unit", unit)) for name, _, unit in columns]
+    overrides.append(
+        override(
+            "Share of rating",
+            ("thresholds", Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share).json()),
+            ("custom.displayMode", "color-background"),
+        )
+    )
+    overrides.append(
+        override(
+            "Rating used up in",
+            (
+                "thresholds",
+                Thresholds.healthy_above(lim.remaining_critical, warn=lim.remaining_warning).json(),
+            ),
+            ("custom.displayMode", "color-text"),
+        )
+    )
+    if per_instance:
+        overrides.append(instance_links())
+    description = (
+        "Micron's Table 4, per pool and source, in decimal units (1 TB = 10^12 B): the "
+        f"{lim.pool_long_window} write rate, the bytes it projects over the pool's planned life (rate x "
+        "planned life), the rated endurance (drives x TBW, or DWPD x capacity x 365 x warranty years) and "
+        "their ratio. Healthy share: "
+        f"under {pct(lim.budget_share)} (orange from there, red from {pct(lim.exhaustion_share)}: the drives "
+        'wear out before the planned life ends). "Rating used up in" assumes today\'s rate held since the '
+        f"in-service date; red under {duration(lim.remaining_critical)}, orange under "
+        f"{duration(lim.remaining_warning)}. Host writes are not NAND writes: check the drives' own wear "
+        "indicator once in a while."
+    )
+    return Panel(
+        "table",
+        title,
+        description,
+        "decbytes",
+        [Query(expr, instant=True, table=True) for _, expr, _ in columns],
+        width=24,
+        height=8,
+        overrides=overrides,
+        transformations=merge_and_organize(renames, labels + [name for name, _, _ in columns], hidden),
+        links=[lim.runbook(ENDURANCE_EXHAUSTION), lim.runbook(ENDURANCE_REMAINING)],
+        options={"sortBy": [{"desc": True, "displayName": "Share of rating"}]},
+    )
+
+
+def endurance_dashboard(lim: Limits) -> Dashboard:
+    share_thresholds = Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share)
+    remaining_thresholds = Thresholds.healthy_above(lim.remaining_critical, warn=lim.remaining_warning)
+    short_w = str(lim.spec.get("tempdb.short_rate_window"))
+    share_text = (
+        f"Healthy: under {pct(lim.budget_share)} of the rating (orange from there; the budget alert), "
+        f"and never past {pct(lim.exhaustion_share)} (red: the drives wear out before the planned life ends)."
+    )
+    items: list[Panel | Row] = [
+        Row("Now"),
+        Panel(
+            "stat",
+            f"tempdb writes ({short_w})",
+            f"Bytes per second written to all tempdb files of this instance, averaged over {short_w}. No "
+            "desired range of its own: it is the wear tempdb puts on its drives; see the pools below.",
+            "Bps",
+            [Query(m(lim.rule("tempdb_short")), instant=True)],
+            width=6,
+            height=4,
+        ),
+        Panel(
+            "stat",
+            f"tempdb writes ({lim.tempdb_long_window} average)",
+            f"tempdb write rate averaged over {lim.tempdb_long_window}: the steady figure to compare with "
+            "the drives' rating (no desired range of its own; the pools below weigh it). Adding memory can "
+            "raise it rather than lower it (Micron measured exactly that).",
+            "Bps",
+            [Query(m(lim.rule("tempdb_long")), instant=True)],
+            width=6,
+            height=4,
+        ),
+        Panel(
+            "stat",
+            "Highest projected share of rated endurance",
+            f"The worst pool's projected share of its rated endurance over its planned life, at the "
+            f"{lim.pool_long_window} write rate. {share_text}",
+            "percentunit",
+            [Query(f"max without (pool, source) ({m(lim.rule('share'), POOL)})", instant=True)],
+            width=6,
+            height=4,
+            thresholds=share_thresholds,
+            links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
+        ),
+        Panel(
+            "stat",
+            "Shortest time until a rating is used up",
+            f"Time until the first pool has written its rated bytes at the {lim.pool_long_window} rate. "
+            f"Healthy: longer than {duration(lim.remaining_warning)} (orange under it: order drives; red "
+            f"under {duration(lim.remaining_critical)}), or past the planned retirement.",
+            "s",
+            [Query(f"min without (pool, source) ({m(lim.rule('remaining'), POOL)})", instant=True)],
+            width=6,
+            height=4,
+            thresholds=remaining_thresholds,
+            links=[lim.runbook(ENDURANCE_REMAINING)],
+        ),
+        Row("tempdb"),
+        Panel(
+            "timeseries",
+            "tempdb writes per file",
+            "Bytes per second written to each tempdb file (sys.dm_io_virtual_file_stats). Healthy: spread "
+            "evenly over the data files, which should be equal in size; one file taking most writes points "
+            "at unequal sizes or autogrowth.",
+            "Bps",
+            [
+                Query(
+                    f"sum by (file, volume) ({rate('mssql_tempdb_file_written_bytes_total')})",
+                    "{{file}} ({{volume}})",
+                )
+            ],
+            min=0,
+        ),
+        Panel(
+            "timeseries",
+            "tempdb writes per volume",
+            f"tempdb writes summed per volume, with this instance's tempdb total averaged over {short_w} and "
+            f"{lim.tempdb_long_window}. No healthy range of its own: the volumes are where the wear lands, "
+            "so put them in SSD pools to weigh it against the drives' rating.",
+            "Bps",
+            [
+                Query(f"sum by (volume) ({rate('mssql_tempdb_file_written_bytes_total')})", "{{volume}}"),
+                Query(m(lim.rule("tempdb_short")), f"all tempdb files, {short_w} average"),
+                Query(m(lim.rule("tempdb_long")), f"all tempdb files, {lim.tempdb_long_window} average"),
+            ],
+            min=0,
+        ),
+        Panel(
+            "timeseries",
+            "tempdb write latency per file",
+            "Average wait per write to each tempdb file (write stall time ÷ writes). Healthy: flat and close "
+            "to the drives' datasheet latency; rising latency with rising writes means the volume is "
+            "saturated.",
+            "s",
+            [
+                Query(
+                    f"{rate('mssql_tempdb_file_write_stall_seconds_total')}\n"
+                    f"/ ({rate('mssql_tempdb_file_writes_total')} > 0)",
+                    "{{file}} ({{volume}})",
+                )
+            ],
+            min=0,
+        ),
+        Panel(
+            "timeseries",
+            "Database file writes per volume",
+            "Bytes per second SQL Server writes to all its database files (data, log, tempdb) per volume and "
+            f"file type, and per volume over {lim.window} (the recording rule). This is the sqlserver source "
+            "of the pools; the host's own counters are below. No healthy range of its own: the SSD pools "
+            "below weigh it against the drives' rating.",
+            "Bps",
+            [
+                Query(
+                    f"sum by (volume, file_type) ({rate('mssql_volume_written_bytes_total')})",
+                    "{{volume}} {{file_type}}",
+                ),
+                Query(m(lim.rule("volume")), f"{{{{volume}}}} all files, {lim.window} average"),
+            ],
+            min=0,
+        ),
+        Panel(
+            "timeseries",
+            "Host disk writes",
+            "Bytes per second written to each physical disk of the host whose exporter is chosen as Host "
+            "(mssql_host_disk_written_bytes_total, exporter started with --collector.host on the SQL Server "
+            "host). Counts every writer and each mirror member; compare with the database file writes to see "
+            "what the OS, backups and RAID add. No healthy range of its own: put the disks in an SSD pool "
+            "(host_disks) to weigh them against their rating. Empty when no exporter runs with "
+            "--collector.host.",
+            "Bps",
+            [
+                Query(
+                    f"sum by (instance, device) (rate(mssql_host_disk_written_bytes_total{{{HOST}}}"
+                    "[$__rate_interval]))",
+                    "{{device}} ({{instance}})",
+                )
+            ],
+            width=24,
+            min=0,
+        ),
+        Row("SSD pools"),
+        Panel(
+            "timeseries",
+            f"Pool write rate, {lim.pool_short_window} and {lim.pool_long_window} averages",
+            f"Bytes per second written to each SSD pool, per source (sqlserver: SQL Server's database files "
+            f"on the pool's volumes; host: the host's counters of the pool's disks), averaged over "
+            f"{lim.pool_short_window} and {lim.pool_long_window}. The {lim.pool_long_window} rate drives the "
+            f"projection; a short window overstates bursty loads, and in a pool's first "
+            f"{lim.pool_long_window} the long rate understates. Healthy: a rate the gauge beside it keeps "
+            f"under {pct(lim.budget_share)} of the rating.",
+            "Bps",
+            [
+                Query(
+                    m(lim.rule("pool_short"), POOL), f"{{{{pool}}}} {{{{source}}}}, {lim.pool_short_window}"
+                ),
+                Query(m(lim.rule("pool_long"), POOL), f"{{{{pool}}}} {{{{source}}}}, {lim.pool_long_window}"),
+            ],
+            min=0,
+        ),
+        Panel(
+            "gauge",
+            "Projected share of rated endurance over the planned life",
+            f"Per pool and source: {lim.pool_long_window} write rate x planned lifetime ÷ rated endurance. "
+            f"{share_text} The marks sit at {pct(lim.budget_share)} and {pct(lim.exhaustion_share)}.",
+            "percentunit",
+            [Query(m(lim.rule("share"), POOL), "{{pool}} ({{source}})", instant=True)],
+            width=6,
+            thresholds=share_thresholds,
+            min=0,
+            max=lim.exhaustion_share * GAUGE_HEADROOM,
+            links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
+        ),
+        Panel(
+            "stat",
+            "Time until the rated bytes are written",
+            "Per pool and source: (rated endurance - bytes written since the in-service date) ÷ the "
+            f"{lim.pool_long_window} write rate. Healthy: more than {duration(lim.remaining_warning)} "
+            f"(orange under it: order drives; red under {duration(lim.remaining_critical)}). Infinite when "
+            "nothing is written.",
+            "s",
+            [Query(m(lim.rule("remaining"), POOL), "{{pool}} ({{source}})", instant=True)],
+            width=6,
+            thresholds=remaining_thresholds,
+            options={"textMode": "value_and_name"},
+            links=[lim.runbook(ENDURANCE_REMAINING)],
+        ),
+        Panel(
+            "timeseries",
+            "Projected share of rated endurance, over time",
+            f"The projection of the gauge as it moved: {share_text}",
+            "percentunit",
+            [Query(m(lim.rule("share"), POOL), "{{pool}} ({{source}})")],
+            width=24,
+            thresholds=share_thresholds,
+            min=0,
+            links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
+        ),
+        pool_table(lim, "Endurance per pool, in the shape of Micron's Table 4", per_instance=False),
+    ]
+    pool_variable = query_variable(
+        "pool",
+        "SSD pool",
+        'label_values(mssql_ssd_pool_rated_endurance_bytes{job=~"$job", instance=~"$instance"}, pool)',
+        "SSD pools of this instance (ssd_pools in the exporter's config).",
+        multi=True,
+        all_value=".+",
+    )
+    host_variable = query_variable(
+        "host",
+        "Host (exporter)",
+        f"label_values(mssql_host_disk_written_bytes_total{{{lim.spec.selector}}}, instance)",
+        "The exporter (its /metrics scrape) that runs with --collector.host on this SQL Server's host.",
+    )
+    return Dashboard(
+        uid=ENDURANCE_UID,
+        title="SQL Server tempdb and SSD endurance",
+        description="One SQL Server instance: tempdb writes per file and volume, host disk writes, and per "
+        "SSD pool the write rate, the projected share of rated endurance and the time left.",
+        tags=[*TAGS, "endurance"],
+        items=items,
+        variables=variables(lim, multi=False, extra=[pool_variable, host_variable]),
+        annotations=annotations(),
+        links=header_links(lim, ENDURANCE_UID),
+        time_from="now-7d",
+    )
+
+
+# --- 3. fleet capacity review ------------------------------------------------------------------------
+
+
+def instance_links() -> Json:
+    """Data links from an instance cell into the per-instance dashboards, with this range and source."""
+    params = (
+        "var-datasource=${datasource}&var-job=${__data.fields.job}&var-instance=${__value.raw}"
+        "&${__url_time_range}"
+    )
+    return override(
+        "instance",
+        (
+            "links",
+            [
+                {
+                    "title": "Memory pressure of ${__value.raw}",
+                    "url": f"{dashboard_url(MEMORY_UID)}?{params}",
+                },
+                {
+                    "title": "tempdb and SSD endurance of ${__value.raw}",
+                    "url": f"{dashboard_url(ENDURANCE_UID)}?{params}",
+                },
+            ],
+        ),
+    )
+
+
+def fleet_dashboard(lim: Limits) -> Dashboard:
+    w = lim.window
+    by = "max by (job, instance)"
+    ple_ratio = (
+        f"min by (job, instance) (\n  {m('mssql_buffer_node_page_life_expectancy_seconds')}\n"
+        f"  / on (job, instance, node) {m(lim.rule('ple_floor'))}\n)"
+    )
+    pressure = (
+        f'count_over_time(\n  (max by (job, instance) (ALERTS{{alertname="{MEMORY_PRESSURE}", '
+        f'alertstate="firing", {INSTANCE}}}))[$__range:$__interval]\n)\n* $__interval_ms / 60000\n'
+        f"or on (job, instance) 0 * {by} ({m('mssql_up')})"
+    )
+    # (header, expr, unit, thresholds, color the cell)
+    columns: list[tuple[str, str, str, Thresholds | None]] = [
+        ("Up", f"{by} ({m('mssql_up')})", "bool_yes_no", None),
+        (
+            "Build",
+            f"max by (job, instance, version, edition, update_level) ({m('mssql_build_info')})",
+            "none",
+            None,
+        ),
+        ("Worst node PLE", f"{by} ({m(lim.rule('ple_min'))})", "s", None),
+        ("Lowest node PLE ÷ floor", ple_ratio, "percentunit", Thresholds.healthy_above(1)),
+        ("Under memory pressure", pressure, "m", Thresholds.healthy_below(1)),
+        (
+            f"Lazy writes ({w})",
+            f"{by} ({m(lim.rule('lazy'))})",
+            UNIT_PAGES,
+            Thresholds.healthy_below(lim.lazy_max),
+        ),
+        (
+            f"Free list stalls ({w})",
+            f"{by} ({m(lim.rule('stalls'))})",
+            "reqps",
+            Thresholds.healthy_below(lim.stalls_max),
+        ),
+        (
+            f"Lookups per batch ({w})",
+            f"{by} ({m(lim.rule('lookups_ratio'))})",
+            "suffix: lookups/batch",
+            Thresholds.healthy_below(lim.lookups_max),
+        ),
+        (f"tempdb writes ({lim.tempdb_long_window})", f"{by} ({m(lim.rule('tempdb_long'))})", "Bps", None),
+        (
+            "Highest pool share of rating",
+            f"{by} ({m(lim.rule('share'))})",
+            "percentunit",
+            Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share),
+        ),
+        ("Uptime", f"{by} ({m(lim.rule('uptime'))})", "s", None),
+    ]
+    renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _, _, _) in enumerate(columns)}
+    build_value = next(ref for ref, name in renames.items() if name == "Build")
+    del renames[build_value]
+    order = ["instance", "job", "version", "edition", "update_level"]
+    order += [name for name, _, _, _ in columns if name != "Build"]
+    overrides = []
+    for name, _, unit, thresholds in columns:
+        if name == "Build":
+            continue
+        props: list[tuple[str, object]] = [("unit", unit)]
+        if thresholds is not None:
+            props += [("thresholds", thresholds.json()), ("custom.displayMode", "color-background")]
+        overrides.append(override(name, *props))
+    overrides.append(override("Up", ("mappings", value_map({0: ("down", RED), 1: ("up", GREEN)}))))
+    overrides.append(instance_links())
+    instances = Panel(
+        "table",
+        "Instances",
+        "One row per SQL Server instance; click a column to sort, an instance to open its dashboards. "
+        f"Worst node PLE ÷ floor: healthy at 100% or more (floor: {ple_floor_text(lim)}). Under memory "
+        f"pressure: minutes in the selected range that {MEMORY_PRESSURE} was firing; healthy 0. Lazy writes "
+        f"under {num(lim.lazy_max)}/s, free list stalls under {num(lim.stalls_max)}/s and lookups per batch "
+        f"under {num(lim.lookups_max)} (Dell Table 4, {w} averages). tempdb writes: "
+        f"{lim.tempdb_long_window} average. Highest pool share: the projected share of rated endurance "
+        f"of the instance's worst SSD pool; healthy under {pct(lim.budget_share)}, red from "
+        f"{pct(lim.exhaustion_share)}. Build and edition from SERVERPROPERTY.",
+        "short",
+        [Query(expr, instant=True, table=True) for _, expr, _, _ in columns],
+        width=24,
+        height=10,
+        overrides=overrides,
+        transformations=merge_and_organize(renames, order, ("Time", "__name__", build_value)),
+        options={"sortBy": [{"desc": False, "displayName": "Lowest node PLE ÷ floor"}]},
+        links=[lim.runbook(MEMORY_PRESSURE)],
+    )
+    share_thresholds = Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share)
+    items: list[Panel | Row] = [
+        instances,
+        pool_table(lim, "SSD pools of every instance", per_instance=True),
+        Panel(
+            "timeseries",
+            "Lowest node PLE ÷ floor, per instance",
+            "For each instance, its worst NUMA node's page life expectancy divided by that node's floor "
+            f"({ple_floor_text(lim)}). Healthy: above 100% (the red area is under it). Instances that dip "
+            "under it regularly need memory, or fewer scans.",
+            "percentunit",
+            [Query(ple_ratio, "{{instance}}")],
+            thresholds=Thresholds.healthy_above(1),
+            min=0,
+            links=[lim.runbook(PLE_LOW)],
+        ),
+        Panel(
+            "timeseries",
+            f"Lazy writes per instance ({w})",
+            f"Pages per second flushed by each instance's lazy writer, {w} averages. Desired range (Dell "
+            f"Table 4): under {num(lim.lazy_max)}/s, the red area above it.",
+            UNIT_PAGES,
+            [Query(m(lim.rule("lazy")), "{{instance}}")],
+            thresholds=Thresholds.healthy_below(lim.lazy_max),
+            min=0,
+            links=[lim.runbook(LAZY_WRITES)],
+        ),
+        Panel(
+            "timeseries",
+            f"tempdb writes per instance ({lim.tempdb_long_window} average)",
+            f"Bytes per second written to tempdb by each instance, averaged over {lim.tempdb_long_window}: "
+            "the steady wear each puts on its tempdb drives. No desired range of its own; compare with the "
+            "pools' ratings.",
+            "Bps",
+            [Query(m(lim.rule("tempdb_long")), "{{instance}}")],
+            min=0,
+        ),
+        Panel(
+            "bargauge",
+            "Projected share of rated endurance, per pool",
+            f"Every SSD pool of the fleet: {lim.pool_long_window} write rate x planned life ÷ rated "
+            f"endurance. Healthy: under {pct(lim.budget_share)}; red from {pct(lim.exhaustion_share)}, where "
+            "the drives wear out before the planned life ends.",
+            "percentunit",
+            [Query(m(lim.rule("share")), "{{instance}} {{pool}} ({{source}})", instant=True)],
+            thresholds=share_thresholds,
+            min=0,
+            max=lim.exhaustion_share * GAUGE_HEADROOM,
+            links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
+        ),
+    ]
+    return Dashboard(
+        uid=FLEET_UID,
+        title="SQL Server fleet capacity review",
+        description="Every SQL Server instance in one sortable table: worst node PLE, time under memory "
+        "pressure, Dell Table 4 churn rates, tempdb writes, SSD endurance, build and edition.",
+        tags=[*TAGS, "capacity"],
+        items=items,
+        variables=variables(lim, multi=True),
+        annotations=annotations(),
+        links=header_links(lim, FLEET_UID),
+        time_from="now-7d",
+    )
+
+
+# --- output ------------------------------------------------------------------------------------------
+
+
+def build(spec: Spec) -> dict[str, Json]:
+    """The three dashboards, by uid."""
+    lim = Limits.from_spec(spec)
+    boards = [memory_dashboard(lim), endurance_dashboard(lim), fleet_dashboard(lim)]
+    for board in boards:
+        board.requires_grafana = MIN_GRAFANA_VERSION
+    return {board.uid: board.json() for board in boards}
+
+
+def render(spec: Spec) -> dict[str, str]:
+    """File name -> JSON text, exactly as committed."""
+    return {
+        FILES[uid]: json.dumps(board, indent=2, ensure_ascii=False) + "\n"
+        for uid, board in build(spec).items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dashboards.generate", description=__doc__)
+    parser.add_argument("--out", type=Path, default=DASHBOARDS_DIR)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the files in --out are stale")
+    args = parser.parse_args(argv)
+    files = render(load())
+    if args.check:
+        stale = [
+            n
+            for n, text in files.items()
+            if not (args.out / n).exists() or (args.out / n).read_text() != text
+        ]
+        for name in stale:
+            print(f"stale: {args.out / name} (run `make generate`)", file=sys.stderr)
+        return 1 if stale else 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (args.out / name).write_text(text)
+        print(f"wrote {args.out / name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,463 @@
+"""A small, typed builder for Grafana dashboard JSON that loads unchanged in Grafana 9.3 and later.
+
+Only what the three dashboards use: the core panel types that exist since Grafana 9 (timeseries, stat,
+gauge, bar gauge, table; rows to group them), Prometheus queries through a datasource template variable,
+thresholds, overrides, links and annotations, in the JSON model of dashboard schema 37 (Grafana 9.3).
+Newer Grafana releases migrate that model forward when they load it (schema 38 turns the table's
+`displayMode` into `cellOptions`; Grafana 12+ converts to its v2 schema in memory); nothing here needs a
+newer option, so one file serves both ends.
+
+No threshold lives here: callers pass every number, read from the spec.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SCHEMA_VERSION = 37  # the dashboard JSON schema of Grafana 9.3 (9.1 through 9.4)
+GRID_COLUMNS = 24
+DATASOURCE_VARIABLE = "datasource"
+# Every panel, query, variable and annotation names the datasource through the template variable:
+# no datasource uid of anyone's Grafana is written into the JSON.
+DS: dict[str, str] = {"type": "prometheus", "uid": f"${{{DATASOURCE_VARIABLE}}}"}
+CORE_PANEL_TYPES = frozenset({"timeseries", "stat", "gauge", "bargauge", "table", "text", "row"})
+
+PanelType = Literal["timeseries", "stat", "gauge", "bargauge", "table"]
+Json = dict[str, Any]
+
+# Grafana's named palette colors, so the JSON reads the same in every theme.
+GREEN, ORANGE, RED, BLUE = "green", "orange", "red", "blue"
+
+
+# --- thresholds -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    color: str
+    value: float | None  # None: the base step (from minus infinity)
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Absolute thresholds. Grafana colors a value with the last step whose value it reaches."""
+
+    steps: tuple[Step, ...]
+
+    @classmethod
+    def healthy_below(cls, limit: float, warn: float | None = None) -> Thresholds:
+        """Desired range: under `limit` (red from there; orange from `warn` if given)."""
+        steps = [Step(GREEN, None)]
+        if warn is not None:
+            steps.append(Step(ORANGE, warn))
+        steps.append(Step(RED, limit))
+        return cls(tuple(steps))
+
+    @classmethod
+    def healthy_above(cls, floor: float, warn: float | None = None) -> Thresholds:
+        """Desired range: at or over `floor` (red under it; orange under `warn` if given)."""
+        steps = [Step(RED, None), Step(GREEN if warn is None else ORANGE, floor)]
+        if warn is not None:
+            steps.append(Step(GREEN, warn))
+        return cls(tuple(steps))
+
+    @classmethod
+    def neutral(cls) -> Thresholds:
+        return cls((Step(GREEN, None),))
+
+    def json(self) -> Json:
+        return {"mode": "absolute", "steps": [{"color": s.color, "value": s.value} for s in self.steps]}
+
+
+# --- queries and links ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Query:
+    """One Prometheus query of a panel. `instant` queries return one value per series (stat, gauge and
+    table panels); `table` asks for Grafana's table format, one column per label."""
+
+    expr: str
+    legend: str = ""
+    instant: bool = False
+    table: bool = False
+
+    def json(self, ref_id: str) -> Json:
+        return {
+            "datasource": dict(DS),
+            "editorMode": "code",
+            "exemplar": False,
+            "expr": self.expr,
+            "format": "table" if self.table else "time_series",
+            "instant": self.instant,
+            "legendFormat": self.legend,
+            "range": not self.instant,
+            "refId": ref_id,
+        }
+
+
+@dataclass(frozen=True)
+class Link:
+    title: str
+    url: str
+    new_tab: bool = True
+
+    def json(self) -> Json:
+        return {"title": self.title, "url": self.url, "targetBlank": self.new_tab}
+
+
+def dashboard_link(title: str, uid: str, tooltip: str) -> Json:
+    """A link in the dashboard's header to another dashboard, carrying the time range and variables."""
+    return {
+        "asDropdown": False,
+        "icon": "dashboard",
+        "includeVars": True,
+        "keepTime": True,
+        "tags": [],
+        "targetBlank": False,
+        "title": title,
+        "tooltip": tooltip,
+        "type": "link",
+        "url": f"/d/{uid}",
+    }
+
+
+def external_link(title: str, url: str, tooltip: str) -> Json:
+    return {
+        "asDropdown": False,
+        "icon": "doc",
+        "includeVars": False,
+        "keepTime": False,
+        "tags": [],
+        "targetBlank": True,
+        "title": title,
+        "tooltip": tooltip,
+        "type": "link",
+        "url": url,
+    }
+
+
+# --- overrides ---------------------------------------------------------------------------------------
+
+
+def override(name: str, *properties: tuple[str, Any], regex: bool = False) -> Json:
+    """Field override by display name (or by a regex over display names)."""
+    return {
+        "matcher": {"id": "byRegexp" if regex else "byName", "options": name},
+        "properties": [{"id": key, "value": value} for key, value in properties],
+    }
+
+
+def value_map(mapping: dict[int, tuple[str, str]]) -> list[Json]:
+    """Value-to-text mappings: {value: (text, color)}."""
+    options = {
+        str(value): {"color": color, "index": i, "text": text}
+        for i, (value, (text, color)) in enumerate(sorted(mapping.items()))
+    }
+    return [{"options": options, "type": "value"}]
+
+
+def merge_and_organize(
+    renames: dict[str, str], order: list[str], hide: tuple[str, ...] = ("Time", "__name__")
+) -> list[Json]:
+    """Table transformations: instant queries in table format joined on their shared labels (one row per
+    label set), then columns renamed, ordered and hidden. `renames` maps Grafana's value columns
+    ("Value #A", one per query) to their headers."""
+    index = {name: i for i, name in enumerate(order)}
+    return [
+        {"id": "merge", "options": {}},
+        {
+            "id": "organize",
+            "options": {
+                "excludeByName": {name: True for name in hide},
+                "indexByName": index,
+                "renameByName": renames,
+            },
+        },
+    ]
+
+
+# --- panels ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Panel:
+    type: PanelType
+    title: str
+    description: str  # what it shows and what range is healthy
+    unit: str
+    queries: list[Query]
+    width: int = 12
+    height: int = 8
+    thresholds: Thresholds | None = None
+    min: float | None = None
+    max: float | None = None
+    decimals: int | None = None
+    overrides: list[Json] = field(default_factory=list)
+    mappings: list[Json] = field(default_factory=list)
+    links: list[Link] = field(default_factory=list)
+    transformations: list[Json] = field(default_factory=list)
+    options: Json = field(default_factory=dict)  # merged over the type's defaults
+    custom: Json = field(default_factory=dict)  # fieldConfig.defaults.custom, merged over the defaults
+
+    def json(self, panel_id: int, x: int, y: int) -> Json:
+        if len(self.queries) > 26:
+            raise ValueError(f"{self.title}: more queries than refIds A..Z")
+        defaults: Json = {
+            "color": {"mode": "palette-classic" if self.type == "timeseries" else "thresholds"},
+            "custom": _deep_merge(_DEFAULT_CUSTOM.get(self.type, {}), self.custom),
+            "mappings": copy.deepcopy(self.mappings),
+            "thresholds": (self.thresholds or Thresholds.neutral()).json(),
+            "unit": self.unit,
+        }
+        if self.type == "timeseries":
+            mode = "line+area" if self.thresholds is not None else "off"
+            defaults["custom"]["thresholdsStyle"] = {"mode": mode}
+        for key, value in (("min", self.min), ("max", self.max), ("decimals", self.decimals)):
+            if value is not None:
+                defaults[key] = value
+        panel: Json = {
+            "datasource": dict(DS),
+            "description": self.description,
+            "fieldConfig": {"defaults": defaults, "overrides": copy.deepcopy(self.overrides)},
+            "gridPos": {"h": self.height, "w": self.width, "x": x, "y": y},
+            "id": panel_id,
+            "links": [link.json() for link in self.links],
+            "options": _deep_merge(_DEFAULT_OPTIONS[self.type], self.options),
+            "targets": [q.json(chr(ord("A") + i)) for i, q in enumerate(self.queries)],
+            "title": self.title,
+            "type": self.type,
+        }
+        if self.transformations:
+            panel["transformations"] = copy.deepcopy(self.transformations)
+        return panel
+
+
+@dataclass(frozen=True)
+class Row:
+    title: str
+
+
+_REDUCE_LAST = {"calcs": ["lastNotNull"], "fields": "", "values": False}
+_DEFAULT_OPTIONS: dict[str, Json] = {
+    "timeseries": {
+        "legend": {"calcs": [], "displayMode": "list", "placement": "bottom", "showLegend": True},
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    },
+    "stat": {
+        "colorMode": "value",
+        "graphMode": "none",
+        "justifyMode": "auto",
+        "orientation": "auto",
+        "reduceOptions": _REDUCE_LAST,
+        "textMode": "auto",
+    },
+    "gauge": {
+        "orientation": "auto",
+        "reduceOptions": _REDUCE_LAST,
+        "showThresholdLabels": False,
+        "showThresholdMarkers": True,
+    },
+    "bargauge": {
+        "displayMode": "gradient",
+        "minVizHeight": 10,
+        "minVizWidth": 0,
+        "orientation": "horizontal",
+        "reduceOptions": _REDUCE_LAST,
+        "showUnfilled": True,
+    },
+    "table": {
+        "footer": {"fields": "", "reducer": ["sum"], "show": False},
+        "showHeader": True,
+    },
+}
+_DEFAULT_CUSTOM: dict[str, Json] = {
+    "timeseries": {
+        "axisLabel": "",
+        "axisPlacement": "auto",
+        "drawStyle": "line",
+        "fillOpacity": 10,
+        "gradientMode": "none",
+        "hideFrom": {"legend": False, "tooltip": False, "viz": False},
+        "lineInterpolation": "linear",
+        "lineWidth": 1,
+        "pointSize": 5,
+        "scaleDistribution": {"type": "linear"},
+        "showPoints": "never",
+        "spanNulls": False,
+        "stacking": {"group": "A", "mode": "none"},
+    },
+    # Schema 37 spelling; Grafana 10+ migrates it to cellOptions on load.
+    "table": {"align": "auto", "displayMode": "auto", "filterable": False, "inspect": False},
+}
+
+
+def _deep_merge(base: Json, extra: Json) -> Json:
+    out = copy.deepcopy(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+# --- variables and annotations -----------------------------------------------------------------------
+
+
+def datasource_variable() -> Json:
+    return {
+        "current": {},
+        "hide": 0,
+        "includeAll": False,
+        "label": "Data source",
+        "multi": False,
+        "name": DATASOURCE_VARIABLE,
+        "options": [],
+        "query": "prometheus",
+        "refresh": 1,
+        "regex": "",
+        "skipUrlSync": False,
+        "type": "datasource",
+    }
+
+
+def query_variable(
+    name: str, label: str, query: str, description: str, multi: bool = False, all_value: str | None = None
+) -> Json:
+    """A variable filled from Prometheus with `label_values(...)`, refreshed when the time range changes.
+    Multi-value variables offer "All", which matches with `all_value` (a regex) instead of a long list."""
+    variable: Json = {
+        "current": {},
+        "datasource": dict(DS),
+        "definition": query,
+        "description": description,
+        "hide": 0,
+        "includeAll": multi,
+        "label": label,
+        "multi": multi,
+        "name": name,
+        "options": [],
+        "query": query,
+        "refresh": 2,
+        "regex": "",
+        "skipUrlSync": False,
+        "sort": 1,
+        "type": "query",
+    }
+    if multi and all_value is not None:
+        variable["allValue"] = all_value
+    return variable
+
+
+def builtin_annotation() -> Json:
+    """Grafana's own annotations (added by hand or by Grafana alerting), as every new dashboard has."""
+    return {
+        "builtIn": 1,
+        "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+        "enable": True,
+        "hide": True,
+        "iconColor": "rgba(0, 211, 255, 1)",
+        "name": "Annotations & Alerts",
+        "type": "dashboard",
+    }
+
+
+def prometheus_annotation(name: str, expr: str, color: str, title: str, text: str, tags: str) -> Json:
+    """An annotation from a Prometheus query: one mark (or region) where the query returns a series."""
+    return {
+        "datasource": dict(DS),
+        "enable": True,
+        "expr": expr,
+        "hide": False,
+        "iconColor": color,
+        "name": name,
+        "tagKeys": tags,
+        "textFormat": text,
+        "titleFormat": title,
+        "useValueForTime": False,
+    }
+
+
+# --- the dashboard -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Dashboard:
+    uid: str
+    title: str
+    description: str
+    tags: list[str]
+    items: list[Panel | Row]
+    variables: list[Json]
+    annotations: list[Json]
+    links: list[Json]
+    time_from: str = "now-6h"
+    refresh: str = ""
+    requires_grafana: str = "9.3.0"
+
+    def json(self) -> Json:
+        panels, types = self._layout()
+        requires = [{"id": "grafana", "name": "Grafana", "type": "grafana", "version": self.requires_grafana}]
+        requires.append({"id": "prometheus", "name": "Prometheus", "type": "datasource", "version": "1.0.0"})
+        requires += [
+            {"id": t, "name": t, "type": "panel", "version": ""} for t in sorted(types) if t != "row"
+        ]
+        return {
+            "__requires": requires,
+            "annotations": {"list": [builtin_annotation(), *copy.deepcopy(self.annotations)]},
+            "description": self.description,
+            "editable": False,
+            "fiscalYearStartMonth": 0,
+            "graphTooltip": 1,
+            "id": None,
+            "links": copy.deepcopy(self.links),
+            "liveNow": False,
+            "panels": panels,
+            "refresh": self.refresh,
+            "schemaVersion": SCHEMA_VERSION,
+            "style": "dark",
+            "tags": list(self.tags),
+            "templating": {"list": copy.deepcopy(self.variables)},
+            "time": {"from": self.time_from, "to": "now"},
+            "timepicker": {},
+            "timezone": "",
+            "title": self.title,
+            "uid": self.uid,
+            "version": 1,
+            "weekStart": "",
+        }
+
+    def _layout(self) -> tuple[list[Json], set[str]]:
+        """Left to right, wrapping at 24 columns; a row starts on a new line. Ids count from 1."""
+        panels: list[Json] = []
+        types: set[str] = set()
+        x = y = line_height = 0
+        for panel_id, item in enumerate(self.items, start=1):
+            if isinstance(item, Row):
+                if x:
+                    y, x = y + line_height, 0
+                panels.append(
+                    {
+                        "collapsed": False,
+                        "gridPos": {"h": 1, "w": GRID_COLUMNS, "x": 0, "y": y},
+                        "id": panel_id,
+                        "panels": [],
+                        "title": item.title,
+                        "type": "row",
+                    }
+                )
+                types.add("row")
+                y, line_height = y + 1, 0
+                continue
+            if not 0 < item.width <= GRID_COLUMNS:
+                raise ValueError(f"{item.title}: width {item.width} outside 1..{GRID_COLUMNS}")
+            if x + item.width > GRID_COLUMNS:
+                y, x, line_height = y + line_height, 0, 0
+            panels.append(item.json(panel_id, x, y))
+            types.add(item.type)
+            x += item.width
+            line_height = max(line_height, item.height)
+        return panels, types

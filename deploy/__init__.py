@@ -1,0 +1,1 @@
+"""Deployment helpers: generated manifests for running the exporter outside the compose bundle."""

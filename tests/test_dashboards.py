@@ -1,0 +1,753 @@
+"""Grafana dashboards (dashboards/): generated, linted, and every query run against a real Prometheus.
+
+- The committed JSON is exactly what `python -m dashboards.generate` makes from alerts/thresholds.yml.
+- Structure checks in the spirit of Grafana's dashboard-linter: datasource variable used by every panel,
+  query, variable and annotation (no datasource uid of anyone's Grafana); job and instance variables used
+  by every selector; `$__rate_interval` in every rate() and raw counters only through rate(); a unit and
+  a description (saying what is healthy) on every panel; unique uids and panel ids; core panel types only;
+  the schema version of Grafana 9.3.
+- No threshold is written in dashboards/ (the spec is the one place), and each one follows the spec.
+- Every query, with Grafana's variables substituted, is parsed by promtool and then executed against the
+  real Prometheus of the end-to-end harness (tests/e2e_stack.py) while stand-ins play the panel's
+  scenario: memory-pressure and numa-4-nodes for the memory dashboard (hbp-dax for its Hybrid Buffer Pool
+  panel), micron-960gb-8stream with an SSD pool and the host collector for the endurance dashboard, all
+  four for the fleet. A query returning no series would show "No data" there, and fails the test.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from alerts import generate as alerts_generate
+from alerts.spec import Spec
+from alerts.spec import load as load_spec
+from dashboards import generate
+from dashboards.grafana import CORE_PANEL_TYPES, DS, GRID_COLUMNS, SCHEMA_VERSION
+from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
+from tests.e2e_stack import (
+    Prometheus,
+    Stack,
+    Timeline,
+    http_get,
+    missing_binaries,
+    probe_scrape_config,
+    prometheus_config,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARDS = ROOT / "dashboards"
+PROVISIONING = DASHBOARDS / "provisioning"
+DOCS = ROOT / "docs" / "dashboards.md"
+NINE_THREE_SCHEMA = 37  # the dashboard schema version Grafana 9.3 writes (9.1 to 9.4)
+
+JOB = "mssql"  # matches the rules' selector job=~".*mssql.*", as the production job name does
+HOST_JOB = "mssql-exporter"  # the scrape of the exporter's /metrics (host collector), as in the docs
+FOR, WINDOW = "5s", "20s"  # every `for:` and rate window of the generated rules
+# Grafana's built-in variables as Grafana would set them for a short range over 1 s scrapes.
+BUILTINS = {"__rate_interval": "20s", "__interval": "1s", "__interval_ms": "1000", "__range": "5m"}
+RANGE_SECONDS = 120  # range queries (time series, annotations) cover the last two minutes
+DEADLINE = 100.0  # seconds from the stand-ins' start until every scenario has shown what it must
+TEMPDB_VOLUME = "/var/opt/mssql/tempdb"
+POOL = "nvme-tempdb"
+MB = 10**6
+
+BOARDS: dict[str, dict[str, Any]] = generate.build(load_spec())
+
+
+# --- walking the dashboards --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Q:
+    """One query of a dashboard: a panel target, an annotation or a template variable."""
+
+    board: str
+    where: str  # panel title / annotation name / variable name
+    ref: str
+    expr: str
+    kind: str  # "range", "instant", "annotation", "variable"
+    panel: dict[str, Any] | None = None
+
+    def __str__(self) -> str:
+        return f"{self.board} / {self.where} / {self.ref}"
+
+
+def panels(board: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for panel in board["panels"]:
+        yield panel
+        yield from panel.get("panels", [])
+
+
+def queries(board: dict[str, Any]) -> Iterator[Q]:
+    uid = board["uid"]
+    for panel in panels(board):
+        for target in panel.get("targets", []):
+            kind = "instant" if target.get("instant") else "range"
+            yield Q(uid, panel["title"], target["refId"], target["expr"], kind, panel)
+    for annotation in board["annotations"]["list"]:
+        if "expr" in annotation:
+            yield Q(uid, annotation["name"], "annotation", annotation["expr"], "annotation")
+    for variable in board["templating"]["list"]:
+        if variable["type"] == "query":
+            yield Q(uid, variable["name"], "variable", variable["query"], "variable")
+
+
+ALL_QUERIES = [q for board in BOARDS.values() for q in queries(board)]
+PROMQL = [q for q in ALL_QUERIES if q.kind != "variable"]
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    """Grafana's variable interpolation: `$name` and `${name}`; an unknown variable fails."""
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        if name not in values:
+            raise AssertionError(f"variable ${name} has no test value in {text!r}")
+        return values[name]
+
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", one, text)
+
+
+LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$", re.S)
+
+
+def variable_promql(query: str) -> tuple[str, str]:
+    """A `label_values(selector, label)` variable query as PromQL, and the label it lists."""
+    match = LABEL_VALUES.match(query.strip())
+    assert match, f"not a label_values() variable query: {query!r}"
+    return f"count by ({match['label']}) ({match['selector']})", match["label"]
+
+
+def recorded_names(spec: Spec) -> set[str]:
+    return {rule["record"] for rule in alerts_generate.recording_rules(spec)}
+
+
+def alert_names(spec: Spec) -> set[str]:
+    return {rule["alert"] for rule in alerts_generate.alert_rules(spec)}
+
+
+# --- generated and committed -------------------------------------------------------------------------
+
+
+def test_committed_dashboards_are_not_stale():
+    files = generate.render(load_spec())
+    for name, text in files.items():
+        path = DASHBOARDS / name
+        assert path.exists(), f"dashboards/{name} is missing: run `make generate` and commit the result"
+        assert path.read_text() == text, (
+            f"dashboards/{name} is stale: run `make generate` and commit the result"
+        )
+    stray = sorted(p.name for p in DASHBOARDS.glob("*.json") if p.name not in files)
+    assert not stray, f"JSON in dashboards/ that the generator does not make (provisioned too): {stray}"
+
+
+def test_check_mode_notices_a_stale_file(tmp_path):
+    assert generate.main(["--out", str(tmp_path)]) == 0
+    assert generate.main(["--out", str(tmp_path), "--check"]) == 0
+    victim = tmp_path / generate.FILES[generate.MEMORY_UID]
+    victim.write_text(victim.read_text().replace('"editable": false', '"editable": true'))
+    assert generate.main(["--out", str(tmp_path), "--check"]) == 1
+
+
+# --- structure lint ----------------------------------------------------------------------------------
+
+
+def test_uids_are_stable_and_unique():
+    assert list(BOARDS) == [generate.MEMORY_UID, generate.ENDURANCE_UID, generate.FLEET_UID]
+    titles = [board["title"] for board in BOARDS.values()]
+    assert len(set(titles)) == len(titles)
+    for uid, board in BOARDS.items():
+        assert board["uid"] == uid
+        assert re.fullmatch(r"[a-z0-9-]{1,40}", uid), uid  # Grafana's uid limit is 40 characters
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_dashboard_settings_for_grafana_9_3(uid):
+    board = BOARDS[uid]
+    assert SCHEMA_VERSION == NINE_THREE_SCHEMA
+    assert board["schemaVersion"] == NINE_THREE_SCHEMA, "one JSON for Grafana 9.3 and later"
+    assert board["editable"] is False
+    assert board["id"] is None, "an id would clash with the importing Grafana's own"
+    grafana = [r for r in board["__requires"] if r["type"] == "grafana"]
+    assert grafana == [{"id": "grafana", "name": "Grafana", "type": "grafana", "version": "9.3.0"}]
+    assert generate.MIN_GRAFANA_VERSION == "9.3.0"
+    assert board["description"] and "mssql" in board["tags"]
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_variables(uid):
+    variables = {v["name"]: v for v in BOARDS[uid]["templating"]["list"]}
+    assert list(variables)[:3] == ["datasource", "job", "instance"]
+    ds = variables["datasource"]
+    assert (ds["type"], ds["query"]) == ("datasource", "prometheus")
+    for name, variable in variables.items():
+        if variable["type"] == "query":
+            assert variable["datasource"] == DS, f"variable {name} does not use the datasource variable"
+            assert variable["description"], name
+            variable_promql(variable["query"])
+    assert variables["job"]["type"] == variables["instance"]["type"] == "query"
+    assert "$job" in variables["instance"]["query"], "instances of the chosen job only"
+    assert load_spec().selector in variables["job"]["query"], "jobs the recording rules cover"
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_panels(uid):
+    board = BOARDS[uid]
+    ids = [p["id"] for p in panels(board)]
+    assert len(ids) == len(set(ids)), f"duplicate panel ids: {ids}"
+    cells: dict[tuple[int, int], str] = {}
+    for panel in panels(board):
+        title = panel.get("title")
+        assert panel["type"] in CORE_PANEL_TYPES, f"{title}: {panel['type']} is not a core panel type"
+        assert title, f"panel {panel['id']} has no title"
+        pos = panel["gridPos"]
+        assert pos["x"] >= 0 and pos["w"] > 0 and pos["x"] + pos["w"] <= GRID_COLUMNS, title
+        for x in range(pos["x"], pos["x"] + pos["w"]):
+            for y in range(pos["y"], pos["y"] + pos["h"]):
+                assert (x, y) not in cells, f"{title} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = title
+        if panel["type"] == "row":
+            continue
+        description = panel.get("description", "")
+        assert len(description) >= 80, f"{title}: the description must say what it shows and what is healthy"
+        assert re.search(r"(?i)healthy|desired range", description), (
+            f"{title}: no healthy range in {description!r}"
+        )
+        assert panel["fieldConfig"]["defaults"].get("unit"), f"{title}: no unit"
+        assert panel["datasource"] == DS, f"{title}: datasource {panel['datasource']} is not ${{datasource}}"
+        assert panel["targets"], f"{title}: no query"
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs)), f"{title}: duplicate refIds"
+        for target in panel["targets"]:
+            assert target["datasource"] == DS, f"{title}/{target['refId']}: datasource is not ${{datasource}}"
+            if panel["type"] in ("stat", "gauge", "bargauge", "table"):
+                assert target["instant"], (
+                    f"{title}/{target['refId']}: a single-value panel runs instant queries"
+                )
+            else:
+                assert target["range"] and not target["instant"], f"{title}/{target['refId']}"
+
+
+def _datasource_refs(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "datasource":
+                yield f"{path}.{key}", value
+            yield from _datasource_refs(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _datasource_refs(value, f"{path}[{i}]")
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_no_datasource_uid_is_hard_coded(uid):
+    grafana_builtin = {"type": "grafana", "uid": "-- Grafana --"}
+    for path, ref in _datasource_refs(BOARDS[uid]):
+        assert ref == DS or (ref == grafana_builtin and "annotations" in path), f"{path}: {ref}"
+    for annotation in BOARDS[uid]["annotations"]["list"]:
+        assert annotation.get("builtIn") or annotation["datasource"] == DS, annotation["name"]
+
+
+_METRIC = re.compile(r"\b(mssql_[a-z0-9_]+|[a-z_]+:[a-z0-9_]+:[a-z0-9_]+|ALERTS)\b(\{[^}]*\})?")
+_RATE = re.compile(r"\b(rate|irate|increase)\(\s*([a-z_:][a-z0-9_:]*)(\{[^}]*\})?\s*\[([^\]]*)\]")
+
+
+@pytest.mark.parametrize("q", PROMQL, ids=str)
+def test_query_lint(q):
+    spec = load_spec()
+    expr = q.expr
+    selectors = list(_METRIC.finditer(expr))
+    assert selectors, f"{q}: no metric in {expr!r}"
+    for match in selectors:
+        metric, matchers = match.group(1), match.group(2) or ""
+        if metric.startswith("mssql_host_"):
+            # Host metrics come from the exporter's own /metrics scrape, chosen by $host.
+            assert 'instance=~"$host"' in matchers, f"{q}: {metric} without the host variable"
+        else:
+            assert 'job=~"$job"' in matchers and 'instance=~"$instance"' in matchers, (
+                f"{q}: {metric}{matchers} is not limited to the chosen job and instance"
+            )
+        if ":" in metric:
+            assert metric in recorded_names(spec), f"{q}: {metric} is not a recording rule of alerts/rules"
+    for call in _RATE.finditer(expr):
+        assert call.group(4) == "$__rate_interval", f"{q}: {call.group(0)} should use [$__rate_interval]"
+    counters = len(re.findall(r"\bmssql_[a-z0-9_]+_total\b", expr))
+    rated = sum(1 for c in _RATE.finditer(expr) if c.group(2).endswith("_total"))
+    assert counters == rated, f"{q}: a cumulative counter is plotted raw (only rate() makes sense of it)"
+    for alertname in re.findall(r'alertname="([^"]+)"', expr):
+        assert alertname in alert_names(spec), f"{q}: no alert named {alertname}"
+
+
+def _links(board: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    for link in board["links"]:
+        yield "dashboard header", link["url"]
+    for panel in panels(board):
+        for link in panel.get("links", []):
+            yield panel["title"], link["url"]
+        for item in panel.get("fieldConfig", {}).get("overrides", []):
+            for prop in item["properties"]:
+                if prop["id"] == "links":
+                    for link in prop["value"]:
+                        yield f"{panel['title']} (data link)", link["url"]
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_links_lead_to_runbooks_and_dashboards_that_exist(uid):
+    spec = load_spec()
+    base = str(spec.get("runbook_base_url")).rstrip("/")
+    runbooks = 0
+    for where, url in _links(BOARDS[uid]):
+        if url.startswith(base + "/"):
+            name = url.removeprefix(base + "/").removesuffix(".md")
+            assert url == spec.runbook(name) and name in alert_names(spec), f"{where}: {url}"
+            assert (ROOT / "docs" / "runbooks" / f"{name}.md").exists(), f"{where}: no runbook {name}.md"
+            runbooks += 1
+        elif url.rstrip("/") == base:
+            continue
+        else:
+            target = re.fullmatch(r"/d/([a-z0-9-]+)(\?.*)?", url)
+            assert target and target.group(1) in BOARDS and target.group(1) != uid, f"{where}: {url}"
+    assert runbooks, "no panel links to a runbook"
+    others = {link["url"] for link in BOARDS[uid]["links"]}
+    assert {f"/d/{u}" for u in BOARDS if u != uid} <= others, "the header links to the other dashboards"
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_table_columns_are_the_ones_the_overrides_name(uid):
+    for panel in panels(BOARDS[uid]):
+        if panel["type"] != "table":
+            continue
+        ids = [t["id"] for t in panel["transformations"]]
+        assert ids == ["merge", "organize"], f"{panel['title']}: {ids}"
+        organize = panel["transformations"][1]["options"]
+        refs = {t["refId"] for t in panel["targets"]}
+        renamed = organize["renameByName"]
+        hidden = {name for name, on in organize["excludeByName"].items() if on}
+        for value_column in renamed:
+            assert value_column.removeprefix("Value #") in refs, f"{panel['title']}: {value_column}"
+        assert {f"Value #{r}" for r in refs} <= set(renamed) | hidden, f"{panel['title']}: unnamed column"
+        columns = set(renamed.values()) | set(organize["indexByName"])
+        for item in panel["fieldConfig"]["overrides"]:
+            assert item["matcher"]["id"] == "byName"
+            assert item["matcher"]["options"] in columns, f"{panel['title']}: no column {item['matcher']}"
+        for sort in panel["options"].get("sortBy", []):
+            assert sort["displayName"] in columns, f"{panel['title']}: sorted by a missing column"
+
+
+# --- thresholds: one place ---------------------------------------------------------------------------
+
+
+def _spec_numbers(node: Any) -> Iterator[float]:
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from _spec_numbers(value)
+    elif isinstance(node, int | float) and not isinstance(node, bool):
+        yield float(node)
+
+
+def _distinctive(spec: Spec) -> set[float]:
+    """Spec numbers that cannot be anything else in the source: all but small integers (layout, 0, 1)."""
+    numbers = {v for v in _spec_numbers(spec.raw) if not (v.is_integer() and abs(v) < 25)}
+    pages = spec.number("memory.free_memory_bytes.min") / spec.number(
+        "memory.page_life_expectancy.page_bytes"
+    )
+    return numbers | {pages}  # Dell's 640 pages, derived
+
+
+def _durations(spec: Spec) -> set[str]:
+    found: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, str) and re.fullmatch(r"\d+(ms|s|m|h|d|w|y)", node):
+            found.add(node)
+
+    walk(spec.raw)
+    return found
+
+
+def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():
+    spec = load_spec()
+    numbers = _distinctive(spec)
+    durations = _durations(spec)
+    problems = []
+    for path in sorted(DASHBOARDS.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Constant):
+                continue
+            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            if isinstance(node.value, int | float) and not isinstance(node.value, bool):
+                if float(node.value) in numbers:
+                    problems.append(f"{where}: {node.value!r}")
+            elif isinstance(node.value, str):
+                # A percentage is a ratio: "95%" is the spec's 0.95, "100%" only the ratio 1.
+                for token, percent in re.findall(r"(?<![\w.^])(\d+(?:\.\d+)?)(%?)(?![\w.])", node.value):
+                    if float(token) / (100 if percent else 1) in numbers:
+                        problems.append(f"{where}: {token + percent!r} in {node.value!r}")
+                # Durations, except Grafana's default time ranges ("now-7d").
+                for token in re.findall(r"(?<!now-)\b\d+(?:ms|s|m|h|d|w|y)\b", node.value):
+                    if token in durations:
+                        problems.append(f"{where}: window {token!r} in {node.value!r}")
+                if re.search(r":(ratio_)?rate\d", node.value):
+                    problems.append(f"{where}: a recording-rule name with its window in {node.value!r}")
+    assert not problems, "take these from alerts/thresholds.yml (alerts.spec.load()):\n" + "\n".join(problems)
+
+
+# Where each threshold shows: its value (grants pending: a count above `max` starts at max + 1).
+THRESHOLDS = {
+    "memory.page_life_expectancy.floor_seconds": 0,
+    "memory.free_list_stalls_per_second.max": 0,
+    "memory.lazy_writes_per_second.max": 0,
+    "memory.page_lookups_per_batch_request.max": 0,
+    "memory.page_io_per_second.max": 0,
+    "memory.free_memory_bytes.min": 0,
+    "memory.buffer_cache_hit_ratio.oltp": 0,
+    "memory.buffer_cache_hit_ratio.olap": 0,
+    "memory.memory_grants_pending.max": 1,
+    "endurance.budget_high_share": 0,
+    "endurance.exhaustion_share": 0,
+    "endurance.remaining_warning_seconds": 0,
+    "endurance.remaining_critical_seconds": 0,
+}
+
+
+def _threshold_values(boards: dict[str, dict[str, Any]]) -> set[float]:
+    found: set[float] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("mode") == "absolute" and "steps" in node:
+                found.update(float(s["value"]) for s in node["steps"] if s["value"] is not None)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(boards)
+    return found
+
+
+@pytest.mark.parametrize("path", list(THRESHOLDS))
+def test_each_threshold_follows_the_spec(path):
+    spec = load_spec()
+    before = _threshold_values(generate.build(spec))
+    raw = copy.deepcopy(spec.raw)
+    node = raw
+    *parents, leaf = path.split(".")
+    for part in parents:
+        node = node[part]
+    moved = round(float(node[leaf]) * 1.37 + 0.123, 6)  # a value no other setting has
+    node[leaf] = moved
+    after = _threshold_values(generate.build(Spec(raw)))
+    drawn = moved + THRESHOLDS[path]
+    assert drawn in after and drawn not in before, f"{path} = {moved} is not drawn as a threshold"
+
+
+def test_recording_rule_names_follow_the_spec_windows():
+    spec = load_spec()
+    raw = copy.deepcopy(spec.raw)
+    raw["rate_window"] = "10m"
+    raw["tempdb"]["long_rate_window"] = "2d"
+    raw["endurance"]["projection_rate_window"] = "14d"
+    moved = Spec(raw)
+    text = json.dumps(generate.build(moved))
+    used = set(re.findall(r"\b[a-z_]+:[a-z0-9_]+:[a-z0-9_]+\b", text))
+    assert used <= recorded_names(moved), sorted(used - recorded_names(moved))
+    assert "rate10m" in text and "rate2d" in text and "rate14d" in text
+
+
+# --- versions, provisioning, docs --------------------------------------------------------------------
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def test_grafana_version_file():
+    text = generate.GRAFANA_VERSION_FILE.read_text()
+    assert re.fullmatch(r"\d+\.\d+\.\d+\n", text), f"one version per line, like 13.2.0: {text!r}"
+    assert _version(text.strip()) >= _version(generate.MIN_GRAFANA_VERSION)
+
+
+def test_provisioning_files():
+    datasources = yaml.safe_load((PROVISIONING / "datasources" / "prometheus.yml").read_text())
+    assert datasources["apiVersion"] == 1
+    (prometheus,) = datasources["datasources"]
+    assert prometheus["type"] == "prometheus" and prometheus["url"].startswith("http")
+    assert prometheus["jsonData"]["timeInterval"], "$__rate_interval needs the scrape interval"
+    providers = yaml.safe_load((PROVISIONING / "dashboards" / "mssql.yml").read_text())
+    assert providers["apiVersion"] == 1
+    (provider,) = providers["providers"]
+    assert provider["type"] == "file" and provider["allowUiUpdates"] is False
+    assert provider["options"]["path"].startswith("/")
+    docs = DOCS.read_text()
+    assert provider["options"]["path"] in docs, "docs/dashboards.md says where the JSON files go"
+
+
+def test_docs_name_the_versions_and_every_dashboard():
+    docs = DOCS.read_text()
+    assert generate.GRAFANA_VERSION_FILE.read_text().strip() in docs
+    assert "9.3" in docs and str(NINE_THREE_SCHEMA) in docs
+    for uid, board in BOARDS.items():
+        assert board["title"] in docs and uid in docs, uid
+
+
+# --- PromQL: parsed by promtool ----------------------------------------------------------------------
+
+PLACEHOLDERS = {"job": JOB, "instance": "pressure", "pool": ".+", "host": "127.0.0.1:9399", **BUILTINS}
+
+needs_prometheus = pytest.mark.skipif(
+    bool(missing_binaries()) or shutil.which("promtool") is None,
+    reason=f"needs Debian's prometheus (promtool) and prometheus-alertmanager: {missing_binaries()}",
+)
+
+
+@needs_prometheus
+def test_promtool_parses_every_query(tmp_path):
+    rules = []
+    for i, q in enumerate(ALL_QUERIES):
+        expr = substitute(q.expr, PLACEHOLDERS)
+        if q.kind == "variable":
+            expr = variable_promql(expr)[0]
+        rules.append({"record": f"dashboard_query_{i}", "expr": expr})
+    path = tmp_path / "dashboards.rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}, sort_keys=False))
+    result = subprocess.run(
+        ["promtool", "check", "rules", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- PromQL: executed against the scenarios ----------------------------------------------------------
+
+
+def _generate_rules(out: Path) -> list[Path]:
+    result = subprocess.run(
+        [sys.executable, "-m", "alerts.generate", "--out", str(out), "--for", FOR, "--window", WINDOW],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return sorted(out.glob("*.rules.yml"))
+
+
+def _physical_disk() -> str:
+    """A disk the exporter's host collector reports on this machine, for the pool's host source."""
+    sys.path.insert(0, str(ROOT / "exporter"))
+    from mssql_memory_exporter.host.collector import HostCollector
+
+    disks = sorted(HostCollector().written_bytes_by_disk())
+    assert disks, "the host collector finds no physical disk here: the host panels cannot be exercised"
+    return disks[0]
+
+
+def _wait_until_up(stack: Stack, exporter: str, target: str) -> None:
+    # The stand-in checks each new batch text with sqlfluff once (seconds of CPU); two good probes in a row
+    # pay for both texts the exporter sends, so Prometheus' 1 s scrapes that follow are quick.
+    def up() -> bool:
+        status, body = http_get(f"{exporter}/probe?target={target}", timeout=15)
+        return status == 200 and "\nmssql_up 1" in f"\n{body}"
+
+    stack.wait_for(lambda: up() and up(), 30, f"mssql_up 1 from the exporter for {target}", interval=0.5)
+
+
+def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
+    """The stand-in(s) whose scenario the query must show data in (each of them)."""
+    if "mssql_start_time_seconds" in q.expr and "changes(" in q.expr:
+        return ["numa"]  # restarted during the test
+    if board == generate.FLEET_UID:
+        return [everyone]
+    if board == generate.ENDURANCE_UID:
+        return ["micron"]
+    if "hybrid_buffer_pool_eligible" in q.expr:
+        return ["hbp"]
+    if "ALERTS" in q.expr and q.kind == "annotation":
+        return ["pressure"]
+    return ["pressure", "numa"]
+
+
+def _run(prom: Prometheus, q: Q, values: dict[str, str], now: float) -> list[dict[str, Any]]:
+    expr = substitute(q.expr, values)
+    if q.kind == "variable":
+        return prom.query(variable_promql(expr)[0], at=now)
+    if q.kind == "instant":
+        return prom.query(expr, at=now)
+    return prom.query_range(expr, now - RANGE_SECONDS, now, 1)
+
+
+def _value(result: list[dict[str, Any]], **labels: str) -> float:
+    got = [r for r in result if all(r["metric"].get(k) == v for k, v in labels.items())]
+    assert len(got) == 1, f"{labels}: {got}"
+    return float(got[0]["value"][1])
+
+
+def _target(board: str, title: str, ref: str = "A") -> Q:
+    found = [q for q in ALL_QUERIES if q.board == board and q.where == title and q.ref == ref]
+    assert len(found) == 1, f"no panel {title!r} / {ref} in {board}"
+    return found[0]
+
+
+@needs_prometheus
+def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
+    timeline = Timeline()
+    spec = load_spec()
+    with Stack(tmp_path / "stack") as stack:
+        stack.reports["timeline"] = lambda: str(timeline)
+        rule_files = _generate_rules(tmp_path / "rules")
+        started = time.monotonic()
+        standins = {
+            "pressure": standin("memory-pressure", manual_clock=False),
+            "numa": standin("numa-4-nodes", manual_clock=False),
+            "micron": standin("micron-960gb-8stream", manual_clock=False),
+            "hbp": standin("hbp-dax", manual_clock=False),
+        }
+        timeline.mark("stand-ins started")
+        pool = {
+            "drives": {"count": 4, "tbw_per_drive_tb": 7000},  # Micron's four 7450 PRO 3.84 TB
+            "planned_lifetime_years": 5,
+            "in_service_date": "2025-01-01",
+            "volumes": [TEMPDB_VOLUME],
+            "host_disks": [_physical_disk()],
+        }
+        targets = {
+            "pressure": standins["pressure"].target_yaml(),
+            "numa": standins["numa"].target_yaml(),
+            "micron": standins["micron"].target_yaml(
+                colocated=True, volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, ssd_pools={POOL: pool}
+            ),
+            "hbp": standins["hbp"].target_yaml(
+                pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"}
+            ),
+        }
+        exporter = stack.start_exporter(
+            {
+                "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
+                "targets": targets,
+            },
+            env={PASSWORD_ENV: TEST_PASSWORD},
+            args=("--collector.host",),
+        )
+        for name in standins:
+            _wait_until_up(stack, exporter, name)
+        timeline.mark("exporter answers mssql_up 1 for every target")
+        address = exporter.removeprefix("http://")
+        host_job = {
+            "job_name": HOST_JOB,
+            "scrape_interval": "1s",
+            "scrape_timeout": "1s",
+            "static_configs": [{"targets": [address]}],
+        }
+        prom = stack.start_prometheus(
+            prometheus_config([probe_scrape_config(JOB, address, list(standins)), host_job], rule_files)
+        )
+        stack.reports["prometheus rule errors"] = lambda: "\n".join(prom.rule_health()) or "(none)"
+        timeline.mark("prometheus ready")
+
+        # A restart for the restart annotations: numa's start time must move by more than the exporter's
+        # 5 s tolerance, and Prometheus must have seen the old one.
+        stack.wait_for(
+            lambda: prom.query(f'mssql_up{{job="{JOB}",instance="numa"}} == 1') or None, 20, "numa up"
+        )
+        time.sleep(max(0.0, started + 10 - time.monotonic()) + 1)
+        standins["numa"].instance.restart()
+        timeline.mark("numa restarted")
+
+        def left() -> float:
+            return max(1.0, started + DEADLINE - time.monotonic())
+
+        for what, expr in (
+            ("the restart", f'changes(mssql_start_time_seconds{{instance="numa"}}[{RANGE_SECONDS}s]) > 0'),
+            (
+                "MSSQLSSDEnduranceExhaustionProjected firing for micron",
+                'ALERTS{alertname="MSSQLSSDEnduranceExhaustionProjected",alertstate="firing",instance="micron"}',
+            ),
+            (
+                "MSSQLMemoryPressure firing for pressure",
+                'ALERTS{alertname="MSSQLMemoryPressure",alertstate="firing",instance="pressure"}',
+            ),
+        ):
+            stack.wait_for(lambda e=expr: prom.query(e) or None, left(), what, interval=0.5)
+            timeline.mark(f"seen: {what}")
+
+        # Subqueries step on whole seconds: let the alerts fire across a few of them before the queries run.
+        time.sleep(3)
+        now = time.time()
+        everyone = "(" + "|".join(standins) + ")"
+        failures: list[str] = []
+        results: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
+        for board_uid, board in BOARDS.items():
+            for q in queries(board):
+                for scenario in _scenarios(board_uid, q, everyone):
+                    values = {"job": JOB, "instance": scenario, "pool": ".+", "host": address, **BUILTINS}
+                    try:
+                        got = _run(prom, q, values, now)
+                    except AssertionError as err:
+                        failures.append(f"{q} [{scenario}]: {err}")
+                        continue
+                    results[(board_uid, q.where, q.ref, scenario)] = got
+                    if not got:
+                        shown = substitute(q.expr, values)
+                        failures.append(f"{q} [{scenario}]: no series (Grafana: No data)\n    {shown}")
+        timeline.mark(f"{len(results)} queries run")
+        if failures:
+            raise stack.fail(f"{len(failures)} dashboard queries failed:\n" + "\n".join(failures))
+
+        # Data that is there is also the right data: a few figures checked against the scenarios.
+        m, e, f = generate.MEMORY_UID, generate.ENDURANCE_UID, generate.FLEET_UID
+        ple_panel = "Page life expectancy per NUMA node vs its floor"
+        nodes = prom.query(
+            substitute(_target(m, ple_panel, "B").expr, {**PLACEHOLDERS, "instance": "numa"}), at=now
+        )
+        ple = spec.get("memory.page_life_expectancy")
+        floors = {r["metric"]["node"]: float(r["value"][1]) for r in nodes}
+        assert set(floors) == {"0", "1", "2", "3"}, floors
+        assert floors["3"] == ple["floor_seconds"]  # 60,000 pages: under one step, so Dell's floor
+        step = ple["page_bytes"] / ple["buffer_pool_bytes_per_step"] * ple["seconds_per_buffer_pool_bytes"]
+        assert floors["0"] == pytest.approx(2040000 * step)
+
+        table = "Endurance per pool, in the shape of Micron's Table 4"
+        micron = {"job": JOB, "instance": "micron", "pool": ".+", "host": address, **BUILTINS}
+        row = {"pool": POOL, "source": "sqlserver"}
+
+        def cell(ref: str) -> float:
+            return _value(prom.query(substitute(_target(e, table, ref).expr, micron), at=now), **row)
+
+        # Micron's 960 GB, 8-stream row: 235.8 MB/s for 5 years of 365.25 days against 28 PB is 1.329.
+        assert cell("A") == pytest.approx(235.8 * MB, rel=0.1)
+        assert cell("C") == pytest.approx(235.8 * MB * 5 * 365.25 * 86400, rel=0.1)
+        assert cell("D") == 4 * 7000 * 10**12
+        assert cell("E") == pytest.approx(1.329, rel=0.1)
+        host_rows = prom.query(substitute(_target(e, table, "E").expr, micron), at=now)
+        assert {r["metric"]["source"] for r in host_rows} == {"sqlserver", "host"}
+
+        fleet = {"job": JOB, "instance": everyone, **BUILTINS}
+        worst = prom.query(substitute(_target(f, "Instances", "C").expr, fleet), at=now)
+        assert {r["metric"]["instance"] for r in worst} == set(standins), "one row per instance"
+        minutes = prom.query(substitute(_target(f, "Instances", "E").expr, fleet), at=now)
+        assert _value(minutes, instance="pressure") > 0 and _value(minutes, instance="hbp") == 0
+
+        errors = prom.rule_health()
+        if errors:
+            raise stack.fail("rules failed to evaluate:\n" + "\n".join(errors))
+        timeline.mark("done")
+        print(f"\ntimeline:\n{timeline}")
