@@ -348,3 +348,27 @@ def test_hybrid_buffer_pool_off_at_server_level_serves_nothing(standin, scraper_
     assert value(got, "mssql_hybrid_buffer_pool_configured") == 1
     assert value(got, "mssql_hybrid_buffer_pool_enabled") == 0
     assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == 0
+
+
+def test_resource_database_counters_do_not_fail_the_file_collectors(standin, scraper_for, caplog):
+    s = standin("tempdb-separate-volume")
+    # As on every real server: the function reports the hidden resource database, sys.master_files never.
+    io_ids = {r["database_id"] for r in s.instance.rows("sys.dm_io_virtual_file_stats", [None, None])}
+    named_ids = {r["database_id"] for r in s.instance.rows("sys.master_files", [])}
+    assert 32767 in io_ids and 32767 not in named_ids
+    pool = {
+        "drives": {"count": 2, "tbw_per_drive_tb": 7000},
+        "planned_lifetime_years": 5,
+        "in_service_date": "2025-01-01",
+        "volumes": [TEMPDB_VOLUME],
+    }
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, ssd_pools={"tempdb-ssd": pool})
+    scraper = scraper_for(config)
+    for _ in range(3):
+        got = scrape(scraper, config)
+        s.clock.advance(10)
+        for collector in ("tempdb", "volumes", "ssd_pools"):
+            assert value(got, "mssql_exporter_collector_success", collector=collector) == 1, collector
+    assert not any("VIEW ANY DEFINITION" in str(getattr(r, "err", "")) for r in caplog.records)
+    # only once, with the first scrape: the names are not asked for again and again
+    assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 1
