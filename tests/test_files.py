@@ -142,11 +142,11 @@ def test_windows_mount_folder_found_through_dm_os_volume_stats(standin, scraper_
     s.clock.advance(10)
     got = scrape(scraper, config)  # the second scrape carries the per-directory volume lookups
     volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
-    assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "L:\\"}
+    assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "E:\\mnt\\archive\\", "L:\\"}
     assert value(got, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume="T:\\") > 0
     lookups = [sql for sql in s.handler.sql_seen if "dm_os_volume_stats" in sql]
-    # once per directory (4 directories hold the 6 files), in one batch
-    assert len(lookups) == 1 and lookups[0].count("dm_os_volume_stats(") == 4
+    # once per directory (5 directories hold the 8 files), in one batch
+    assert len(lookups) == 1 and lookups[0].count("dm_os_volume_stats(") == 5
 
 
 def test_hybrid_buffer_pool_on_a_dax_volume(standin, scraper_for):
@@ -336,7 +336,7 @@ def test_refused_volume_lookup_is_not_retried_every_scrape(standin, scraper_for,
     assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 2  # refresh + lookups
     # Without the lookup, files keep their drive root: D:\ instead of the mount folder.
     volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
-    assert volumes == {"C:\\", "T:\\", "D:\\", "L:\\"}
+    assert volumes == {"C:\\", "T:\\", "D:\\", "E:\\", "L:\\"}
     assert any(r.getMessage().startswith("volume lookup failed") for r in caplog.records)
 
 
@@ -372,3 +372,80 @@ def test_resource_database_counters_do_not_fail_the_file_collectors(standin, scr
     assert not any("VIEW ANY DEFINITION" in str(getattr(r, "err", "")) for r in caplog.records)
     # only once, with the first scrape: the names are not asked for again and again
     assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 1
+
+
+def _lookup_batches(s) -> list[int]:
+    """Per batch that carried volume lookups, how many."""
+    return [sql.count("dm_os_volume_stats(") for sql in s.handler.sql_seen if "dm_os_volume_stats(" in sql]
+
+
+def test_one_directory_failing_its_volume_lookup_fails_only_that_directory(standin, scraper_for, caplog):
+    s = standin("windows-mount-folders")
+    s.instance.scenario.files.volume_lookup_fails = ["E:\\mnt\\"]  # E:'s mount folder cannot be read
+    config = s.config()
+    scraper = scraper_for(config)
+    for _ in range(6):
+        got = scrape(scraper, config)
+        # A failed lookup is that directory's answer, not a malformed batch: the target stays up.
+        assert value(got, "mssql_up") == 1
+        assert value(got, "mssql_exporter_collector_success", collector="volumes") == 1
+        s.clock.advance(10)
+    volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
+    # The directories that answered have their mount points; the failed one keeps its drive root.
+    assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "E:\\", "L:\\"}
+    assert value(got, "mssql_volume_written_bytes_total", volume="E:\\", file_type="data") > 0
+    assert value(got, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume="T:\\") > 0
+    # Asked once, and not again every scrape (the refresh interval is 300 s).
+    assert _lookup_batches(s) == [5]
+    failures = [r for r in caplog.records if r.getMessage().startswith("volume lookup failed")]
+    assert len(failures) == 1
+    assert failures[0].directory == "e:\\mnt\\archive\\data" and failures[0].err.startswith("3634:")
+
+    # Five minutes on, with the next regular refresh, only the failed directory is asked again; the
+    # device is back, so its files move to their mount folder.
+    state = scraper._states["standin"]
+    failed = state.memo["file_catalog"].lookups_failed
+    for directory in failed:
+        failed[directory] -= 300
+    state.next_slow_at = 0.0
+    s.instance.scenario.files.volume_lookup_fails = []
+    for _ in range(3):
+        got = scrape(scraper, config)
+        assert value(got, "mssql_up") == 1
+        s.clock.advance(10)
+    assert _lookup_batches(s) == [5, 1]
+    volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
+    assert "E:\\mnt\\archive\\" in volumes
+
+
+def test_volume_lookups_are_capped_per_refresh(standin, scraper_for, monkeypatch):
+    from mssql_memory_exporter.collectors import files
+
+    monkeypatch.setattr(files, "MAX_VOLUME_LOOKUPS", 2)
+    s = standin("windows-mount-folders")
+    config = s.config()
+    scraper = scraper_for(config)
+    for _ in range(6):
+        got = scrape(scraper, config)
+        assert value(got, "mssql_up") == 1
+        s.clock.advance(10)
+    # 5 directories, at most 2 a batch: three refreshes in a row, then none.
+    assert _lookup_batches(s) == [2, 2, 1]
+    volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
+    assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "E:\\mnt\\archive\\", "L:\\"}
+
+
+def test_a_section_error_followed_by_rows_of_the_same_tag_is_not_a_shape_error():
+    from mssql_memory_exporter.batch import ERROR_TAG, ResultSet, route
+    from mssql_memory_exporter.collectors.base import Section
+
+    lookup = Section(tag="volumes", sql="", may_be_empty=True)
+    error = ResultSet(
+        ("section", "failed_section", "error_number", "error_message"),
+        [(ERROR_TAG, "volumes", 3634, "device not ready")],
+    )
+    rows = ResultSet(("section", "database_id", "file_id", "volume_mount_point"), [("volumes", 5, 1, "D:\\")])
+    for order in ((error, rows), (rows, error)):
+        got = route(order, [lookup])["volumes"]
+        assert got.error is not None and got.error.number == 3634
+        assert not got.has_rows()

@@ -3,6 +3,7 @@
 Scenario YAML:
   platform: linux | windows          # what sys.dm_os_volume_stats reports (NULL mount points on Linux)
   volumes: {"T:\\": "T:\\"}          # Windows: mount point of each directory prefix
+  volume_lookup_fails: ["E:\\mnt\\"]  # sys.dm_os_volume_stats raises an OS error for files under these
   hybrid_buffer_pool: {configured: 1, enabled: 1}
   buffer_pool_extension: {path: "E:\\bpe.BPE", size_kb: 33554432}
   databases:
@@ -119,6 +120,8 @@ class FileModel:
     bpe: dict[str, Any] | None = None
     # Databases whose rows sys.master_files hides, as from a login without VIEW ANY DEFINITION.
     hidden_from_master_files: set[int] = field(default_factory=set)
+    # Path prefixes whose volume sys.dm_os_volume_stats cannot read (an OS error for those files only).
+    volume_lookup_fails: list[str] = field(default_factory=list)
 
     def live(self, now: float) -> list[DatabaseSpec]:
         return [d for d in self.databases if d.created_at <= now and (d.drop_at is None or d.drop_at > now)]
@@ -193,6 +196,16 @@ class FileModel:
             }
             for d in self.live(now)
         ]
+
+    def volume_lookup_fails_for(self, now: float, database_id: object, file_id: object) -> str | None:
+        """The file's path if its volume lookup is to fail, else None."""
+        for db in self.live(now):
+            for f in db.files:
+                if (f.database_id, f.file_id) == (database_id, file_id) and any(
+                    f.path.lower().startswith(prefix.lower()) for prefix in self.volume_lookup_fails
+                ):
+                    return f.path
+        return None
 
     def volume_stats(self, now: float, database_id: object, file_id: object) -> list[dict[str, object]]:
         for db in self.live(now):
