@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import scrape, value
 
 TEMPDB_VOLUME = "/var/opt/mssql/tempdb"
+DATA_VOLUME = "/var/opt/mssql/data"
 MB = 1_000_000
 
 
@@ -74,26 +75,67 @@ def test_micron_table_4_write_rates_replay(standin, scraper_for, scenario, rate_
     assert per_second == pytest.approx(rate_mb_s * MB, rel=1e-4)
 
 
+def _dropped_history(s, scraper, config) -> tuple[list[float], list[float], dict]:
+    data: list[float] = []
+    log: list[float] = []
+    for _ in range(8):  # scenario time 0..70 s
+        got = scrape(scraper, config)
+        assert value(got, "mssql_exporter_collector_success", collector="volumes") == 1
+        data.append(value(got, "mssql_volume_written_bytes_total", volume=DATA_VOLUME, file_type="data"))
+        log.append(value(got, "mssql_volume_written_bytes_total", volume=DATA_VOLUME, file_type="log"))
+        s.clock.advance(10)
+    assert all(b >= a for a, b in itertools.pairwise(data)), data
+    assert all(b >= a for a, b in itertools.pairwise(log)), log
+    return data, log, got
+
+
 def test_volume_writes_never_decrease_when_databases_go_away(standin, scraper_for):
     s = standin("databases-dropped")
     config = s.config()
     scraper = scraper_for(config)
-    history: list[float] = []
-    for _ in range(8):  # scenario time 0..70 s; three databases vanish at t=30
-        got = scrape(scraper, config)
-        history.append(
-            value(got, "mssql_volume_written_bytes_total", volume="/var/opt/mssql/data", file_type="data")
-        )
-        s.clock.advance(10)
-    assert all(b >= a for a, b in itertools.pairwise(history)), history
-    system = 0.01 * MB * 10  # master's data file
-    # Before the drop, five databases at 2 MB/s; after it, two: the slope changes, the total never falls.
-    # What the dropped ones wrote after the last scrape before the drop is gone with their counters.
-    assert history[2] - history[1] == pytest.approx(5 * 2 * MB * 10 + system, rel=1e-6)
-    assert history[3] - history[2] == pytest.approx(2 * 2 * MB * 10 + system, rel=1e-6)
-    assert history[7] - history[6] == pytest.approx(2 * 2 * MB * 10 + system, rel=1e-6)
+    data, log, got = _dropped_history(s, scraper, config)
+    system = 0.01 * MB * 10  # master's data file, and its log, in 10 s
+    # Five databases at 2 MB/s (logs 0.5 MB/s) until t=30, when app0 and app1 are dropped and app2 goes
+    # offline; what they wrote after the last scrape before that went with their counters.
+    assert data[2] - data[1] == pytest.approx(5 * 20 * MB + system, rel=1e-6)
+    assert log[2] - log[1] == pytest.approx(5 * 5 * MB + system, rel=1e-6)
+    assert data[3] - data[2] == pytest.approx(2 * 20 * MB + system, rel=1e-6)
+    assert log[3] - log[2] == pytest.approx(2 * 5 * MB + system, rel=1e-6)
+    assert data[4] - data[3] == pytest.approx(2 * 20 * MB + system, rel=1e-6)
+    # app2 is back at t=50 with counters that started again from 0: nothing is counted twice...
+    assert data[5] - data[4] == pytest.approx(2 * 20 * MB + system, rel=1e-6)
+    assert log[5] - log[4] == pytest.approx(2 * 5 * MB + system, rel=1e-6)
+    # ...and from then on it counts again.
+    assert data[7] - data[6] == pytest.approx(3 * 20 * MB + system, rel=1e-6)
+    assert log[7] - log[6] == pytest.approx(3 * 5 * MB + system, rel=1e-6)
     # (volume, file_type) pairs only: the dropped databases leave no series of their own behind
     assert len(series(got, "mssql_volume_written_bytes_total")) == 4
+    # The offline database stayed in sys.master_files, so nothing looked unnamed: one read of the names.
+    assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 1
+
+
+def test_database_back_online_with_its_counters_counts_only_what_is_new(standin, scraper_for):
+    import dataclasses
+
+    s = standin("databases-dropped")
+    model = s.instance.scenario.files
+    model.databases = [
+        dataclasses.replace(d, offline_keeps_counters=True) if d.name == "app2" else d
+        for d in model.databases
+    ]
+    config = s.config()
+    scraper = scraper_for(config)
+    data, log, _ = _dropped_history(s, scraper, config)
+    system = 0.01 * MB * 10
+    # Back at t=50, app2's counter carries on: what it wrote between the t=20 scrape and going offline
+    # (20 MB) is counted then, and not the 40 MB counted before a second time.
+    assert data[5] - data[4] == pytest.approx(2 * 20 * MB + 20 * MB + system, rel=1e-6)
+    assert log[5] - log[4] == pytest.approx(2 * 5 * MB + 5 * MB + system, rel=1e-6)
+    assert data[7] - data[6] == pytest.approx(3 * 20 * MB + system, rel=1e-6)
+    # Over the whole run, exactly what the surviving and returning databases' counters say, plus what
+    # the dropped ones were seen writing before t=30 (2 x 40 MB).
+    app2 = 2 * MB * (70 - 20)  # written while online, t=0..30 and t=50..70
+    assert data[7] - data[0] == pytest.approx(2 * 140 * MB + app2 + 2 * 40 * MB + 7 * system, rel=1e-6)
 
 
 def test_restart_resets_file_counters_without_losing_volume_totals(standin, scraper_for):
@@ -283,19 +325,81 @@ def test_colocated_target_uses_host_mounts_dax_and_disk_counters(standin, scrape
     assert value(got, "mssql_ssd_pool_rated_endurance_bytes", pool="tempdb-raid1") == 2 * 3.84e12 * 365 * 5
 
 
-def test_a_clock_step_on_the_server_is_not_a_restart(standin, scraper_for):
+@pytest.mark.parametrize("step_seconds", [-3600, 3600])
+def test_a_clock_step_on_the_server_is_not_a_restart(standin, scraper_for, step_seconds):
     s = standin("tempdb-separate-volume")
     config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
     scraper = scraper_for(config)
     key = {"volume": TEMPDB_VOLUME, "file_type": "data"}
     scrape(scraper, config)
     s.clock.advance(10)
-    before = value(scrape(scraper, config), "mssql_volume_written_bytes_total", **key)
-    s.clock.wall_origin -= 3600  # the server's clock is stepped back an hour; nothing restarted
+    first = scrape(scraper, config)
+    before = value(first, "mssql_volume_written_bytes_total", **key)
+    s.clock.wall_origin += step_seconds  # the server's clock is stepped an hour; nothing restarted
     s.clock.advance(10)
     got = scrape(scraper, config)
+    # The start time SQL Server reports moves with its clock...
+    assert value(got, "mssql_start_time_seconds") - value(first, "mssql_start_time_seconds") == step_seconds
     after = value(got, "mssql_volume_written_bytes_total", **key)
     assert after - before == pytest.approx(19.6 * MB * 10, rel=1e-6)  # ten more seconds, not everything again
+
+
+def test_restart_counted_even_when_no_counter_went_down(standin, scraper_for):
+    s = standin("tempdb-separate-volume")
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    scraper = scraper_for(config)
+    key = {"volume": TEMPDB_VOLUME, "file_type": "data"}
+    scrape(scraper, config)  # baseline
+    s.clock.advance(10)
+    before = scrape(scraper, config)
+    s.instance.restart()
+    s.clock.advance(30)  # every file has written more since the restart than before it was scraped
+    after = scrape(scraper, config)
+    assert value(after, "mssql_start_time_seconds") > value(before, "mssql_start_time_seconds")
+    assert value(
+        after, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume=TEMPDB_VOLUME
+    ) > value(before, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume=TEMPDB_VOLUME)
+    # 10 s before the restart and all 30 s after it; taking the difference would have counted 20 s.
+    assert value(after, "mssql_volume_written_bytes_total", **key) == pytest.approx(
+        19.6 * MB * (10 + 30), rel=1e-6
+    )
+
+
+def test_vanished_file_back_without_a_reset_is_not_counted_twice():
+    from mssql_memory_exporter.collectors.volumes import VANISHED_KEEP_SECONDS, WriteAccumulator
+
+    def place(_key):
+        return "/data", "data"
+
+    acc = WriteAccumulator()
+    tick = 1000  # SQL Server's start tick: the same instance throughout
+    steps = [({(5, 1): 1000}, 0.0), ({(5, 1): 2000}, 60.0), ({}, 120.0), ({(5, 1): 3000}, 180.0)]
+    history = []
+    for readings, now in steps:
+        acc.update(readings, tick, place, now=now)
+        history.append(acc.totals().get(("/data", "data"), 0.0))
+    # From the 1000 baseline the file wrote 2000 more; the missing scrape changes nothing.
+    assert history == [0.0, 1000.0, 1000.0, 2000.0]
+    # Gone longer than it is kept: forgotten (its bytes stay with the volume), counted in full if back.
+    acc.update({}, tick, place, now=200.0)
+    acc.update({}, tick, place, now=200.0 + VANISHED_KEEP_SECONDS + 1)
+    assert not acc.vanished and acc.totals()[("/data", "data")] == 2000.0
+    acc.update({(5, 1): 3500}, tick, place, now=300.0 + VANISHED_KEEP_SECONDS)
+    assert acc.totals()[("/data", "data")] == 5500.0
+
+
+def test_restart_while_a_file_is_away_counts_its_new_counter_in_full():
+    from mssql_memory_exporter.collectors.volumes import WriteAccumulator
+
+    def place(_key):
+        return "/data", "data"
+
+    acc = WriteAccumulator()
+    acc.update({(5, 1): 1000, (1, 1): 10}, 1000, place, now=0.0)
+    acc.update({(5, 1): 2000, (1, 1): 20}, 1000, place, now=60.0)
+    acc.update({(1, 1): 5}, 9000, place, now=120.0)  # restarted; database 5 not open yet
+    acc.update({(5, 1): 2500, (1, 1): 15}, 9000, place, now=180.0)  # back, counter since the restart
+    assert acc.totals()[("/data", "data")] == 1000 + 10 + 5 + 10 + 2500
 
 
 def test_exporter_restart_starts_totals_from_zero(standin, scraper_for):
