@@ -553,3 +553,68 @@ def test_a_section_error_followed_by_rows_of_the_same_tag_is_not_a_shape_error()
         got = route(order, [lookup])["volumes"]
         assert got.error is not None and got.error.number == 3634
         assert not got.has_rows()
+
+
+def _pool(*volumes: str) -> dict:
+    return {
+        "drives": {"count": 2, "tbw_per_drive_tb": 7000},
+        "planned_lifetime_years": 5,
+        "in_service_date": "2025-01-01",
+        "volumes": list(volumes),
+    }
+
+
+def test_pool_volumes_hold_the_directories_below_them(standin, scraper_for, caplog):
+    s = standin("tempdb-separate-volume")
+    # Linux, not co-located, no volume_map: the files' volumes are their directories.
+    pools = {
+        "mssql": _pool("/var/opt/mssql"),  # the mount point that holds .../data (and .../tempdb)
+        "tempdb": _pool(TEMPDB_VOLUME),  # the longer prefix wins: tempdb counts here only
+        "typo": _pool("/var/opt/mss"),  # not a path boundary: holds nothing
+    }
+    config = s.config(ssd_pools=pools)
+    scraper = scraper_for(config)
+    for _ in range(3):
+        got = scrape(scraper, config)
+        s.clock.advance(10)
+    assert value(got, "mssql_exporter_collector_success", collector="ssd_pools") == 1
+    data = total(got, "mssql_volume_written_bytes_total", volume=DATA_VOLUME)
+    tempdb = total(got, "mssql_volume_written_bytes_total", volume=TEMPDB_VOLUME)
+    assert data > 0 and tempdb > 0
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="mssql", source="sqlserver") == data
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="tempdb", source="sqlserver") == tempdb
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="typo", source="sqlserver") == 0
+    # The pool volume that holds nothing is named, once for the one refresh these scrapes made.
+    warned = [
+        r for r in caplog.records if r.getMessage().startswith("ssd pool volume holds no database file")
+    ]
+    assert [(r.target, r.pool, r.volume) for r in warned] == [("standin", "typo", "/var/opt/mss")]
+
+
+def test_windows_pool_volumes_ignore_case_but_not_mount_folders_below_them(standin, scraper_for, caplog):
+    s = standin("windows-mount-folders")
+    pools = {"ssd": _pool("D:\\MNT\\SSD\\"), "d-drive": _pool("D:\\")}
+    config = s.config(ssd_pools=pools)
+    scraper = scraper_for(config)
+    for _ in range(3):
+        got = scrape(scraper, config)
+        s.clock.advance(10)
+    mount = total(got, "mssql_volume_written_bytes_total", volume="D:\\mnt\\ssd\\")
+    assert mount > 0
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="ssd", source="sqlserver") == mount
+    # D:\mnt\ssd\ is a volume of its own, mounted in a folder of D:; its writes are not D:'s.
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="d-drive", source="sqlserver") == 0
+    warned = {r.pool for r in caplog.records if r.getMessage().startswith("ssd pool volume holds no")}
+    assert warned == {"d-drive"}
+
+
+def test_pmem_volume_holds_the_data_directory_below_it(standin, scraper_for):
+    s = standin("hbp-dax")
+    config = s.config(pmem_volumes=["/mnt/pmem0"])  # files in /mnt/pmem0/data, no volume_map
+    got = scrape(scraper_for(config), config)
+    assert {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")} >= {
+        "/mnt/pmem0/data"
+    }
+    page = 8192
+    expected = 2 * (204800 * MB // page) * page
+    assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == expected

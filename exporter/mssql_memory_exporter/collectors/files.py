@@ -18,7 +18,7 @@ import logging
 import ntpath
 import posixpath
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from .base import EXTRA_SECTIONS, FORCE_SLOW, MissingData, ScrapeContext, Section, SectionResult
@@ -78,6 +78,9 @@ class FileCatalog:
     lookups_pending: set[str] = field(default_factory=set)  # never answered yet: their files wait
     lookups_inflight: dict[str, str] = field(default_factory=dict)  # section tag -> directory, next batch
     invisible: set[tuple[int, int]] = field(default_factory=set)  # files a refresh could not name
+    # Labels that are a file's directory standing in for a volume nobody named (rule 4 above): a pool
+    # or PMEM volume holds such a label when it contains the directory, not only when it equals it.
+    directory_labels: set[str] = field(default_factory=set)
 
     def volume_of(self, f: DbFile, ctx: ScrapeContext) -> str | None:
         """The file's volume label, or None while its directory's volume lookup is still out: a label
@@ -107,7 +110,34 @@ class FileCatalog:
                 return None
             known = self.mount_of_directory.get(f.directory.casefold())
             return normalise_volume(known or _root(f.path))
-        return normalise_volume(f.directory)
+        label = normalise_volume(f.directory)
+        self.directory_labels.add(label)
+        return label
+
+    def holder_of(self, label: str, volumes: Collection[str]) -> str | None:
+        """Which of the configured `volumes` (pool volumes, PMEM volumes) a file labelled `label` is on:
+        the one equal to it (Windows paths ignoring case), or, for a directory label, the longest one
+        that contains it on a path boundary. A real mount point below a configured volume is a volume of
+        its own, so for mount labels only equality counts."""
+        windows = _is_windows(label)
+        subject = label.casefold() if windows else label
+        directory = label in self.directory_labels
+        best: str | None = None
+        for volume in volumes:
+            if _is_windows(volume) != windows:
+                continue
+            candidate = volume.casefold() if windows else volume
+            if candidate == subject:
+                return volume
+            inside = directory and _contains(candidate, subject, "\\" if windows else "/")
+            if inside and (best is None or len(volume) > len(best)):
+                best = volume
+        return best
+
+    def unmatched(self, volumes: Collection[str], ctx: ScrapeContext) -> set[str]:
+        """The configured volumes that hold none of the instance's files."""
+        held = {self.holder_of(v, volumes) for f in self.files.values() if (v := self.volume_of(f, ctx))}
+        return set(volumes) - held
 
 
 def normalise_volume(volume: str) -> str:
@@ -127,6 +157,10 @@ def _root(path: str) -> str:
         parts = path[2:].split("\\")
         return "\\\\" + "\\".join(parts[:2]) + "\\"
     return path[:3]
+
+
+def _contains(parent: str, path: str, sep: str) -> bool:
+    return path.startswith(parent.rstrip(sep) + sep)
 
 
 def _is_windows(path: str) -> bool:

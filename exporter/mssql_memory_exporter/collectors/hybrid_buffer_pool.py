@@ -77,8 +77,9 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     server_enabled = int(config.get("is_enabled") or 0) == 1  # type: ignore[call-overload]
     for f in cat.files.values() if server_enabled else ():
         if f.database_id in enabled_dbs and f.file_type == "data":
-            volume = cat.volume_of(f, ctx)
-            if volume in pmem:
+            label = cat.volume_of(f, ctx)
+            volume = cat.holder_of(label, pmem) if label is not None else None
+            if volume is not None:
                 eligible[volume] += f.size_bytes
     for volume, size in sorted(eligible.items()):
         out.gauge(
