@@ -618,3 +618,23 @@ def test_pmem_volume_holds_the_data_directory_below_it(standin, scraper_for):
     page = 8192
     expected = 2 * (204800 * MB // page) * page
     assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == expected
+
+
+def test_ssd_pools_fail_with_volumes_instead_of_repeating_the_last_totals(standin, scraper_for):
+    s = standin("tempdb-separate-volume")
+    config = s.config(
+        volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, ssd_pools={"tempdb-ssd": _pool(TEMPDB_VOLUME)}
+    )
+    scraper = scraper_for(config)
+    first = scrape(scraper, config)
+    assert value(first, "mssql_exporter_collector_success", collector="ssd_pools") == 1
+    # The next refresh of the file list no longer shows database 5 (VIEW ANY DEFINITION revoked), so the
+    # volume totals cannot be complete this scrape.
+    s.instance.scenario.files.hidden_from_master_files = {5}
+    scraper._states["standin"].next_slow_at = 0.0
+    s.clock.advance(10)
+    got = scrape(scraper, config)
+    assert value(got, "mssql_exporter_collector_success", collector="volumes") == 0
+    assert value(got, "mssql_exporter_collector_success", collector="ssd_pools") == 0
+    assert not series(got, "mssql_ssd_pool_written_bytes_total")
+    assert not series(got, "mssql_ssd_pool_rated_endurance_bytes")

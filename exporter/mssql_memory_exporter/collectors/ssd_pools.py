@@ -26,9 +26,9 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     pools = getattr(ctx.target, "ssd_pools", None) or {}
     if not pools:
         return
-    totals = ctx.memo.get(volumes.TOTALS_KEY)
-    if not isinstance(totals, dict):
-        raise MissingData("no volume totals this scrape")
+    totals = volumes.totals_of_this_scrape(ctx)
+    if totals is None:
+        raise MissingData("no volume totals this scrape (the volumes collector failed)")
     cat = files.update(results, ctx)
     configured = {v for pool in pools.values() for v in pool.volumes}
     by_volume: dict[str, float] = {}

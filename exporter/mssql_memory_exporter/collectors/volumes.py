@@ -7,6 +7,7 @@ seen written; a vanished file's share stays with its volume. Series are per (vol
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -17,7 +18,7 @@ name = "volumes"
 sections = (file_stats.TAG,)
 SECTIONS = (file_stats.SECTION, files.FILES_SECTION)
 MEMO_KEY = "volume_writes"
-TOTALS_KEY = "volume_written_totals"  # {(volume, file_type): bytes}, for the ssd_pools collector
+TOTALS_KEY = "volume_written_totals"  # (this scrape, {(volume, file_type): bytes}), for ssd_pools
 # How long a vanished file's last reading is kept. A file back within this time (a database brought
 # online again) is counted from that reading, not in full; a file that stays away longer is forgotten,
 # so dropped databases do not pile up, and counted in full should it ever come back.
@@ -125,6 +126,15 @@ class WriteAccumulator:
         return out
 
 
+def totals_of_this_scrape(ctx: ScrapeContext) -> dict[tuple[str, str], float] | None:
+    """The totals this scrape computed, or None if it computed none (this collector failed): the memo
+    outlives the scrape, and an earlier scrape's totals must not be exported as this one's."""
+    kept = ctx.memo.get(TOTALS_KEY)
+    if isinstance(kept, tuple) and kept[0]() is ctx:
+        return kept[1]
+    return None
+
+
 def _start_tick(results: Mapping[str, SectionResult]) -> object:
     for row in rows_of(results, sys_info.TAG):
         return row.get("sqlserver_start_time_ms_ticks")
@@ -149,7 +159,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
 
     acc.update(readings, _start_tick(results), place, cat.generation, ctx.now)
     totals = acc.totals()
-    ctx.memo[TOTALS_KEY] = totals
+    ctx.memo[TOTALS_KEY] = (weakref.ref(ctx), totals)
     for (volume, file_type), written in sorted(totals.items()):
         out.counter(
             "mssql_volume_written_bytes_total",
