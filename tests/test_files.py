@@ -198,8 +198,12 @@ def test_hybrid_buffer_pool_on_a_dax_volume(standin, scraper_for):
     assert value(got, "mssql_exporter_collector_success", collector="hybrid_buffer_pool") == 1
     assert value(got, "mssql_hybrid_buffer_pool_configured") == 1
     assert value(got, "mssql_hybrid_buffer_pool_enabled") == 1
-    assert value(got, "mssql_hybrid_buffer_pool_databases") == 2
-    # sales and stock data files on PMEM: 2 x 204,800 MB (sizes are whole 8 KiB pages)
+    # The database-level switch is on by default: every database but archive (master, tempdb, sales,
+    # stock, reports), whether or not its files are on PMEM.
+    assert value(got, "mssql_hybrid_buffer_pool_databases") == 5
+    # Only sales and stock data files count: 2 x 204,800 MB (sizes are whole 8 KiB pages). archive's data
+    # file is on PMEM with the switch off; reports has it on, with its data file off PMEM; the logs on
+    # PMEM are not data files.
     page = 8192
     expected = 2 * (204800 * MB // page) * page
     assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == expected

@@ -7,12 +7,14 @@ Scenario YAML:
   hybrid_buffer_pool: {configured: 1, enabled: 1}
   buffer_pool_extension: {path: "E:\\bpe.BPE", size_kb: 33554432}
   databases:
-    - {id: 2, name: tempdb, hbp: false, drop_at: null, offline: [[30, 50]], files: [
+    - {id: 2, name: tempdb, hbp: true, drop_at: null, offline: [[30, 50]], files: [
         {id: 1, name: tempdev, path: /var/opt/mssql/tempdb/tempdb.mdf, type: 0, size_mb: 8192,
          write_mb_s: 99.4, read_mb_s: 60, write_stall_ms_per_s: 40, read_stall_ms_per_s: 20}]}
     - {generate: 5000, first_id: 5, name: "db{n}", dir: /var/opt/mssql/data,
        data: {size_mb: 64, write_mb_s: 0.01}, log: {size_mb: 16, write_mb_s: 0.005}}
 Rates are in MB/s (10^6 bytes); I/O counts assume 64 KiB per I/O, as for SQL Server's extent-sized I/O.
+`hbp` is sys.databases.is_memory_optimized_enabled, 1 unless the scenario says otherwise: SQL Server
+2019 and later create every database with the database-level Hybrid Buffer Pool switch on.
 
 Dropped (`drop_at`) and offline (`offline`, intervals of scenario time) differ as on SQL Server: a dropped
 database leaves every view; an offline one leaves sys.dm_io_virtual_file_stats (and volume lookups) but
@@ -53,7 +55,7 @@ class DatabaseSpec:
     database_id: int
     name: str
     files: tuple[FileSpec, ...]
-    hbp: bool = False
+    hbp: bool = True  # is_memory_optimized_enabled: on by default in 2019+
     drop_at: float | None = None
     created_at: float = 0.0
     offline: tuple[tuple[float, float], ...] = ()  # [from, to) intervals of scenario time
@@ -105,7 +107,7 @@ def _generated(raw: dict[str, Any]) -> list[DatabaseSpec]:
                 type=0 if kind == "data" else 1,
             )
             files.append(_file(db_id, spec))
-        out.append(DatabaseSpec(db_id, name, tuple(files), bool(raw.get("hbp", False)), raw.get("drop_at")))
+        out.append(DatabaseSpec(db_id, name, tuple(files), bool(raw.get("hbp", True)), raw.get("drop_at")))
     return out
 
 
@@ -123,7 +125,7 @@ def parse_databases(raw: list[dict[str, Any]] | None) -> list[DatabaseSpec]:
                 db_id,
                 str(entry["name"]),
                 files,
-                bool(entry.get("hbp", False)),
+                bool(entry.get("hbp", True)),
                 None if drop_at is None else float(drop_at),
                 float(entry.get("created_at", 0)),
                 tuple((float(a), float(b)) for a, b in entry.get("offline", [])),

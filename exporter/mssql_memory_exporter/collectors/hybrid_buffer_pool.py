@@ -64,7 +64,8 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     enabled_dbs = {int(r["database_id"]) for r in rows_of(results, DATABASES_TAG)}  # type: ignore[call-overload]
     out.gauge(
         "mssql_hybrid_buffer_pool_databases",
-        "Databases with the Hybrid Buffer Pool enabled.",
+        "Databases whose database-level Hybrid Buffer Pool switch is on (the default since 2019); they"
+        " use it only while it is enabled at server level.",
         len(enabled_dbs),
     )
     cat = files.update(results, ctx)
