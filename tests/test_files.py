@@ -59,13 +59,22 @@ def test_tempdb_files_on_their_own_volume(standin, scraper_for):
 
 
 @pytest.mark.parametrize(
-    ("scenario", "rate_mb_s"), [("micron-512gb-8stream", 124.1), ("micron-960gb-8stream", 235.8)]
+    ("scenario", "rate_mb_s", "memory_gib"),
+    [("micron-512gb-8stream", 124.1, 512), ("micron-960gb-8stream", 235.8, 960)],
 )
-def test_micron_table_4_write_rates_replay(standin, scraper_for, scenario, rate_mb_s):
+def test_micron_table_4_write_rates_replay(standin, scraper_for, scenario, rate_mb_s, memory_gib):
     s = standin(scenario)
-    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    assert s.instance.scenario.workload == "olap"
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, workload=s.instance.scenario.workload)
     scraper = scraper_for(config)
     first = scrape(scraper, config)
+    # Micron's server: SQL Server 2019, two sockets, the memory of the Table 4 row, analytics.
+    assert value(first, "mssql_target_info", workload="olap") == 1
+    assert value(first, "mssql_memory_target_bytes") == memory_gib * 2**30
+    assert value(first, "mssql_memory_total_bytes") == memory_gib * 2**30
+    assert {dict(k[1])["version"] for k in first if k[0] == "mssql_build_info"} == {"15.0.4375.4"}
+    nodes = {dict(labels)["node"] for labels in series(first, "mssql_buffer_node_database_pages")}
+    assert nodes == {"0", "1"}
     s.clock.advance(60)
     second = scrape(scraper, config)
     per_second = (

@@ -109,6 +109,7 @@ class Scenario:
     # other objects a real server reports too, so the exporter's filter is exercised
     noise: dict[str, list[str]] = field(default_factory=dict)
     files: FileModel = field(default_factory=lambda: FileModel([]))
+    workload: str = "oltp"  # what the server runs: the `workload` a target config for it should set
 
     @classmethod
     def load(cls, name_or_path: str | Path) -> Scenario:
@@ -145,6 +146,7 @@ class Scenario:
                 hbp=raw.get("hybrid_buffer_pool"),
                 bpe=raw.get("buffer_pool_extension"),
             ),
+            workload=str(raw.get("workload", "oltp")),
         )
 
 
