@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import scrape, value
 
 TEMPDB_VOLUME = "/var/opt/mssql/tempdb"
+DATA_VOLUME = "/var/opt/mssql/data"
 MB = 1_000_000
 
 
@@ -58,13 +59,22 @@ def test_tempdb_files_on_their_own_volume(standin, scraper_for):
 
 
 @pytest.mark.parametrize(
-    ("scenario", "rate_mb_s"), [("micron-512gb-8stream", 124.1), ("micron-960gb-8stream", 235.8)]
+    ("scenario", "rate_mb_s", "memory_gib"),
+    [("micron-512gb-8stream", 124.1, 512), ("micron-960gb-8stream", 235.8, 960)],
 )
-def test_micron_table_4_write_rates_replay(standin, scraper_for, scenario, rate_mb_s):
+def test_micron_table_4_write_rates_replay(standin, scraper_for, scenario, rate_mb_s, memory_gib):
     s = standin(scenario)
-    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    assert s.instance.scenario.workload == "olap"
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, workload=s.instance.scenario.workload)
     scraper = scraper_for(config)
     first = scrape(scraper, config)
+    # Micron's server: SQL Server 2019, two sockets, the memory of the Table 4 row, analytics.
+    assert value(first, "mssql_target_info", workload="olap") == 1
+    assert value(first, "mssql_memory_target_bytes") == memory_gib * 2**30
+    assert value(first, "mssql_memory_total_bytes") == memory_gib * 2**30
+    assert {dict(k[1])["version"] for k in first if k[0] == "mssql_build_info"} == {"15.0.4375.4"}
+    nodes = {dict(labels)["node"] for labels in series(first, "mssql_buffer_node_database_pages")}
+    assert nodes == {"0", "1"}
     s.clock.advance(60)
     second = scrape(scraper, config)
     per_second = (
@@ -74,26 +84,67 @@ def test_micron_table_4_write_rates_replay(standin, scraper_for, scenario, rate_
     assert per_second == pytest.approx(rate_mb_s * MB, rel=1e-4)
 
 
+def _dropped_history(s, scraper, config) -> tuple[list[float], list[float], dict]:
+    data: list[float] = []
+    log: list[float] = []
+    for _ in range(8):  # scenario time 0..70 s
+        got = scrape(scraper, config)
+        assert value(got, "mssql_exporter_collector_success", collector="volumes") == 1
+        data.append(value(got, "mssql_volume_written_bytes_total", volume=DATA_VOLUME, file_type="data"))
+        log.append(value(got, "mssql_volume_written_bytes_total", volume=DATA_VOLUME, file_type="log"))
+        s.clock.advance(10)
+    assert all(b >= a for a, b in itertools.pairwise(data)), data
+    assert all(b >= a for a, b in itertools.pairwise(log)), log
+    return data, log, got
+
+
 def test_volume_writes_never_decrease_when_databases_go_away(standin, scraper_for):
     s = standin("databases-dropped")
     config = s.config()
     scraper = scraper_for(config)
-    history: list[float] = []
-    for _ in range(8):  # scenario time 0..70 s; three databases vanish at t=30
-        got = scrape(scraper, config)
-        history.append(
-            value(got, "mssql_volume_written_bytes_total", volume="/var/opt/mssql/data", file_type="data")
-        )
-        s.clock.advance(10)
-    assert all(b >= a for a, b in itertools.pairwise(history)), history
-    system = 0.01 * MB * 10  # master's data file
-    # Before the drop, five databases at 2 MB/s; after it, two: the slope changes, the total never falls.
-    # What the dropped ones wrote after the last scrape before the drop is gone with their counters.
-    assert history[2] - history[1] == pytest.approx(5 * 2 * MB * 10 + system, rel=1e-6)
-    assert history[3] - history[2] == pytest.approx(2 * 2 * MB * 10 + system, rel=1e-6)
-    assert history[7] - history[6] == pytest.approx(2 * 2 * MB * 10 + system, rel=1e-6)
+    data, log, got = _dropped_history(s, scraper, config)
+    system = 0.01 * MB * 10  # master's data file, and its log, in 10 s
+    # Five databases at 2 MB/s (logs 0.5 MB/s) until t=30, when app0 and app1 are dropped and app2 goes
+    # offline; what they wrote after the last scrape before that went with their counters.
+    assert data[2] - data[1] == pytest.approx(5 * 20 * MB + system, rel=1e-6)
+    assert log[2] - log[1] == pytest.approx(5 * 5 * MB + system, rel=1e-6)
+    assert data[3] - data[2] == pytest.approx(2 * 20 * MB + system, rel=1e-6)
+    assert log[3] - log[2] == pytest.approx(2 * 5 * MB + system, rel=1e-6)
+    assert data[4] - data[3] == pytest.approx(2 * 20 * MB + system, rel=1e-6)
+    # app2 is back at t=50 with counters that started again from 0: nothing is counted twice...
+    assert data[5] - data[4] == pytest.approx(2 * 20 * MB + system, rel=1e-6)
+    assert log[5] - log[4] == pytest.approx(2 * 5 * MB + system, rel=1e-6)
+    # ...and from then on it counts again.
+    assert data[7] - data[6] == pytest.approx(3 * 20 * MB + system, rel=1e-6)
+    assert log[7] - log[6] == pytest.approx(3 * 5 * MB + system, rel=1e-6)
     # (volume, file_type) pairs only: the dropped databases leave no series of their own behind
     assert len(series(got, "mssql_volume_written_bytes_total")) == 4
+    # The offline database stayed in sys.master_files, so nothing looked unnamed: one read of the names.
+    assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 1
+
+
+def test_database_back_online_with_its_counters_counts_only_what_is_new(standin, scraper_for):
+    import dataclasses
+
+    s = standin("databases-dropped")
+    model = s.instance.scenario.files
+    model.databases = [
+        dataclasses.replace(d, offline_keeps_counters=True) if d.name == "app2" else d
+        for d in model.databases
+    ]
+    config = s.config()
+    scraper = scraper_for(config)
+    data, log, _ = _dropped_history(s, scraper, config)
+    system = 0.01 * MB * 10
+    # Back at t=50, app2's counter carries on: what it wrote between the t=20 scrape and going offline
+    # (20 MB) is counted then, and not the 40 MB counted before a second time.
+    assert data[5] - data[4] == pytest.approx(2 * 20 * MB + 20 * MB + system, rel=1e-6)
+    assert log[5] - log[4] == pytest.approx(2 * 5 * MB + 5 * MB + system, rel=1e-6)
+    assert data[7] - data[6] == pytest.approx(3 * 20 * MB + system, rel=1e-6)
+    # Over the whole run, exactly what the surviving and returning databases' counters say, plus what
+    # the dropped ones were seen writing before t=30 (2 x 40 MB).
+    app2 = 2 * MB * (70 - 20)  # written while online, t=0..30 and t=50..70
+    assert data[7] - data[0] == pytest.approx(2 * 140 * MB + app2 + 2 * 40 * MB + 7 * system, rel=1e-6)
 
 
 def test_restart_resets_file_counters_without_losing_volume_totals(standin, scraper_for):
@@ -142,11 +193,11 @@ def test_windows_mount_folder_found_through_dm_os_volume_stats(standin, scraper_
     s.clock.advance(10)
     got = scrape(scraper, config)  # the second scrape carries the per-directory volume lookups
     volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
-    assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "L:\\"}
+    assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "E:\\mnt\\archive\\", "L:\\"}
     assert value(got, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume="T:\\") > 0
     lookups = [sql for sql in s.handler.sql_seen if "dm_os_volume_stats" in sql]
-    # once per directory (4 directories hold the 6 files), in one batch
-    assert len(lookups) == 1 and lookups[0].count("dm_os_volume_stats(") == 4
+    # once per directory (5 directories hold the 8 files), in one batch
+    assert len(lookups) == 1 and lookups[0].count("dm_os_volume_stats(") == 5
 
 
 def test_hybrid_buffer_pool_on_a_dax_volume(standin, scraper_for):
@@ -156,8 +207,12 @@ def test_hybrid_buffer_pool_on_a_dax_volume(standin, scraper_for):
     assert value(got, "mssql_exporter_collector_success", collector="hybrid_buffer_pool") == 1
     assert value(got, "mssql_hybrid_buffer_pool_configured") == 1
     assert value(got, "mssql_hybrid_buffer_pool_enabled") == 1
-    assert value(got, "mssql_hybrid_buffer_pool_databases") == 2
-    # sales and stock data files on PMEM: 2 x 204,800 MB (sizes are whole 8 KiB pages)
+    # The database-level switch is on by default: every database but archive (master, tempdb, sales,
+    # stock, reports), whether or not its files are on PMEM.
+    assert value(got, "mssql_hybrid_buffer_pool_databases") == 5
+    # Only sales and stock data files count: 2 x 204,800 MB (sizes are whole 8 KiB pages). archive's data
+    # file is on PMEM with the switch off; reports has it on, with its data file off PMEM; the logs on
+    # PMEM are not data files.
     page = 8192
     expected = 2 * (204800 * MB // page) * page
     assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == expected
@@ -283,19 +338,81 @@ def test_colocated_target_uses_host_mounts_dax_and_disk_counters(standin, scrape
     assert value(got, "mssql_ssd_pool_rated_endurance_bytes", pool="tempdb-raid1") == 2 * 3.84e12 * 365 * 5
 
 
-def test_a_clock_step_on_the_server_is_not_a_restart(standin, scraper_for):
+@pytest.mark.parametrize("step_seconds", [-3600, 3600])
+def test_a_clock_step_on_the_server_is_not_a_restart(standin, scraper_for, step_seconds):
     s = standin("tempdb-separate-volume")
     config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
     scraper = scraper_for(config)
     key = {"volume": TEMPDB_VOLUME, "file_type": "data"}
     scrape(scraper, config)
     s.clock.advance(10)
-    before = value(scrape(scraper, config), "mssql_volume_written_bytes_total", **key)
-    s.clock.wall_origin -= 3600  # the server's clock is stepped back an hour; nothing restarted
+    first = scrape(scraper, config)
+    before = value(first, "mssql_volume_written_bytes_total", **key)
+    s.clock.wall_origin += step_seconds  # the server's clock is stepped an hour; nothing restarted
     s.clock.advance(10)
     got = scrape(scraper, config)
+    # The start time SQL Server reports moves with its clock...
+    assert value(got, "mssql_start_time_seconds") - value(first, "mssql_start_time_seconds") == step_seconds
     after = value(got, "mssql_volume_written_bytes_total", **key)
     assert after - before == pytest.approx(19.6 * MB * 10, rel=1e-6)  # ten more seconds, not everything again
+
+
+def test_restart_counted_even_when_no_counter_went_down(standin, scraper_for):
+    s = standin("tempdb-separate-volume")
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    scraper = scraper_for(config)
+    key = {"volume": TEMPDB_VOLUME, "file_type": "data"}
+    scrape(scraper, config)  # baseline
+    s.clock.advance(10)
+    before = scrape(scraper, config)
+    s.instance.restart()
+    s.clock.advance(30)  # every file has written more since the restart than before it was scraped
+    after = scrape(scraper, config)
+    assert value(after, "mssql_start_time_seconds") > value(before, "mssql_start_time_seconds")
+    assert value(
+        after, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume=TEMPDB_VOLUME
+    ) > value(before, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume=TEMPDB_VOLUME)
+    # 10 s before the restart and all 30 s after it; taking the difference would have counted 20 s.
+    assert value(after, "mssql_volume_written_bytes_total", **key) == pytest.approx(
+        19.6 * MB * (10 + 30), rel=1e-6
+    )
+
+
+def test_vanished_file_back_without_a_reset_is_not_counted_twice():
+    from mssql_memory_exporter.collectors.volumes import VANISHED_KEEP_SECONDS, WriteAccumulator
+
+    def place(_key):
+        return "/data", "data"
+
+    acc = WriteAccumulator()
+    tick = 1000  # SQL Server's start tick: the same instance throughout
+    steps = [({(5, 1): 1000}, 0.0), ({(5, 1): 2000}, 60.0), ({}, 120.0), ({(5, 1): 3000}, 180.0)]
+    history = []
+    for readings, now in steps:
+        acc.update(readings, tick, place, now=now)
+        history.append(acc.totals().get(("/data", "data"), 0.0))
+    # From the 1000 baseline the file wrote 2000 more; the missing scrape changes nothing.
+    assert history == [0.0, 1000.0, 1000.0, 2000.0]
+    # Gone longer than it is kept: forgotten (its bytes stay with the volume), counted in full if back.
+    acc.update({}, tick, place, now=200.0)
+    acc.update({}, tick, place, now=200.0 + VANISHED_KEEP_SECONDS + 1)
+    assert not acc.vanished and acc.totals()[("/data", "data")] == 2000.0
+    acc.update({(5, 1): 3500}, tick, place, now=300.0 + VANISHED_KEEP_SECONDS)
+    assert acc.totals()[("/data", "data")] == 5500.0
+
+
+def test_restart_while_a_file_is_away_counts_its_new_counter_in_full():
+    from mssql_memory_exporter.collectors.volumes import WriteAccumulator
+
+    def place(_key):
+        return "/data", "data"
+
+    acc = WriteAccumulator()
+    acc.update({(5, 1): 1000, (1, 1): 10}, 1000, place, now=0.0)
+    acc.update({(5, 1): 2000, (1, 1): 20}, 1000, place, now=60.0)
+    acc.update({(1, 1): 5}, 9000, place, now=120.0)  # restarted; database 5 not open yet
+    acc.update({(5, 1): 2500, (1, 1): 15}, 9000, place, now=180.0)  # back, counter since the restart
+    assert acc.totals()[("/data", "data")] == 1000 + 10 + 5 + 10 + 2500
 
 
 def test_exporter_restart_starts_totals_from_zero(standin, scraper_for):
@@ -336,7 +453,7 @@ def test_refused_volume_lookup_is_not_retried_every_scrape(standin, scraper_for,
     assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 2  # refresh + lookups
     # Without the lookup, files keep their drive root: D:\ instead of the mount folder.
     volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
-    assert volumes == {"C:\\", "T:\\", "D:\\", "L:\\"}
+    assert volumes == {"C:\\", "T:\\", "D:\\", "E:\\", "L:\\"}
     assert any(r.getMessage().startswith("volume lookup failed") for r in caplog.records)
 
 
@@ -348,3 +465,189 @@ def test_hybrid_buffer_pool_off_at_server_level_serves_nothing(standin, scraper_
     assert value(got, "mssql_hybrid_buffer_pool_configured") == 1
     assert value(got, "mssql_hybrid_buffer_pool_enabled") == 0
     assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == 0
+
+
+def test_resource_database_counters_do_not_fail_the_file_collectors(standin, scraper_for, caplog):
+    s = standin("tempdb-separate-volume")
+    # As on every real server: the function reports the hidden resource database, sys.master_files never.
+    io_ids = {r["database_id"] for r in s.instance.rows("sys.dm_io_virtual_file_stats", [None, None])}
+    named_ids = {r["database_id"] for r in s.instance.rows("sys.master_files", [])}
+    assert 32767 in io_ids and 32767 not in named_ids
+    pool = {
+        "drives": {"count": 2, "tbw_per_drive_tb": 7000},
+        "planned_lifetime_years": 5,
+        "in_service_date": "2025-01-01",
+        "volumes": [TEMPDB_VOLUME],
+    }
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, ssd_pools={"tempdb-ssd": pool})
+    scraper = scraper_for(config)
+    for _ in range(3):
+        got = scrape(scraper, config)
+        s.clock.advance(10)
+        for collector in ("tempdb", "volumes", "ssd_pools"):
+            assert value(got, "mssql_exporter_collector_success", collector=collector) == 1, collector
+    assert not any("VIEW ANY DEFINITION" in str(getattr(r, "err", "")) for r in caplog.records)
+    # only once, with the first scrape: the names are not asked for again and again
+    assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 1
+
+
+def _lookup_batches(s) -> list[int]:
+    """Per batch that carried volume lookups, how many."""
+    return [sql.count("dm_os_volume_stats(") for sql in s.handler.sql_seen if "dm_os_volume_stats(" in sql]
+
+
+def test_one_directory_failing_its_volume_lookup_fails_only_that_directory(standin, scraper_for, caplog):
+    s = standin("windows-mount-folders")
+    s.instance.scenario.files.volume_lookup_fails = ["E:\\mnt\\"]  # E:'s mount folder cannot be read
+    config = s.config()
+    scraper = scraper_for(config)
+    for _ in range(6):
+        got = scrape(scraper, config)
+        # A failed lookup is that directory's answer, not a malformed batch: the target stays up.
+        assert value(got, "mssql_up") == 1
+        assert value(got, "mssql_exporter_collector_success", collector="volumes") == 1
+        s.clock.advance(10)
+    volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
+    # The directories that answered have their mount points; the failed one keeps its drive root.
+    assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "E:\\", "L:\\"}
+    assert value(got, "mssql_volume_written_bytes_total", volume="E:\\", file_type="data") > 0
+    assert value(got, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume="T:\\") > 0
+    # Asked once, and not again every scrape (the refresh interval is 300 s).
+    assert _lookup_batches(s) == [5]
+    failures = [r for r in caplog.records if r.getMessage().startswith("volume lookup failed")]
+    assert len(failures) == 1
+    assert failures[0].directory == "e:\\mnt\\archive\\data" and failures[0].err.startswith("3634:")
+
+    # Five minutes on, with the next regular refresh, only the failed directory is asked again; the
+    # device is back, so its files move to their mount folder.
+    state = scraper._states["standin"]
+    failed = state.memo["file_catalog"].lookups_failed
+    for directory in failed:
+        failed[directory] -= 300
+    state.next_slow_at = 0.0
+    s.instance.scenario.files.volume_lookup_fails = []
+    for _ in range(3):
+        got = scrape(scraper, config)
+        assert value(got, "mssql_up") == 1
+        s.clock.advance(10)
+    assert _lookup_batches(s) == [5, 1]
+    volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
+    assert "E:\\mnt\\archive\\" in volumes
+
+
+def test_volume_lookups_are_capped_per_refresh(standin, scraper_for, monkeypatch):
+    from mssql_memory_exporter.collectors import files
+
+    monkeypatch.setattr(files, "MAX_VOLUME_LOOKUPS", 2)
+    s = standin("windows-mount-folders")
+    config = s.config()
+    scraper = scraper_for(config)
+    for _ in range(6):
+        got = scrape(scraper, config)
+        assert value(got, "mssql_up") == 1
+        s.clock.advance(10)
+    # 5 directories, at most 2 a batch: three refreshes in a row, then none.
+    assert _lookup_batches(s) == [2, 2, 1]
+    volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
+    assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "E:\\mnt\\archive\\", "L:\\"}
+
+
+def test_a_section_error_followed_by_rows_of_the_same_tag_is_not_a_shape_error():
+    from mssql_memory_exporter.batch import ERROR_TAG, ResultSet, route
+    from mssql_memory_exporter.collectors.base import Section
+
+    lookup = Section(tag="volumes", sql="", may_be_empty=True)
+    error = ResultSet(
+        ("section", "failed_section", "error_number", "error_message"),
+        [(ERROR_TAG, "volumes", 3634, "device not ready")],
+    )
+    rows = ResultSet(("section", "database_id", "file_id", "volume_mount_point"), [("volumes", 5, 1, "D:\\")])
+    for order in ((error, rows), (rows, error)):
+        got = route(order, [lookup])["volumes"]
+        assert got.error is not None and got.error.number == 3634
+        assert not got.has_rows()
+
+
+def _pool(*volumes: str) -> dict:
+    return {
+        "drives": {"count": 2, "tbw_per_drive_tb": 7000},
+        "planned_lifetime_years": 5,
+        "in_service_date": "2025-01-01",
+        "volumes": list(volumes),
+    }
+
+
+def test_pool_volumes_hold_the_directories_below_them(standin, scraper_for, caplog):
+    s = standin("tempdb-separate-volume")
+    # Linux, not co-located, no volume_map: the files' volumes are their directories.
+    pools = {
+        "mssql": _pool("/var/opt/mssql"),  # the mount point that holds .../data (and .../tempdb)
+        "tempdb": _pool(TEMPDB_VOLUME),  # the longer prefix wins: tempdb counts here only
+        "typo": _pool("/var/opt/mss"),  # not a path boundary: holds nothing
+    }
+    config = s.config(ssd_pools=pools)
+    scraper = scraper_for(config)
+    for _ in range(3):
+        got = scrape(scraper, config)
+        s.clock.advance(10)
+    assert value(got, "mssql_exporter_collector_success", collector="ssd_pools") == 1
+    data = total(got, "mssql_volume_written_bytes_total", volume=DATA_VOLUME)
+    tempdb = total(got, "mssql_volume_written_bytes_total", volume=TEMPDB_VOLUME)
+    assert data > 0 and tempdb > 0
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="mssql", source="sqlserver") == data
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="tempdb", source="sqlserver") == tempdb
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="typo", source="sqlserver") == 0
+    # The pool volume that holds nothing is named, once for the one refresh these scrapes made.
+    warned = [
+        r for r in caplog.records if r.getMessage().startswith("ssd pool volume holds no database file")
+    ]
+    assert [(r.target, r.pool, r.volume) for r in warned] == [("standin", "typo", "/var/opt/mss")]
+
+
+def test_windows_pool_volumes_ignore_case_but_not_mount_folders_below_them(standin, scraper_for, caplog):
+    s = standin("windows-mount-folders")
+    pools = {"ssd": _pool("D:\\MNT\\SSD\\"), "d-drive": _pool("D:\\")}
+    config = s.config(ssd_pools=pools)
+    scraper = scraper_for(config)
+    for _ in range(3):
+        got = scrape(scraper, config)
+        s.clock.advance(10)
+    mount = total(got, "mssql_volume_written_bytes_total", volume="D:\\mnt\\ssd\\")
+    assert mount > 0
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="ssd", source="sqlserver") == mount
+    # D:\mnt\ssd\ is a volume of its own, mounted in a folder of D:; its writes are not D:'s.
+    assert value(got, "mssql_ssd_pool_written_bytes_total", pool="d-drive", source="sqlserver") == 0
+    warned = {r.pool for r in caplog.records if r.getMessage().startswith("ssd pool volume holds no")}
+    assert warned == {"d-drive"}
+
+
+def test_pmem_volume_holds_the_data_directory_below_it(standin, scraper_for):
+    s = standin("hbp-dax")
+    config = s.config(pmem_volumes=["/mnt/pmem0"])  # files in /mnt/pmem0/data, no volume_map
+    got = scrape(scraper_for(config), config)
+    assert {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")} >= {
+        "/mnt/pmem0/data"
+    }
+    page = 8192
+    expected = 2 * (204800 * MB // page) * page
+    assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == expected
+
+
+def test_ssd_pools_fail_with_volumes_instead_of_repeating_the_last_totals(standin, scraper_for):
+    s = standin("tempdb-separate-volume")
+    config = s.config(
+        volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, ssd_pools={"tempdb-ssd": _pool(TEMPDB_VOLUME)}
+    )
+    scraper = scraper_for(config)
+    first = scrape(scraper, config)
+    assert value(first, "mssql_exporter_collector_success", collector="ssd_pools") == 1
+    # The next refresh of the file list no longer shows database 5 (VIEW ANY DEFINITION revoked), so the
+    # volume totals cannot be complete this scrape.
+    s.instance.scenario.files.hidden_from_master_files = {5}
+    scraper._states["standin"].next_slow_at = 0.0
+    s.clock.advance(10)
+    got = scrape(scraper, config)
+    assert value(got, "mssql_exporter_collector_success", collector="volumes") == 0
+    assert value(got, "mssql_exporter_collector_success", collector="ssd_pools") == 0
+    assert not series(got, "mssql_ssd_pool_written_bytes_total")
+    assert not series(got, "mssql_ssd_pool_rated_endurance_bytes")

@@ -96,10 +96,11 @@ def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict
         if any(raw[0] != tag for raw in rs.rows):
             raise BatchShapeError(f"result set of section {tag!r} mixes in rows of other sections")
         result = results.setdefault(tag, SectionResult(columns=rs.columns))
+        if result.error is not None or result.unavailable:
+            continue  # the section already failed: rows after its error are no answer, nor a shape error
         if result.columns != rs.columns:
             raise BatchShapeError(f"section {tag!r} answered with two different column lists")
-        if result.error is None:
-            result.raw.extend(rs.rows)
+        result.raw.extend(rs.rows)
     for tag, section in by_tag.items():
         result = results.setdefault(tag, SectionResult())
         if (

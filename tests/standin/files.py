@@ -3,15 +3,23 @@
 Scenario YAML:
   platform: linux | windows          # what sys.dm_os_volume_stats reports (NULL mount points on Linux)
   volumes: {"T:\\": "T:\\"}          # Windows: mount point of each directory prefix
+  volume_lookup_fails: ["E:\\mnt\\"]  # sys.dm_os_volume_stats raises an OS error for files under these
   hybrid_buffer_pool: {configured: 1, enabled: 1}
   buffer_pool_extension: {path: "E:\\bpe.BPE", size_kb: 33554432}
   databases:
-    - {id: 2, name: tempdb, hbp: false, drop_at: null, files: [
+    - {id: 2, name: tempdb, hbp: true, drop_at: null, offline: [[30, 50]], files: [
         {id: 1, name: tempdev, path: /var/opt/mssql/tempdb/tempdb.mdf, type: 0, size_mb: 8192,
          write_mb_s: 99.4, read_mb_s: 60, write_stall_ms_per_s: 40, read_stall_ms_per_s: 20}]}
     - {generate: 5000, first_id: 5, name: "db{n}", dir: /var/opt/mssql/data,
        data: {size_mb: 64, write_mb_s: 0.01}, log: {size_mb: 16, write_mb_s: 0.005}}
 Rates are in MB/s (10^6 bytes); I/O counts assume 64 KiB per I/O, as for SQL Server's extent-sized I/O.
+`hbp` is sys.databases.is_memory_optimized_enabled, 1 unless the scenario says otherwise: SQL Server
+2019 and later create every database with the database-level Hybrid Buffer Pool switch on.
+
+Dropped (`drop_at`) and offline (`offline`, intervals of scenario time) differ as on SQL Server: a dropped
+database leaves every view; an offline one leaves sys.dm_io_virtual_file_stats (and volume lookups) but
+stays in sys.master_files and sys.databases with state OFFLINE. Its counters start again from 0 when it
+comes back online, unless `offline_keeps_counters: true` (then they carry on from where they stopped).
 """
 
 from __future__ import annotations
@@ -22,6 +30,10 @@ from typing import Any
 
 MB = 1_000_000
 IO_SIZE = 65536
+# The hidden resource database: sys.dm_io_virtual_file_stats reports its two files on every instance,
+# sys.master_files and sys.databases never list it. Read a little at start-up, never written.
+RESOURCE_DATABASE_ID = 32767
+RESOURCE_READ_BPS = 0.05 * MB
 
 
 @dataclass(frozen=True)
@@ -43,9 +55,24 @@ class DatabaseSpec:
     database_id: int
     name: str
     files: tuple[FileSpec, ...]
-    hbp: bool = False
+    hbp: bool = True  # is_memory_optimized_enabled: on by default in 2019+
     drop_at: float | None = None
     created_at: float = 0.0
+    offline: tuple[tuple[float, float], ...] = ()  # [from, to) intervals of scenario time
+    offline_keeps_counters: bool = False
+
+    def is_offline(self, now: float) -> bool:
+        return any(start <= now < end for start, end in self.offline)
+
+    def counting_seconds(self, now: float, since: float) -> float:
+        """Seconds the file counters have been counting at `now`, for an instance started at `since`."""
+        start = max(since, self.created_at)
+        if not self.offline_keeps_counters:
+            # Back online, the files are opened afresh: their counters start from 0 again.
+            start = max([start, *(end for _, end in self.offline if end <= now)])
+            return max(0.0, now - start)
+        away = sum(max(0.0, min(end, now) - max(begin, start)) for begin, end in self.offline)
+        return max(0.0, now - start - away)
 
 
 def _file(db_id: int, raw: dict[str, Any]) -> FileSpec:
@@ -80,7 +107,7 @@ def _generated(raw: dict[str, Any]) -> list[DatabaseSpec]:
                 type=0 if kind == "data" else 1,
             )
             files.append(_file(db_id, spec))
-        out.append(DatabaseSpec(db_id, name, tuple(files), bool(raw.get("hbp", False)), raw.get("drop_at")))
+        out.append(DatabaseSpec(db_id, name, tuple(files), bool(raw.get("hbp", True)), raw.get("drop_at")))
     return out
 
 
@@ -98,9 +125,11 @@ def parse_databases(raw: list[dict[str, Any]] | None) -> list[DatabaseSpec]:
                 db_id,
                 str(entry["name"]),
                 files,
-                bool(entry.get("hbp", False)),
+                bool(entry.get("hbp", True)),
                 None if drop_at is None else float(drop_at),
                 float(entry.get("created_at", 0)),
+                tuple((float(a), float(b)) for a, b in entry.get("offline", [])),
+                bool(entry.get("offline_keeps_counters", False)),
             )
         )
     return out
@@ -115,15 +144,37 @@ class FileModel:
     bpe: dict[str, Any] | None = None
     # Databases whose rows sys.master_files hides, as from a login without VIEW ANY DEFINITION.
     hidden_from_master_files: set[int] = field(default_factory=set)
+    # Path prefixes whose volume sys.dm_os_volume_stats cannot read (an OS error for those files only).
+    volume_lookup_fails: list[str] = field(default_factory=list)
 
     def live(self, now: float) -> list[DatabaseSpec]:
+        """Databases that exist, online or not: what the catalog views list."""
         return [d for d in self.databases if d.created_at <= now and (d.drop_at is None or d.drop_at > now)]
 
+    def online(self, now: float) -> list[DatabaseSpec]:
+        """Databases whose files are open: what the I/O functions report."""
+        return [d for d in self.live(now) if not d.is_offline(now)]
+
     def virtual_file_stats(self, now: float, since: float) -> list[dict[str, object]]:
-        rows = []
-        for db in self.live(now):
-            # Counters run from the later of the instance start and the database's creation.
-            elapsed = max(0.0, now - max(since, db.created_at))
+        up = max(0.0, now - since)
+        rows = [
+            {
+                "database_id": RESOURCE_DATABASE_ID,
+                "file_id": file_id,
+                "num_of_writes": 0,
+                "num_of_bytes_written": 0,
+                "io_stall_write_ms": 0,
+                "num_of_reads": int(RESOURCE_READ_BPS * up) // IO_SIZE,
+                "num_of_bytes_read": int(RESOURCE_READ_BPS * up),
+                "io_stall_read_ms": int(up),
+                "io_stall": int(up),
+                "size_on_disk_bytes": 64 * MB,
+                "sample_ms": int(up * 1000),
+            }
+            for file_id in (1, 2)
+        ]
+        for db in self.online(now):
+            elapsed = db.counting_seconds(now, since)
             for f in db.files:
                 written = int(f.write_bps * elapsed)
                 read = int(f.read_bps * elapsed)
@@ -154,8 +205,8 @@ class FileModel:
                 "type": f.type,
                 "type_desc": "ROWS" if f.type == 0 else "LOG",
                 "size": f.size_pages,
-                "state": 0,
-                "state_desc": "ONLINE",
+                "state": 6 if db.is_offline(now) else 0,
+                "state_desc": "OFFLINE" if db.is_offline(now) else "ONLINE",
             }
             for db in self.live(now)
             if db.database_id not in self.hidden_from_master_files
@@ -167,15 +218,25 @@ class FileModel:
             {
                 "database_id": d.database_id,
                 "name": d.name,
-                "state": 0,
-                "state_desc": "ONLINE",
+                "state": 6 if d.is_offline(now) else 0,
+                "state_desc": "OFFLINE" if d.is_offline(now) else "ONLINE",
                 "is_memory_optimized_enabled": d.hbp,
             }
             for d in self.live(now)
         ]
 
+    def volume_lookup_fails_for(self, now: float, database_id: object, file_id: object) -> str | None:
+        """The file's path if its volume lookup is to fail, else None."""
+        for db in self.online(now):
+            for f in db.files:
+                if (f.database_id, f.file_id) == (database_id, file_id) and any(
+                    f.path.lower().startswith(prefix.lower()) for prefix in self.volume_lookup_fails
+                ):
+                    return f.path
+        return None
+
     def volume_stats(self, now: float, database_id: object, file_id: object) -> list[dict[str, object]]:
-        for db in self.live(now):
+        for db in self.online(now):
             for f in db.files:
                 if f.database_id == database_id and f.file_id == file_id:
                     mount = self._mount_of(f.path) if self.platform == "windows" else None

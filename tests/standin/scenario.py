@@ -109,6 +109,7 @@ class Scenario:
     # other objects a real server reports too, so the exporter's filter is exercised
     noise: dict[str, list[str]] = field(default_factory=dict)
     files: FileModel = field(default_factory=lambda: FileModel([]))
+    workload: str = "oltp"  # what the server runs: the `workload` a target config for it should set
 
     @classmethod
     def load(cls, name_or_path: str | Path) -> Scenario:
@@ -141,9 +142,11 @@ class Scenario:
                 parse_databases(raw.get("databases", DEFAULT_DATABASES)),
                 platform=str(raw.get("platform", "linux")),
                 volumes=dict(raw.get("volumes", {})),
+                volume_lookup_fails=list(raw.get("volume_lookup_fails", [])),
                 hbp=raw.get("hybrid_buffer_pool"),
                 bpe=raw.get("buffer_pool_extension"),
             ),
+            workload=str(raw.get("workload", "oltp")),
         )
 
 
@@ -265,6 +268,13 @@ class Instance:
             )
         files = self.scenario.files
         now = self.clock.now()
+        if name == "sys.dm_os_volume_stats" and (path := files.volume_lookup_fails_for(now, *args)):
+            # Msg 3634 is what SQL Server raises when the OS call behind a file's volume fails.
+            raise SqlRuntimeError(
+                3634,
+                f"The operating system returned the error '21(The device is not ready.)' while attempting "
+                f"'GetVolumeInformation' on '{path}'.",
+            )
         producer: Callable[[], list[dict[str, object]]] = {
             "sys.dm_os_performance_counters": self.perf_rows,
             "sys.dm_os_sys_info": self.sys_info_rows,

@@ -1,6 +1,10 @@
 """sys.dm_io_virtual_file_stats: cumulative I/O per database file since the instance started.
 
 Only ids and numbers travel every scrape; names and volumes come from the slow `files` section.
+
+The function also reports the hidden resource database (database_id 32767), which sys.master_files
+never lists, whatever the login's permissions: its files can be neither named nor placed on a volume,
+and it is read-only, so the batch leaves it out rather than mistake it for a file the login cannot see.
 """
 
 from __future__ import annotations
@@ -11,13 +15,15 @@ from dataclasses import dataclass
 from .base import Section, SectionResult
 
 TAG = "file_stats"
+RESOURCE_DATABASE_ID = 32767
 
 SECTION = Section(
     tag=TAG,
     sql="SELECT N'file_stats' AS section, vfs.database_id, vfs.file_id,"
     " vfs.num_of_reads, vfs.num_of_bytes_read, vfs.io_stall_read_ms,"
     " vfs.num_of_writes, vfs.num_of_bytes_written, vfs.io_stall_write_ms\n"
-    "FROM sys.dm_io_virtual_file_stats(NULL, NULL) AS vfs;",
+    "FROM sys.dm_io_virtual_file_stats(NULL, NULL) AS vfs\n"
+    f"WHERE vfs.database_id <> {RESOURCE_DATABASE_ID};",
     requires=("sys.dm_io_virtual_file_stats",),
 )
 

@@ -8,7 +8,7 @@ A file's volume, in this order:
   1. the target's `volume_map` (longest directory prefix), which the user knows best;
   2. the host's mount table, when the exporter runs on the SQL Server host (`colocated`);
   3. on Windows, sys.dm_os_volume_stats, asked once per directory on the slow cadence (the drive root
-     until then);
+     when it fails or names no mount point; asked again with a later refresh);
   4. the file's directory (Linux SQL Server reports no mount points).
 """
 
@@ -18,7 +18,7 @@ import logging
 import ntpath
 import posixpath
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from .base import EXTRA_SECTIONS, FORCE_SLOW, MissingData, ScrapeContext, Section, SectionResult
@@ -26,8 +26,12 @@ from .base import EXTRA_SECTIONS, FORCE_SLOW, MissingData, ScrapeContext, Sectio
 log = logging.getLogger(__name__)
 
 FILES_TAG = "files"
-VOLUMES_TAG = "volumes"
+VOLUMES_TAG = "volumes"  # each lookup is its own section, tagged "volumes/<database_id>/<file_id>"
 MEMO_KEY = "file_catalog"
+# dm_os_volume_stats costs a call per file: one refresh asks for at most this many directories, and
+# the rest follow with the next scrapes, so a server with a folder per database cannot make one batch
+# outlast the query timeout.
+MAX_VOLUME_LOOKUPS = 50
 
 FILES_SECTION = Section(
     tag=FILES_TAG,
@@ -68,9 +72,15 @@ class FileCatalog:
     # Volumes change only when the catalog does: resolved once per file per refresh, not per scrape.
     _volumes: dict[tuple[int, int], str] = field(default_factory=dict)
     generation: int = 0  # bumped whenever names or volumes may have changed
-    lookups_tried: set[str] = field(default_factory=set)  # directories sys.dm_os_volume_stats answered for
-    lookups_pending: set[str] = field(default_factory=set)  # directories asked, answer not in yet
+    # Directories whose lookup failed or named no mount point, with when (ctx.now): their files keep the
+    # drive root, and the lookup is asked again with a refresh at least half a refresh interval later.
+    lookups_failed: dict[str, float] = field(default_factory=dict)
+    lookups_pending: set[str] = field(default_factory=set)  # never answered yet: their files wait
+    lookups_inflight: dict[str, str] = field(default_factory=dict)  # section tag -> directory, next batch
     invisible: set[tuple[int, int]] = field(default_factory=set)  # files a refresh could not name
+    # Labels that are a file's directory standing in for a volume nobody named (rule 4 above): a pool
+    # or PMEM volume holds such a label when it contains the directory, not only when it equals it.
+    directory_labels: set[str] = field(default_factory=set)
 
     def volume_of(self, f: DbFile, ctx: ScrapeContext) -> str | None:
         """The file's volume label, or None while its directory's volume lookup is still out: a label
@@ -100,7 +110,34 @@ class FileCatalog:
                 return None
             known = self.mount_of_directory.get(f.directory.casefold())
             return normalise_volume(known or _root(f.path))
-        return normalise_volume(f.directory)
+        label = normalise_volume(f.directory)
+        self.directory_labels.add(label)
+        return label
+
+    def holder_of(self, label: str, volumes: Collection[str]) -> str | None:
+        """Which of the configured `volumes` (pool volumes, PMEM volumes) a file labelled `label` is on:
+        the one equal to it (Windows paths ignoring case), or, for a directory label, the longest one
+        that contains it on a path boundary. A real mount point below a configured volume is a volume of
+        its own, so for mount labels only equality counts."""
+        windows = _is_windows(label)
+        subject = label.casefold() if windows else label
+        directory = label in self.directory_labels
+        best: str | None = None
+        for volume in volumes:
+            if _is_windows(volume) != windows:
+                continue
+            candidate = volume.casefold() if windows else volume
+            if candidate == subject:
+                return volume
+            inside = directory and _contains(candidate, subject, "\\" if windows else "/")
+            if inside and (best is None or len(volume) > len(best)):
+                best = volume
+        return best
+
+    def unmatched(self, volumes: Collection[str], ctx: ScrapeContext) -> set[str]:
+        """The configured volumes that hold none of the instance's files."""
+        held = {self.holder_of(v, volumes) for f in self.files.values() if (v := self.volume_of(f, ctx))}
+        return set(volumes) - held
 
 
 def normalise_volume(volume: str) -> str:
@@ -120,6 +157,10 @@ def _root(path: str) -> str:
         parts = path[2:].split("\\")
         return "\\\\" + "\\".join(parts[:2]) + "\\"
     return path[:3]
+
+
+def _contains(parent: str, path: str, sep: str) -> bool:
+    return path.startswith(parent.rstrip(sep) + sep)
 
 
 def _is_windows(path: str) -> bool:
@@ -169,30 +210,52 @@ def update(results: Mapping[str, SectionResult], ctx: ScrapeContext) -> FileCata
             for r in names.rows
         }
         cat.refreshed = changed = True
-    lookups = results.get(VOLUMES_TAG)
-    if lookups is not None:
-        # Answered (or refused): these directories are settled, with a mount point or their drive root.
-        cat.lookups_tried |= cat.lookups_pending
-        cat.lookups_pending.clear()
-        changed = True
-    if lookups is not None and lookups.error is not None:
-        log.warning(
-            "volume lookup failed; files keep their drive root as volume",
-            extra={"err": f"{lookups.error.number}: {lookups.error.message}"},
-        )
-    elif lookups is not None:
-        for r in lookups.rows:
-            f = cat.files.get((int(r["database_id"]), int(r["file_id"])))  # type: ignore[call-overload]
-            mount = r.get("volume_mount_point")
-            if f is not None and mount:
-                cat.mount_of_directory[f.directory.casefold()] = str(mount)
-                changed = True
+    changed = _settle_volume_lookups(results, cat, ctx) or changed
     if changed:
         cat.forget_volumes()
     if names is not None and names.error is None:
         # After this scrape's answers are in, so a directory just resolved is not asked again.
         _plan_volume_lookups(cat, ctx)
     return cat
+
+
+def _settle_volume_lookups(
+    results: Mapping[str, SectionResult], cat: FileCatalog, ctx: ScrapeContext
+) -> bool:
+    """Each lookup is its own section, so one directory's failure settles that directory alone: it keeps
+    its drive root until a later refresh asks again, and the others take the mount points they got."""
+    failed: list[tuple[str, str]] = []
+    answered = False
+    for tag, directory in list(cat.lookups_inflight.items()):
+        result = results.get(tag)
+        if result is None:
+            continue  # not in this batch: the plan made with the next refresh asks again
+        del cat.lookups_inflight[tag]
+        cat.lookups_pending.discard(directory)
+        answered = True
+        mount = None
+        if result.error is None:
+            mount = next(
+                (r.get("volume_mount_point") for r in result.rows if r.get("volume_mount_point")), None
+            )
+        if mount:
+            cat.mount_of_directory[directory] = str(mount)
+            cat.lookups_failed.pop(directory, None)
+            continue
+        cat.lookups_failed[directory] = ctx.now
+        why = f"{result.error.number}: {result.error.message}" if result.error else "no mount point"
+        failed.append((directory, why))
+    if failed:
+        log.warning(
+            "volume lookup failed; files keep their drive root as volume until a later refresh",
+            extra={
+                "target": getattr(ctx.target, "name", None),
+                "directories": len(failed),
+                "directory": failed[0][0],
+                "err": failed[0][1],
+            },
+        )
+    return answered
 
 
 def require_visible(
@@ -218,29 +281,46 @@ def require_visible(
 
 def _plan_volume_lookups(cat: FileCatalog, ctx: ScrapeContext) -> None:
     """Ask sys.dm_os_volume_stats once per Windows directory, with the next scrape: only where neither
-    the config's volume_map nor the host's mount table already answers, and never twice for a directory
-    (a refused or empty answer leaves the drive root as its volume instead of asking every scrape)."""
+    the config's volume_map nor the host's mount table already answers, at most MAX_VOLUME_LOOKUPS at a
+    time, and a directory whose lookup failed only again with a refresh on the slow cadence (never every
+    scrape: a refusal would otherwise cost a lookup and the whole file list each time)."""
+    cat.lookups_inflight = {}
     if ctx.host is not None:
+        cat.lookups_pending.clear()
         return
     volume_map = getattr(ctx.target, "volume_map", None) or {}
-    wanted: dict[str, DbFile] = {}
+    retry_after = float(getattr(ctx.target, "volume_refresh_seconds", 300.0)) / 2
+    wanted: dict[str, list[DbFile]] = {}
     for f in cat.files.values():
         directory = f.directory.casefold()
-        if not f.windows or directory in cat.mount_of_directory or directory in cat.lookups_tried:
+        if not f.windows or directory in cat.mount_of_directory:
+            continue
+        failed_at = cat.lookups_failed.get(directory)
+        if failed_at is not None and ctx.now - failed_at < retry_after:
             continue
         if _longest_prefix(f.path, volume_map, windows=True) is None:
-            wanted.setdefault(directory, f)
-    cat.lookups_pending = set(wanted)
+            wanted.setdefault(directory, []).append(f)
+    # Directories never answered wait (unlabelled) for their first answer; retried ones keep the root.
+    cat.lookups_pending = {d for d in wanted if d not in cat.lookups_failed}
     if not wanted:
         return
-    ctx.memo[EXTRA_SECTIONS] = [volume_lookup(f.database_id, f.file_id) for f in wanted.values()]
+    # The directories with the most files first: they carry most of the labels.
+    order = sorted(wanted, key=lambda d: (-len(wanted[d]), d))[:MAX_VOLUME_LOOKUPS]
+    sections = []
+    for directory in order:
+        f = wanted[directory][0]
+        section = volume_lookup(f.database_id, f.file_id)
+        cat.lookups_inflight[section.tag] = directory
+        sections.append(section)
+    ctx.memo[EXTRA_SECTIONS] = sections
     ctx.memo[FORCE_SLOW] = True
 
 
 def volume_lookup(database_id: int, file_id: int) -> Section:
+    tag = f"{VOLUMES_TAG}/{int(database_id)}/{int(file_id)}"
     return Section(
-        tag=VOLUMES_TAG,
-        sql=f"SELECT N'volumes' AS section, vs.database_id, vs.file_id, vs.volume_mount_point\n"
+        tag=tag,
+        sql=f"SELECT N'{tag}' AS section, vs.database_id, vs.file_id, vs.volume_mount_point\n"
         f"FROM sys.dm_os_volume_stats({int(database_id)}, {int(file_id)}) AS vs;",
         requires=("sys.dm_os_volume_stats",),
         may_be_empty=True,

@@ -64,7 +64,8 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     enabled_dbs = {int(r["database_id"]) for r in rows_of(results, DATABASES_TAG)}  # type: ignore[call-overload]
     out.gauge(
         "mssql_hybrid_buffer_pool_databases",
-        "Databases with the Hybrid Buffer Pool enabled.",
+        "Databases whose database-level Hybrid Buffer Pool switch is on (the default since 2019); they"
+        " use it only while it is enabled at server level.",
         len(enabled_dbs),
     )
     cat = files.update(results, ctx)
@@ -77,8 +78,9 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     server_enabled = int(config.get("is_enabled") or 0) == 1  # type: ignore[call-overload]
     for f in cat.files.values() if server_enabled else ():
         if f.database_id in enabled_dbs and f.file_type == "data":
-            volume = cat.volume_of(f, ctx)
-            if volume in pmem:
+            label = cat.volume_of(f, ctx)
+            volume = cat.holder_of(label, pmem) if label is not None else None
+            if volume is not None:
                 eligible[volume] += f.size_bytes
     for volume, size in sorted(eligible.items()):
         out.gauge(

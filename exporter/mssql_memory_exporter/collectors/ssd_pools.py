@@ -8,26 +8,35 @@ in-service date come from the config, so recording rules can project wear withou
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from .. import endurance
-from . import file_stats, volumes
+from . import file_stats, files, volumes
 from .base import FamilyBuilder, MissingData, ScrapeContext, SectionResult
+
+log = logging.getLogger(__name__)
 
 name = "ssd_pools"
 sections = (file_stats.TAG,)
+CHECKED_KEY = "ssd_pools_checked_generation"
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     pools = getattr(ctx.target, "ssd_pools", None) or {}
     if not pools:
         return
-    totals = ctx.memo.get(volumes.TOTALS_KEY)
-    if not isinstance(totals, dict):
-        raise MissingData("no volume totals this scrape")
+    totals = volumes.totals_of_this_scrape(ctx)
+    if totals is None:
+        raise MissingData("no volume totals this scrape (the volumes collector failed)")
+    cat = files.update(results, ctx)
+    configured = {v for pool in pools.values() for v in pool.volumes}
     by_volume: dict[str, float] = {}
-    for (volume, _file_type), written in totals.items():
-        by_volume[volume] = by_volume.get(volume, 0.0) + written
+    for (label, _file_type), written in totals.items():
+        volume = cat.holder_of(label, configured)
+        if volume is not None:
+            by_volume[volume] = by_volume.get(volume, 0.0) + written
+    _warn_unmatched(pools, configured, cat, ctx)
     host_written = ctx.host.written_bytes_by_disk() if ctx.host is not None else None
     for pool_name, pool in sorted(pools.items()):
         sqlserver = sum(by_volume.get(v, 0.0) for v in pool.volumes) if pool.volumes else None
@@ -35,3 +44,19 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         if pool.host_disks and host_written is not None:
             host = sum(host_written.get(disk, 0.0) for disk in pool.host_disks)
         endurance.pool_metrics(pool_name, pool, sqlserver, host, out)
+
+
+def _warn_unmatched(pools: Mapping, configured: set[str], cat: files.FileCatalog, ctx: ScrapeContext) -> None:
+    """A pool volume that holds no file adds 0 to its pool: say so once per file-list refresh, since a
+    typo (or a label the files never get) would otherwise read as a pool nobody writes to."""
+    if ctx.memo.get(CHECKED_KEY) == cat.generation or cat.lookups_inflight:
+        return  # checked already, or files wait for their volume lookups (asked with the next scrape)
+    ctx.memo[CHECKED_KEY] = cat.generation
+    unmatched = cat.unmatched(configured, ctx)
+    for pool_name, pool in sorted(pools.items()):
+        for volume in pool.volumes:
+            if volume in unmatched:
+                log.warning(
+                    "ssd pool volume holds no database file; it adds 0 to the pool",
+                    extra={"target": getattr(ctx.target, "name", None), "pool": pool_name, "volume": volume},
+                )
