@@ -7,7 +7,10 @@ table; the Micron tests at the end only pin down the unit finding stated in docs
 from __future__ import annotations
 
 import math
+import os
 import re
+import subprocess
+import sys
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -18,6 +21,7 @@ from hypothesis import strategies as st
 from mssql_memory_exporter.collectors.base import FamilyBuilder
 from mssql_memory_exporter.config import (
     ConfigError,
+    KnownWritten,
     SsdDrives,
     SsdPool,
     load_config,
@@ -118,6 +122,8 @@ def test_good_fixture_values():
     assert tempdb.in_service_date == date(2021, 11, 30)  # quoted in the file: a string, parsed the same
     assert tempdb.volumes == ["T:\\", "D:\\mnt\\ssd\\"]
     assert windows.ssd_pools["logs.mirror"].in_service_date == date(2020, 2, 29)
+    assert data.known_written == KnownWritten(written_tb=9460.8, read_date=date(2024, 9, 15))
+    assert tempdb.known_written is None  # optional: without it the rules extrapolate from in_service_date
 
 
 @pytest.mark.parametrize(
@@ -302,6 +308,50 @@ def test_bad_host_disk_names(name: str, error: str):
         ),
         (pool_body(write_amplification=2.0), "targets.t.ssd_pools.p.write_amplification: unknown key"),
         (
+            pool_body(known_written={"written_tb": -0.001, "read_date": "2024-01-01"}),
+            "targets.t.ssd_pools.p.known_written.written_tb: must be greater than or equal to 0",
+        ),
+        (
+            pool_body(known_written={"written_tb": float("nan"), "read_date": "2024-01-01"}),
+            "targets.t.ssd_pools.p.known_written.written_tb: must be a finite number",
+        ),
+        (
+            pool_body(known_written={"written_tb": "9460.8 TB", "read_date": "2024-01-01"}),
+            "targets.t.ssd_pools.p.known_written.written_tb: must be a valid number",
+        ),
+        (
+            pool_body(known_written={"read_date": "2024-01-01"}),
+            "targets.t.ssd_pools.p.known_written.written_tb: is required",
+        ),
+        (
+            pool_body(known_written={"written_tb": 1}),
+            "targets.t.ssd_pools.p.known_written.read_date: is required",
+        ),
+        (
+            pool_body(known_written={"written_tb": 1, "read_date": "2999-12-31"}),
+            "targets.t.ssd_pools.p.known_written.read_date: 2999-12-31 is in the future; give the date the "
+            "counters were read",
+        ),
+        (
+            pool_body(known_written={"written_tb": 1, "read_date": "15.06.2024"}),
+            "targets.t.ssd_pools.p.known_written.read_date: must be a date written YYYY-MM-DD",
+        ),
+        (
+            pool_body(
+                in_service_date="2022-03-01", known_written={"written_tb": 1, "read_date": "2022-02-28"}
+            ),
+            "targets.t.ssd_pools.p.known_written.read_date: 2022-02-28 is before in_service_date 2022-03-01; "
+            "the reading must be of these drives in service",
+        ),
+        (
+            pool_body(known_written={"written_tb": 1, "read_date": "2024-01-01", "unit": "TiB"}),
+            "targets.t.ssd_pools.p.known_written.unit: unknown key",
+        ),
+        (
+            pool_body(known_written=9460.8),
+            "targets.t.ssd_pools.p.known_written: must be a mapping (key: value)",
+        ),
+        (
             pool_body(host_disks=["nvme0n1"]),
             "targets.t.ssd_pools.p.host_disks: needs colocated: true on the target; host disk counters can "
             "only be read on SQL Server's own host",
@@ -310,6 +360,34 @@ def test_bad_host_disk_names(name: str, error: str):
 )
 def test_bad_pool(pool: dict, line: str):
     assert errors_of(config_with({"p": pool}))[0].startswith(f"c.yml: {line}")
+
+
+def test_known_written_is_optional_and_may_be_read_on_the_in_service_date_or_today():
+    assert one_pool().known_written is None
+    today = datetime.now(UTC).date()
+    for day in ("2022-03-01", today.isoformat(), today):
+        known = one_pool(known_written={"written_tb": 0, "read_date": day}).known_written
+        assert known is not None
+        assert known.read_date == date.fromisoformat(str(day))
+        assert known.written_tb == 0  # nothing written yet is a reading too
+
+
+def test_bad_known_written_exits_2_naming_the_field():
+    path = TESTDATA / "bad" / "ssd_pools_known_written_before_in_service.yml"
+    result = subprocess.run(
+        [sys.executable, "-m", "mssql_memory_exporter", "--config.file", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, PASSWORD_ENV: "pw"},
+        check=False,
+    )
+    assert result.returncode == 2
+    assert (
+        f"error: {path}: targets.prod-a.ssd_pools.tempdb.known_written.read_date: 2022-02-28 is before "
+        "in_service_date 2022-03-01" in result.stderr
+    )
+    assert "Traceback" not in result.stderr
 
 
 def test_pool_names():
@@ -414,7 +492,15 @@ def test_bad_target_fields(fields: dict, line: str):
     assert errors_of(config_with(**fields))[0].startswith(f"c.yml: {line}")
 
 
-POOL_KEYS = ["drives", "planned_lifetime_years", "in_service_date", "volumes", "host_disks", "x"]
+POOL_KEYS = [
+    "drives",
+    "planned_lifetime_years",
+    "in_service_date",
+    "known_written",
+    "volumes",
+    "host_disks",
+    "x",
+]
 DRIVE_KEYS = ["count", "tbw_per_drive_tb", "dwpd", "capacity_tb", "warranty_years", "x"]
 scalars = (
     st.none()
