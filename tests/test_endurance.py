@@ -867,6 +867,51 @@ def test_written_so_far_with_a_known_reading():
             written_so_far(*bad)
 
 
+def test_worked_example_in_the_doc():
+    # docs/endurance.md, "A worked example": every figure it prints, recomputed from dates and rates.
+    in_service = in_service_timestamp(date(2022, 3, 1))
+    read = in_service_timestamp(date(2024, 9, 15))
+    counting = in_service_timestamp(date(2024, 10, 1))
+    now = in_service_timestamp(date(2025, 3, 1))
+    assert (counting - read, now - counting, counting - in_service) == (1_382_400, 13_046_400, 81_648_000)
+    assert (read - in_service) / 86_400 == 929
+    rated = rated_endurance_bytes(SsdDrives(count=4, tbw_per_drive_tb=7000))
+    counted = 140e6 * (now - counting)
+    assert counted == pytest.approx(1.826496e15)
+    written = written_so_far(9460.8 * TB, read, counting, counted, 150e6)
+    assert written == pytest.approx(1.1494656e16)
+    assert written / rated == pytest.approx(0.41, abs=0.005)
+    left = remaining_seconds(rated, written, 150e6)
+    assert left == pytest.approx(110_035_626.7, abs=0.05)
+    assert round(left / 86_400, 1) == 1273.6
+    assert round(left / planned_lifetime_seconds(1), 2) == 3.49
+    retire = in_service + planned_lifetime_seconds(5)
+    assert datetime.fromtimestamp(retire, UTC) == datetime(2027, 3, 1, 6, tzinfo=UTC)
+    assert (retire - now) / 86_400 == 730.25 < left / 86_400  # retired first: RemainingLow silent
+    assert round(projected_share(150e6, planned_lifetime_seconds(5), rated), 3) == 0.845
+    without_reading = written_so_far(0.0, in_service, counting, counted, 150e6)
+    assert round(remaining_seconds(rated, without_reading, 150e6) / 86_400, 1) == 1074.6
+    former = max(150e6 * (now - in_service), counted)
+    assert round(remaining_seconds(rated, former, 150e6) / 86_400, 1) == 1064.5
+    assert round(9460.8 * TB / (read - in_service) / 1e6) == 118
+    assert 9460.8 * TB + 150e6 * (counting - read) == pytest.approx(9.66816e15)  # measured and bridged
+    text = " ".join(DOC.read_text().split())
+    for printed in (
+        "1.826496 x 10^15",
+        "2.0736 x 10^14",
+        "1.1494656 x 10^16",
+        "110,035,626.7 s",
+        "1,273.6 days",
+        "730.25 days",
+        "0.845",
+        "1,074.6 days",
+        "1,064.5 days",
+        "118 MB/s",
+        "9.66816 x 10^15",
+    ):
+        assert printed in text, printed
+
+
 # --- Micron's Table 4: the unit finding in docs/endurance.md --------------------------------------------
 
 # (SQL Server memory GB, write rate as printed in MB/s, Micron's "Platform TBW in 5 Years (PB)")
