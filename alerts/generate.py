@@ -103,12 +103,20 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
 
 def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
     written = _m(spec, "mssql_ssd_pool_written_bytes_total")
+    in_service = _m(spec, "mssql_ssd_pool_in_service_timestamp_seconds")
+    known_at = _m(spec, "mssql_ssd_pool_known_written_timestamp_seconds")
     pool = f"{INSTANCE}, pool"
     long_name, short_name = (
         spec.get("endurance.projection_rate_window"),
         spec.get("endurance.short_rate_window"),
     )
     long_rate = f"pool:mssql_ssd_written_bytes:rate{long_name}"
+    counted = "pool:mssql_ssd_written_bytes_counted:since_counting_start"
+    unobserved = "pool:mssql_ssd_written_bytes_unobserved:estimate"
+    # Where the bytes written so far stop being known: the drives' own reading, or the in-service date
+    # without one (the exporter's config keeps the reading on or after that date; the filter takes the
+    # later of the two anyway).
+    anchor = f"(\n      {known_at}\n      >= on ({pool}) {in_service}\n    )\n    or on ({pool}) {in_service}"
     return [
         {
             "record": f"pool:mssql_ssd_written_bytes:rate{short_name}",
@@ -125,13 +133,31 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             ),
         },
         {
-            # Bytes written since the in-service date cannot be read back further than the exporter has
-            # counted; take the larger of what it counted and the 7-day rate carried back to that date.
+            # The counter holds the bytes since its counting start and nothing older: its current value,
+            # not an increase() over a window, so neither retention nor counter resets matter. An exporter
+            # restart moves the counting start together with the counter's return to 0.
+            "record": counted,
+            "expr": (
+                f"{written}\n- on ({pool}, source) {_m(spec, 'mssql_ssd_pool_counting_start_written_bytes')}"
+            ),
+        },
+        {
+            # Nothing counted the bytes between the anchor and the counting start: the 7-day rate fills
+            # that gap (and a previous exporter process's count, which the counter no longer holds).
+            "record": unobserved,
+            "expr": (
+                f"{long_rate}\n* on ({pool}, source) clamp_min(\n"
+                f"  {_m(spec, 'mssql_ssd_pool_counting_start_timestamp_seconds')}\n"
+                f"  - on ({pool}) group_left () (\n    {anchor}\n  ),\n  0\n)"
+            ),
+        },
+        {
+            # Known (the drives' reading, 0 without one) + unobserved (extrapolated) + counted.
             "record": "pool:mssql_ssd_written_bytes_since_in_service:estimate",
             "expr": (
-                f"(\n  {long_rate}\n  * on ({pool}) group_left ()"
-                f" (time() - {_m(spec, 'mssql_ssd_pool_in_service_timestamp_seconds')})\n  > {written}\n)\n"
-                f"or {written}"
+                f"{counted}\n+ on ({pool}, source) {unobserved}\n+ on ({pool}) group_left () (\n"
+                f"  {_m(spec, 'mssql_ssd_pool_known_written_bytes')}\n"
+                f"  or on ({pool}) 0 * {in_service}\n)"
             ),
         },
         {
@@ -344,6 +370,21 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     return rules
 
 
+def _retirement_of_pool() -> str:
+    # The alert fires for pools that wear out before their planned retirement and for pools kept past it;
+    # the text says which, from the pool's own gauges at notification time.
+    left = (
+        "mssql_ssd_pool_in_service_timestamp_seconds{job='%s',instance='%s',pool='%s'}"
+        " + mssql_ssd_pool_planned_lifetime_seconds{job='%s',instance='%s',pool='%s'} - time()"
+    )
+    labels = " $labels.job $labels.instance $labels.pool" * 2
+    return (
+        f'{{{{ with printf "{left}"{labels} | query }}}}{{{{ $left := . | first | value }}}}'
+        "{{ if gt $left 0.0 }}, before it is due to be retired in {{ $left | humanizeDuration }}"
+        "{{ else }}; it is in service past its planned life{{ end }}{{ end }}"
+    )
+
+
 def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
     share = "pool:mssql_ssd_endurance_projected_used:ratio"
     remaining = "pool:mssql_ssd_endurance_remaining_seconds"
@@ -398,7 +439,8 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
                 "SSD pool {{ $labels.pool }} runs out of rated endurance soon",
                 f"At the {window} write rate ({{{{ $labels.source }}}} source),"
                 " pool {{ $labels.pool }} reaches"
-                " its rated bytes written in {{ $value | humanizeDuration }}, before it is due to be retired"
+                " its rated bytes written in {{ $value | humanizeDuration }}"
+                + _retirement_of_pool()
                 + f" (limit: {_num(limit / 86400)} days).",
                 keep_firing_key="endurance.keep_firing_for",
             )

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -135,3 +136,9 @@ def scrape(
     scraper: Scraper, config: ExporterConfig, target: str = "standin", timeout: float = 5.0
 ) -> Samples:
     return samples_of(exposition(scraper.probe(config.targets[target], timeout)))
+
+
+# Property tests check what comes out, not how fast: on a loaded 2-core CI machine hypothesis' default
+# 200 ms deadline per example fails them at random (seen with the pool-config property test).
+settings.register_profile("project", deadline=None)
+settings.load_profile("project")

@@ -7,7 +7,10 @@ table; the Micron tests at the end only pin down the unit finding stated in docs
 from __future__ import annotations
 
 import math
+import os
 import re
+import subprocess
+import sys
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -15,9 +18,10 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mssql_memory_exporter.collectors.base import FamilyBuilder
+from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext
 from mssql_memory_exporter.config import (
     ConfigError,
+    KnownWritten,
     SsdDrives,
     SsdPool,
     load_config,
@@ -26,16 +30,21 @@ from mssql_memory_exporter.config import (
     parse_config,
 )
 from mssql_memory_exporter.endurance import (
+    COUNTING_MEMO_KEY,
     TB,
+    CountingStart,
+    counting_metrics,
+    counting_start,
     in_service_timestamp,
     planned_lifetime_seconds,
     pool_metrics,
     projected_share,
     rated_endurance_bytes,
     remaining_seconds,
+    written_so_far,
 )
 
-from tests.conftest import exposition
+from tests.conftest import exposition, scrape, value
 
 TESTDATA = Path(__file__).parent / "config_testdata"
 DOC = Path(__file__).resolve().parent.parent / "docs" / "endurance.md"
@@ -118,6 +127,8 @@ def test_good_fixture_values():
     assert tempdb.in_service_date == date(2021, 11, 30)  # quoted in the file: a string, parsed the same
     assert tempdb.volumes == ["T:\\", "D:\\mnt\\ssd\\"]
     assert windows.ssd_pools["logs.mirror"].in_service_date == date(2020, 2, 29)
+    assert data.known_written == KnownWritten(written_tb=9460.8, read_date=date(2024, 9, 15))
+    assert tempdb.known_written is None  # optional: without it the rules extrapolate from in_service_date
 
 
 @pytest.mark.parametrize(
@@ -302,6 +313,50 @@ def test_bad_host_disk_names(name: str, error: str):
         ),
         (pool_body(write_amplification=2.0), "targets.t.ssd_pools.p.write_amplification: unknown key"),
         (
+            pool_body(known_written={"written_tb": -0.001, "read_date": "2024-01-01"}),
+            "targets.t.ssd_pools.p.known_written.written_tb: must be greater than or equal to 0",
+        ),
+        (
+            pool_body(known_written={"written_tb": float("nan"), "read_date": "2024-01-01"}),
+            "targets.t.ssd_pools.p.known_written.written_tb: must be a finite number",
+        ),
+        (
+            pool_body(known_written={"written_tb": "9460.8 TB", "read_date": "2024-01-01"}),
+            "targets.t.ssd_pools.p.known_written.written_tb: must be a valid number",
+        ),
+        (
+            pool_body(known_written={"read_date": "2024-01-01"}),
+            "targets.t.ssd_pools.p.known_written.written_tb: is required",
+        ),
+        (
+            pool_body(known_written={"written_tb": 1}),
+            "targets.t.ssd_pools.p.known_written.read_date: is required",
+        ),
+        (
+            pool_body(known_written={"written_tb": 1, "read_date": "2999-12-31"}),
+            "targets.t.ssd_pools.p.known_written.read_date: 2999-12-31 is in the future; give the date the "
+            "counters were read",
+        ),
+        (
+            pool_body(known_written={"written_tb": 1, "read_date": "15.06.2024"}),
+            "targets.t.ssd_pools.p.known_written.read_date: must be a date written YYYY-MM-DD",
+        ),
+        (
+            pool_body(
+                in_service_date="2022-03-01", known_written={"written_tb": 1, "read_date": "2022-02-28"}
+            ),
+            "targets.t.ssd_pools.p.known_written.read_date: 2022-02-28 is before in_service_date 2022-03-01; "
+            "the reading must be of these drives in service",
+        ),
+        (
+            pool_body(known_written={"written_tb": 1, "read_date": "2024-01-01", "unit": "TiB"}),
+            "targets.t.ssd_pools.p.known_written.unit: unknown key",
+        ),
+        (
+            pool_body(known_written=9460.8),
+            "targets.t.ssd_pools.p.known_written: must be a mapping (key: value)",
+        ),
+        (
             pool_body(host_disks=["nvme0n1"]),
             "targets.t.ssd_pools.p.host_disks: needs colocated: true on the target; host disk counters can "
             "only be read on SQL Server's own host",
@@ -310,6 +365,34 @@ def test_bad_host_disk_names(name: str, error: str):
 )
 def test_bad_pool(pool: dict, line: str):
     assert errors_of(config_with({"p": pool}))[0].startswith(f"c.yml: {line}")
+
+
+def test_known_written_is_optional_and_may_be_read_on_the_in_service_date_or_today():
+    assert one_pool().known_written is None
+    today = datetime.now(UTC).date()
+    for day in ("2022-03-01", today.isoformat(), today):
+        known = one_pool(known_written={"written_tb": 0, "read_date": day}).known_written
+        assert known is not None
+        assert known.read_date == date.fromisoformat(str(day))
+        assert known.written_tb == 0  # nothing written yet is a reading too
+
+
+def test_bad_known_written_exits_2_naming_the_field():
+    path = TESTDATA / "bad" / "ssd_pools_known_written_before_in_service.yml"
+    result = subprocess.run(
+        [sys.executable, "-m", "mssql_memory_exporter", "--config.file", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, PASSWORD_ENV: "pw"},
+        check=False,
+    )
+    assert result.returncode == 2
+    assert (
+        f"error: {path}: targets.prod-a.ssd_pools.tempdb.known_written.read_date: 2022-02-28 is before "
+        "in_service_date 2022-03-01" in result.stderr
+    )
+    assert "Traceback" not in result.stderr
 
 
 def test_pool_names():
@@ -414,7 +497,15 @@ def test_bad_target_fields(fields: dict, line: str):
     assert errors_of(config_with(**fields))[0].startswith(f"c.yml: {line}")
 
 
-POOL_KEYS = ["drives", "planned_lifetime_years", "in_service_date", "volumes", "host_disks", "x"]
+POOL_KEYS = [
+    "drives",
+    "planned_lifetime_years",
+    "in_service_date",
+    "known_written",
+    "volumes",
+    "host_disks",
+    "x",
+]
 DRIVE_KEYS = ["count", "tbw_per_drive_tb", "dwpd", "capacity_tb", "warranty_years", "x"]
 scalars = (
     st.none()
@@ -605,6 +696,220 @@ def test_pools_share_families():
 def test_written_bytes_must_be_a_counter_value(bad: float):
     with pytest.raises(ValueError, match="bytes written"):
         pool_metrics("p", one_pool(), bad, None, FamilyBuilder({}))
+
+
+def test_known_written_gauges_only_when_configured():
+    def gauges(pool: SsdPool) -> dict[str, float]:
+        out = FamilyBuilder({})
+        pool_metrics("p", pool, 1.0, None, out)
+        return {s.name: s.value for f in out.families() for s in f.samples if "known" in s.name}
+
+    assert gauges(one_pool()) == {}
+    known = one_pool(known_written={"written_tb": 9460.8, "read_date": "2024-09-15"})
+    days = date(2024, 9, 15).toordinal() - date(1970, 1, 1).toordinal()
+    assert gauges(known) == {
+        "mssql_ssd_pool_known_written_bytes": 9460.8e12,  # decimal TB, like the ratings
+        "mssql_ssd_pool_known_written_timestamp_seconds": days * 86_400,  # 00:00 UTC of the read date
+    }
+
+
+# --- where the counted bytes begin ----------------------------------------------------------------------
+
+IN_SERVICE = 1_646_092_800.0  # 2022-03-01 00:00 UTC, the in_service_date of pool_body()
+
+
+def test_sqlserver_counting_starts_at_the_first_reading_and_stays():
+    first = counting_start(None, 0.0, 2e9, None, IN_SERVICE)
+    assert first == CountingStart(timestamp=2e9, written=0.0, last=0.0)
+    later = counting_start(first, 5e12, 2e9 + 3600, None, IN_SERVICE)
+    assert (later.timestamp, later.written, later.last) == (2e9, 0.0, 5e12)
+
+
+def test_a_first_reading_that_is_not_zero_is_the_baseline():
+    # The pool's first scrape missed the volumes' zero baseline: count from this reading, not from 0.
+    assert counting_start(None, 7e9, 2e9, None, IN_SERVICE) == CountingStart(2e9, 7e9, 7e9)
+
+
+def test_a_counter_that_goes_down_starts_counting_again():
+    start = counting_start(None, 0.0, 2e9, None, IN_SERVICE)
+    start = counting_start(start, 9e12, 2e9 + 60, None, IN_SERVICE)
+    dropped = counting_start(start, 4e12, 2e9 + 120, 1.9e9, IN_SERVICE)
+    assert dropped == CountingStart(2e9 + 120, 4e12, 4e12)  # a known zero applies to a first reading only
+
+
+def test_host_counts_from_boot_when_it_booted_after_the_anchor():
+    boot = IN_SERVICE + 86_400 * 400
+    assert counting_start(None, 3e14, boot + 86_400 * 30, boot, IN_SERVICE) == CountingStart(boot, 0.0, 3e14)
+
+
+def test_host_up_since_before_the_anchor_counts_from_the_first_reading():
+    # The known reading was taken after the host booted: its since-boot counter holds bytes the reading
+    # already includes.
+    boot = IN_SERVICE + 86_400 * 400
+    anchor = boot + 86_400 * 10
+    now = anchor + 3600
+    assert counting_start(None, 3e14, now, boot, anchor) == CountingStart(now, 3e14, 3e14)
+    # A boot time ahead of the reading's own time is not believed either.
+    assert counting_start(None, 3e14, now, now + 10, anchor) == CountingStart(now, 3e14, 3e14)
+
+
+class _Host:
+    def __init__(self, boot: float) -> None:
+        self.boot = boot
+
+    def boot_time(self) -> float:
+        return self.boot
+
+
+def _counting(out: FamilyBuilder) -> dict[tuple[str, str], tuple[float, float]]:
+    got: dict[tuple[str, str], list[float]] = {}
+    for family in out.families():
+        for s in family.samples:
+            if s.name == "mssql_ssd_pool_counting_start_timestamp_seconds":
+                got.setdefault((s.labels["pool"], s.labels["source"]), [0.0, 0.0])[0] = s.value
+            elif s.name == "mssql_ssd_pool_counting_start_written_bytes":
+                got.setdefault((s.labels["pool"], s.labels["source"]), [0.0, 0.0])[1] = s.value
+    return {key: (a, b) for key, (a, b) in got.items()}
+
+
+def test_counting_metrics_per_pool_and_source_across_scrapes():
+    boot = IN_SERVICE + 86_400 * 700
+    memo: dict[str, object] = {}
+    fresh = one_pool()
+    read_later = one_pool(known_written={"written_tb": 100, "read_date": "2024-06-01"})  # after the boot
+    scrapes = ((boot + 5000, 0.0, 4e13), (boot + 5015, 3e8, 4e13 + 2e8))
+    for now, sql, host in scrapes:
+        out = FamilyBuilder({})
+        ctx = ScrapeContext(now=now, workload="oltp", memo=memo, host=_Host(boot))
+        counting_metrics("fresh", fresh, sql, host, ctx, out)
+        counting_metrics("read", read_later, None, host, ctx, out)
+        counting_metrics("none", fresh, None, None, ctx, out)
+    assert _counting(out) == {
+        ("fresh", "sqlserver"): (boot + 5000, 0.0),
+        ("fresh", "host"): (boot, 0.0),  # booted after in service: counted since boot
+        ("read", "host"): (boot + 5000, 4e13),  # booted before the reading: counted since the exporter
+    }
+    assert set(memo[COUNTING_MEMO_KEY]) == {("fresh", "sqlserver"), ("fresh", "host"), ("read", "host")}
+    # An exporter restart is a new memo: the sqlserver counting starts again, the host's stays at boot.
+    out = FamilyBuilder({})
+    ctx = ScrapeContext(now=boot + 9000, workload="oltp", memo={}, host=_Host(boot))
+    counting_metrics("fresh", fresh, 0.0, 5e13, ctx, out)
+    assert _counting(out) == {("fresh", "sqlserver"): (boot + 9000, 0.0), ("fresh", "host"): (boot, 0.0)}
+
+
+def test_host_collector_boot_time():
+    from mssql_memory_exporter.host.collector import HostCollector
+
+    assert HostCollector(boot_time=lambda: 1.7e9).boot_time() == 1.7e9
+    real = HostCollector().boot_time()  # psutil's: in the past, and after the first SSDs were sold
+    assert 1e9 < real < time.time()
+
+
+def test_counting_metrics_check_the_counter():
+    ctx = ScrapeContext(now=2e9, workload="oltp", memo={})
+    with pytest.raises(ValueError, match="bytes written"):
+        counting_metrics("p", one_pool(), -1.0, None, ctx, FamilyBuilder({}))
+
+
+def test_exporter_restart_moves_the_counting_start_and_zeroes_the_counter(standin, scraper_for):
+    s = standin("micron-960gb-8stream")
+    pool = {**pool_body(in_service_date="2025-01-01"), "volumes": ["/var/opt/mssql/tempdb"]}
+    config = s.config(volume_map={"/var/opt/mssql/tempdb": "/var/opt/mssql/tempdb"}, ssd_pools={"t": pool})
+    key = {"pool": "t", "source": "sqlserver"}
+    before = time.time()
+    scraper = scraper_for(config)
+    first = scrape(scraper, config)
+    after = time.time()
+    started = value(first, "mssql_ssd_pool_counting_start_timestamp_seconds", **key)
+    assert before <= started <= after  # the exporter's own clock, at its first reading
+    assert value(first, "mssql_ssd_pool_counting_start_written_bytes", **key) == 0
+    assert value(first, "mssql_ssd_pool_written_bytes_total", **key) == 0
+    s.clock.advance(100)
+    second = scrape(scraper, config)
+    assert value(second, "mssql_ssd_pool_counting_start_timestamp_seconds", **key) == started
+    assert value(second, "mssql_ssd_pool_written_bytes_total", **key) == pytest.approx(
+        235.8e6 * 100, rel=1e-4
+    )
+    s.clock.advance(100)
+    restarted = scraper_for(config)  # a new exporter process against the same, still running, server
+    third = scrape(restarted, config)
+    assert value(third, "mssql_ssd_pool_counting_start_timestamp_seconds", **key) > started
+    assert value(third, "mssql_ssd_pool_written_bytes_total", **key) == 0
+
+
+# --- bytes written so far -------------------------------------------------------------------------------
+
+YEAR = 365.25 * 86_400
+
+
+def test_written_so_far_keeps_counted_history_when_the_rate_fell():
+    # In service 3 years; the exporter counted the last year at 200 MB/s; the 7-day rate is 100 MB/s.
+    in_service, now = 0.0, 3 * YEAR
+    counted = 200e6 * YEAR
+    written = written_so_far(0.0, in_service, now - YEAR, counted, 100e6)
+    assert written == pytest.approx(100e6 * 2 * YEAR + 200e6 * YEAR)
+    assert written == pytest.approx(12.623e15, rel=1e-4)
+    # The former rule: the larger of the counter and the rate carried back 3 years (9.47 PB).
+    former = max(100e6 * 3 * YEAR, counted)
+    assert former == pytest.approx(9.467e15, rel=1e-4)
+    rated = 28e15
+    gained = remaining_seconds(rated, former, 100e6) - remaining_seconds(rated, written, 100e6)
+    assert gained == pytest.approx(YEAR)  # the former rule overstated the time left by a year
+
+
+def test_written_so_far_with_a_known_reading():
+    # 9,460.8 TB read on the anchor day; counting began 10 days later; 1e12 B counted since.
+    got = written_so_far(9460.8e12, 1000.0, 1000.0 + 10 * 86_400, 1e12, 100e6)
+    assert got == 9460.8e12 + 100e6 * 864_000 + 1e12
+    assert written_so_far(5e15, 2000.0, 1000.0, 1e12, 100e6) == 5e15 + 1e12  # no negative gap
+    for bad in ((-1.0, 0.0, 0.0, 0.0, 0.0), (0.0, 0.0, 0.0, math.nan, 0.0), (0.0, 0.0, 0.0, 0.0, -1.0)):
+        with pytest.raises(ValueError):
+            written_so_far(*bad)
+
+
+def test_worked_example_in_the_doc():
+    # docs/endurance.md, "A worked example": every figure it prints, recomputed from dates and rates.
+    in_service = in_service_timestamp(date(2022, 3, 1))
+    read = in_service_timestamp(date(2024, 9, 15))
+    counting = in_service_timestamp(date(2024, 10, 1))
+    now = in_service_timestamp(date(2025, 3, 1))
+    assert (counting - read, now - counting, counting - in_service) == (1_382_400, 13_046_400, 81_648_000)
+    assert (read - in_service) / 86_400 == 929
+    rated = rated_endurance_bytes(SsdDrives(count=4, tbw_per_drive_tb=7000))
+    counted = 140e6 * (now - counting)
+    assert counted == pytest.approx(1.826496e15)
+    written = written_so_far(9460.8 * TB, read, counting, counted, 150e6)
+    assert written == pytest.approx(1.1494656e16)
+    assert written / rated == pytest.approx(0.41, abs=0.005)
+    left = remaining_seconds(rated, written, 150e6)
+    assert left == pytest.approx(110_035_626.7, abs=0.05)
+    assert round(left / 86_400, 1) == 1273.6
+    assert round(left / planned_lifetime_seconds(1), 2) == 3.49
+    retire = in_service + planned_lifetime_seconds(5)
+    assert datetime.fromtimestamp(retire, UTC) == datetime(2027, 3, 1, 6, tzinfo=UTC)
+    assert (retire - now) / 86_400 == 730.25 < left / 86_400  # retired first: RemainingLow silent
+    assert round(projected_share(150e6, planned_lifetime_seconds(5), rated), 3) == 0.845
+    without_reading = written_so_far(0.0, in_service, counting, counted, 150e6)
+    assert round(remaining_seconds(rated, without_reading, 150e6) / 86_400, 1) == 1074.6
+    former = max(150e6 * (now - in_service), counted)
+    assert round(remaining_seconds(rated, former, 150e6) / 86_400, 1) == 1064.5
+    assert round(9460.8 * TB / (read - in_service) / 1e6) == 118
+    assert 9460.8 * TB + 150e6 * (counting - read) == pytest.approx(9.66816e15)  # measured and bridged
+    text = " ".join(DOC.read_text().split())
+    for printed in (
+        "1.826496 x 10^15",
+        "2.0736 x 10^14",
+        "1.1494656 x 10^16",
+        "110,035,626.7 s",
+        "1,273.6 days",
+        "730.25 days",
+        "0.845",
+        "1,074.6 days",
+        "1,064.5 days",
+        "118 MB/s",
+        "9.66816 x 10^15",
+    ):
+        assert printed in text, printed
 
 
 # --- Micron's Table 4: the unit finding in docs/endurance.md --------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple, Self
@@ -19,6 +19,7 @@ import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -38,6 +39,7 @@ __all__ = [
     "Credentials",
     "DriverError",
     "ExporterConfig",
+    "KnownWritten",
     "SsdDrives",
     "SsdPool",
     "TargetConfig",
@@ -364,39 +366,58 @@ class SsdDrives(_Strict):
         return "tbw" if self.tbw_per_drive_tb is not None else "dwpd"
 
 
-class SsdPool(_Strict):
-    """SSDs whose write endurance is tracked together (design.md, Endurance math)."""
+def _calendar_date(value: Any) -> Any:
+    # pydantic would also take a unix timestamp or a datetime at midnight; only a plain date says what is
+    # meant. Unquoted, YAML has already turned 2023-01-15 into a date.
+    if isinstance(value, datetime) or not isinstance(value, date | str):
+        raise PydanticCustomError("date_syntax", "must be a date written YYYY-MM-DD")
+    if isinstance(value, str) and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise PydanticCustomError("date_syntax", "must be a date written YYYY-MM-DD")
+    return value
 
-    drives: SsdDrives
-    planned_lifetime_years: PositiveNumber
-    in_service_date: date
-    volumes: list[VolumeLabel] = Field(default_factory=list)
-    host_disks: list[HostDisk] = Field(default_factory=list)
 
-    @field_validator("in_service_date", mode="before")
-    @classmethod
-    def _calendar_date(cls, value: Any) -> Any:
-        # pydantic would also take a unix timestamp or a datetime at midnight; only a plain date says
-        # what is meant. Unquoted, YAML has already turned 2023-01-15 into a date.
-        if isinstance(value, datetime) or not isinstance(value, date | str):
-            raise PydanticCustomError("date_syntax", "must be a date written YYYY-MM-DD")
-        if isinstance(value, str) and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-            raise PydanticCustomError("date_syntax", "must be a date written YYYY-MM-DD")
-        return value
-
-    @field_validator("in_service_date")
-    @classmethod
-    def _not_in_future(cls, value: date) -> date:
+def _not_in_future(what: str) -> Callable[[date], date]:
+    def check(value: date) -> date:
         # Today anywhere on Earth is accepted: the easternmost time zone is UTC+14, so an operator there
         # may write a date that is still tomorrow in UTC.
         latest = (datetime.now(UTC) + timedelta(hours=14)).date()
         if value > latest:
             raise PydanticCustomError(
                 "date_future",
-                "{value} is in the future; give the date the drives went into service",
-                {"value": value.isoformat()},
+                "{value} is in the future; give the date {what}",
+                {"value": value.isoformat(), "what": what},
             )
         return value
+
+    return check
+
+
+InServiceDate = Annotated[
+    date, BeforeValidator(_calendar_date), AfterValidator(_not_in_future("the drives went into service"))
+]
+ReadDate = Annotated[
+    date, BeforeValidator(_calendar_date), AfterValidator(_not_in_future("the counters were read"))
+]
+NonNegativeNumber = Annotated[float, Field(ge=0, strict=True)]
+
+
+class KnownWritten(_Strict):
+    """What the drives themselves say they have written, read once by the operator: the sum over the
+    pool's drives of their lifetime host-write counters, in decimal TB, and the day it was read."""
+
+    written_tb: NonNegativeNumber
+    read_date: ReadDate
+
+
+class SsdPool(_Strict):
+    """SSDs whose write endurance is tracked together (design.md, Endurance math)."""
+
+    drives: SsdDrives
+    planned_lifetime_years: PositiveNumber
+    in_service_date: InServiceDate
+    known_written: KnownWritten | None = None
+    volumes: list[VolumeLabel] = Field(default_factory=list)
+    host_disks: list[HostDisk] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _where_writes_are_counted(self) -> Self:
@@ -406,6 +427,19 @@ class SsdPool(_Strict):
             )
         _list_twice(self.volumes, "volumes")
         _list_twice(self.host_disks, "host_disks")
+        return self
+
+    @model_validator(mode="after")
+    def _read_in_service(self) -> Self:
+        # A reading from before the drives went into service is of other drives, or a typo; the rules
+        # count from the later of the two dates.
+        known = self.known_written
+        if known is not None and known.read_date < self.in_service_date:
+            raise _error_at(
+                ("known_written", "read_date"),
+                f"{known.read_date.isoformat()} is before in_service_date "
+                f"{self.in_service_date.isoformat()}; the reading must be of these drives in service",
+            )
         return self
 
 

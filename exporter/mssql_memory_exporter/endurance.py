@@ -3,8 +3,9 @@
 projected share of rated endurance used over the planned life =
     write rate (bytes/s, averaged over a long window) x planned lifetime (s) / rated endurance (bytes)
 
-In production Prometheus recording rules do the division (docs/endurance.md); `projected_share` and
-`remaining_seconds` are the reference implementation those rules' tests compare against. Everything is in
+In production Prometheus recording rules do the division (docs/endurance.md); `projected_share`,
+`written_so_far` and `remaining_seconds` are the reference implementation those rules' tests compare
+against. Everything is in
 base units: bytes and seconds. Drive ratings in the config are decimal TB (10^12 bytes), because that is
 how SSD vendors rate TBW and capacity.
 """
@@ -12,21 +13,27 @@ how SSD vendors rate TBW and capacity.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from .collectors.base import FamilyBuilder
+from .collectors.base import FamilyBuilder, ScrapeContext
 from .config import SsdDrives, SsdPool
 
 __all__ = [
+    "COUNTING_MEMO_KEY",
     "DAYS_PER_PLANNED_YEAR",
     "DAYS_PER_RATED_YEAR",
     "TB",
+    "CountingStart",
+    "counting_metrics",
+    "counting_start",
     "in_service_timestamp",
     "planned_lifetime_seconds",
     "pool_metrics",
     "projected_share",
     "rated_endurance_bytes",
     "remaining_seconds",
+    "written_so_far",
 ]
 
 TB = 10**12  # decimal terabyte: SSD datasheets rate TBW and capacity in 10^12 bytes, never in TiB
@@ -83,6 +90,21 @@ RATED_HELP = (
 )
 LIFETIME_HELP = "Planned service life of the pool in seconds (planned_lifetime_years x 365.25 days)."
 IN_SERVICE_HELP = "Unix time of UTC midnight on the pool's in_service_date, from the config."
+KNOWN_HELP = (
+    "Bytes the pool's drives had written in their life when their own counters were read (known_written "
+    "in the config, decimal TB; summed over the drives)."
+)
+KNOWN_TIME_HELP = "Unix time of UTC midnight on the day known_written was read, from the config."
+COUNTING_START_HELP = (
+    "Unix time from which mssql_ssd_pool_written_bytes_total{source} counts this pool's bytes: the "
+    "exporter's first reading (sqlserver), or the host's boot (host) when that is after the in-service "
+    "date and the known_written reading."
+)
+COUNTING_START_WRITTEN_HELP = (
+    "Value of mssql_ssd_pool_written_bytes_total{source} at the counting start: bytes written = counter "
+    "minus this. 0 unless the counter was already running (a host up since before the in-service date "
+    "or the known_written reading)."
+)
 WRITTEN_HELP = (
     "Bytes written to the pool. source=sqlserver: SQL Server's file writes on the pool's volumes, since "
     "SQL Server started (logical writes, counted once). source=host: the host's disk counters of the "
@@ -103,8 +125,9 @@ def pool_metrics(
     host_written: float | None,
     out: FamilyBuilder,
 ) -> None:
-    """Add one pool's samples to `out`: the three configured gauges, and a written-bytes counter for each
-    source that has a value (None means that source is not available for this pool or this scrape)."""
+    """Add one pool's samples to `out`: the configured gauges (the known_written pair only when
+    configured), and a written-bytes counter for each source that has a value (None means that source
+    is not available for this pool or this scrape)."""
     labels = {"pool": pool_name}
     out.gauge("mssql_ssd_pool_rated_endurance_bytes", RATED_HELP, rated_endurance_bytes(pool.drives), labels)
     out.gauge(
@@ -119,11 +142,93 @@ def pool_metrics(
         in_service_timestamp(pool.in_service_date),
         labels,
     )
+    if pool.known_written is not None:
+        out.gauge(
+            "mssql_ssd_pool_known_written_bytes", KNOWN_HELP, pool.known_written.written_tb * TB, labels
+        )
+        out.gauge(
+            "mssql_ssd_pool_known_written_timestamp_seconds",
+            KNOWN_TIME_HELP,
+            in_service_timestamp(pool.known_written.read_date),
+            labels,
+        )
     for source, value in (("sqlserver", sqlserver_written), ("host", host_written)):
         if value is None:
             continue
         _check_written(source, value)
         out.counter("mssql_ssd_pool_written_bytes_total", WRITTEN_HELP, value, {**labels, "source": source})
+
+
+# --- where the counted bytes begin ---------------------------------------------------------------------
+
+COUNTING_MEMO_KEY = "ssd_pool_counting"
+
+
+@dataclass
+class CountingStart:
+    """Where a pool's written-bytes counter starts counting, for one source."""
+
+    timestamp: float  # unix time the counted bytes begin
+    written: float  # the counter's value then: bytes counted = counter - written
+    last: float  # the counter's value at the previous reading, to notice it going down
+
+
+def anchor_timestamp(pool: SsdPool) -> float:
+    """Unix time from which the pool's bytes written are not known otherwise: the known_written reading's
+    day, or the in-service date without one (the config keeps the reading on or after that date)."""
+    day = pool.known_written.read_date if pool.known_written is not None else pool.in_service_date
+    return in_service_timestamp(day)
+
+
+def counting_start(
+    state: CountingStart | None, value: float, now: float, zero_at: float | None, anchor: float
+) -> CountingStart:
+    """The counting start after a reading of `value` at `now`.
+
+    `zero_at` is when the counter was last at zero, if known (the host's boot for the kernel's disk
+    counters); the sqlserver counter has none, as the exporter's first reading is its zero. A counter
+    that was at zero after `anchor` counts from there; one running since before `anchor` holds bytes
+    the known reading or the extrapolation already cover, so it counts from this reading on instead.
+    """
+    if state is not None and value >= state.last:
+        state.last = value
+        return state
+    if state is None and zero_at is not None and anchor <= zero_at <= now:
+        return CountingStart(zero_at, 0.0, value)
+    # A first reading, or a counter that went down without the exporter restarting (a disk gone from
+    # the host's list): what it held before cannot be told apart from what it holds now.
+    return CountingStart(now, value, value)
+
+
+def counting_metrics(
+    pool_name: str,
+    pool: SsdPool,
+    sqlserver_written: float | None,
+    host_written: float | None,
+    ctx: ScrapeContext,
+    out: FamilyBuilder,
+) -> None:
+    """Add the counting start of each source that has a value, kept in the target's memo across scrapes."""
+    starts = ctx.memo.setdefault(COUNTING_MEMO_KEY, {})
+    assert isinstance(starts, dict)
+    anchor = anchor_timestamp(pool)
+    for source, value in (("sqlserver", sqlserver_written), ("host", host_written)):
+        if value is None:
+            continue
+        _check_written(source, value)
+        zero_at = ctx.host.boot_time() if source == "host" and ctx.host is not None else None
+        key = (pool_name, source)
+        start = starts[key] = counting_start(starts.get(key), value, ctx.now, zero_at, anchor)
+        labels = {"pool": pool_name, "source": source}
+        out.gauge(
+            "mssql_ssd_pool_counting_start_timestamp_seconds", COUNTING_START_HELP, start.timestamp, labels
+        )
+        out.gauge(
+            "mssql_ssd_pool_counting_start_written_bytes", COUNTING_START_WRITTEN_HELP, start.written, labels
+        )
+
+
+# --- the projection ---------------------------------------------------------------------------------------
 
 
 def projected_share(write_rate_bytes_per_s: float, lifetime_s: float, rated_bytes: float) -> float:
@@ -137,6 +242,28 @@ def projected_share(write_rate_bytes_per_s: float, lifetime_s: float, rated_byte
     if not write_rate_bytes_per_s >= 0 or not lifetime_s >= 0:
         raise ValueError("write rate and lifetime must be >= 0")
     return write_rate_bytes_per_s * lifetime_s / rated_bytes
+
+
+def written_so_far(
+    known: float,
+    anchor: float,
+    counting_start_timestamp: float,
+    counted: float,
+    rate: float,
+) -> float:
+    """Bytes written to the pool since it went into service, as the recording rules estimate them.
+
+    known: the drives' own reading (0 without one); anchor: when it was read (the in-service time
+    without one); counted: bytes the counter holds since `counting_start_timestamp`; rate: the 7-day
+    write rate. Between the anchor and the counting start nothing was counted: that gap is filled at
+    `rate`. The exporter puts the counting start after the anchor (`counting_start`); one before it,
+    which a read_date up to 14 hours ahead of UTC allows for a few hours, leaves no gap to fill.
+    """
+    for name, value in (("known", known), ("counted", counted), ("rate", rate)):
+        if not value >= 0 or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    gap = max(0.0, counting_start_timestamp - anchor)
+    return known + rate * gap + counted
 
 
 def remaining_seconds(rated_bytes: float, written_so_far: float, rate: float) -> float:

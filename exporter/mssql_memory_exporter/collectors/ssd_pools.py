@@ -44,6 +44,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         if pool.host_disks and host_written is not None:
             host = sum(host_written.get(disk, 0.0) for disk in pool.host_disks)
         endurance.pool_metrics(pool_name, pool, sqlserver, host, out)
+        endurance.counting_metrics(pool_name, pool, sqlserver, host, ctx, out)
 
 
 def _warn_unmatched(pools: Mapping, configured: set[str], cat: files.FileCatalog, ctx: ScrapeContext) -> None:

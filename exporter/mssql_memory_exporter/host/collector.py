@@ -70,6 +70,10 @@ def psutil_processes() -> Iterator[tuple[str, float | None]]:
         yield info.get("name") or "", float(memory.rss) if memory is not None else None
 
 
+def psutil_boot_time() -> float:
+    return float(psutil.boot_time())
+
+
 def psutil_partitions() -> Sequence[PartitionLike]:
     return psutil.disk_partitions(all=False)
 
@@ -95,6 +99,7 @@ class HostCollector:
         partitions: Callable[[], Sequence[PartitionLike]] = psutil_partitions,
         file_system_flags: Callable[[str], int | None] = windows_file_system_flags,
         stat_dev: Callable[[str], int] = _stat_dev,
+        boot_time: Callable[[], float] = psutil_boot_time,
         mounts_max_age: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -111,6 +116,7 @@ class HostCollector:
         self._partitions = partitions
         self._file_system_flags = file_system_flags
         self._stat_dev = stat_dev
+        self._boot_time = boot_time
         self._mounts_max_age = mounts_max_age
         self._clock = clock
         self._mounts_cache: tuple[float, list[Mount]] | None = None
@@ -132,6 +138,10 @@ class HostCollector:
     def written_bytes_by_disk(self) -> dict[str, float]:
         """Bytes written per physical disk since boot, keyed like the `device` label."""
         return {name: io.written_bytes for name, io in self._disk_figures().items()}
+
+    def boot_time(self) -> float:
+        """Unix time the host booted: the disk counters above count from (about) then."""
+        return self._boot_time()
 
     # -- mounts ------------------------------------------------------------------------------------
 
