@@ -364,6 +364,48 @@ def test_passwords_travel_only_as_secret_files() -> None:
     assert "read_secret mssql_sa_password" in entrypoint and "export MSSQL_SA_PASSWORD" in entrypoint
 
 
+def read_only_services_given_copied_files(compose: Mapping[str, Any]) -> list[str]:
+    """Services with a read-only root filesystem that list a secret or config whose value Compose
+    copies into the container (`environment:` or `content:` sourced) rather than bind-mounting (`file:`).
+    Docker refuses that copy ("container rootfs is marked read-only", docker/compose#12303 and #12031),
+    so such a service never starts, and every service that waits for it to be healthy never starts."""
+    problems = []
+    for name, service in compose["services"].items():
+        if not service.get("read_only"):
+            continue
+        for kind in ("secrets", "configs"):
+            for entry in service.get(kind, []):
+                source = entry if isinstance(entry, str) else entry["source"]
+                definition = compose.get(kind, {}).get(source, {})
+                copied = sorted({"environment", "content"} & set(definition))
+                if copied:
+                    problems.append(f"{name}: read_only with {kind[:-1]} {source} from {copied[0]}:")
+    return problems
+
+
+def test_no_read_only_service_is_given_a_secret_or_config_compose_must_copy_in() -> None:
+    assert not read_only_services_given_copied_files(COMPOSE)
+    # The check sees the combination that kept the exporter from starting.
+    broken = json.loads(json.dumps(COMPOSE))
+    broken["services"]["exporter"]["read_only"] = True
+    assert read_only_services_given_copied_files(broken) == [
+        "exporter: read_only with secret mssql_monitor_password from environment:"
+    ]
+    broken["configs"] = {"extra": {"content": "x"}}
+    broken["services"]["alert-receiver"]["configs"] = [{"source": "extra", "target": "/x"}]
+    assert "alert-receiver: read_only with config extra from content:" in (
+        read_only_services_given_copied_files(broken)
+    )
+
+
+def test_the_exporter_keeps_its_hardening_without_a_read_only_root() -> None:
+    exporter = SERVICES["exporter"]
+    assert exporter["cap_drop"] == ["ALL"]
+    assert "no-new-privileges:true" in exporter["security_opt"]
+    assert "user" not in exporter or str(exporter["user"]).split(":")[0] not in ("0", "root")
+    assert re.search(r"^USER 65532:65532$", DOCKERFILE.read_text(encoding="utf-8"), re.M)
+
+
 def test_shell_scripts_parse() -> None:
     for script in sorted(COMPOSE_DIR.glob("**/*.sh")):
         result = run(["bash", "-n", str(script)])
