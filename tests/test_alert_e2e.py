@@ -28,6 +28,7 @@ import yaml
 
 from alerts.spec import duration_seconds
 from alerts.spec import load as load_spec
+from tests import tools
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
 from tests.e2e_stack import (
     Alertmanager,
@@ -38,7 +39,6 @@ from tests.e2e_stack import (
     WebhookReceiver,
     alertmanager_config_for_test,
     http_get,
-    missing_binaries,
     probe_scrape_config,
     prometheus_config,
 )
@@ -57,10 +57,10 @@ PRESSURE_DEADLINE = 75.0
 TARGET_DOWN_DEADLINE = 30.0  # after the doomed stand-in stops: ~1 s scrape + 5 s for + delivery
 NOT_DELIVERED_GRACE = 4.0  # > group_wait + group_interval (1 s each): time for a wrong delivery to show
 
-pytestmark = pytest.mark.skipif(
-    bool(missing_binaries()),
-    reason=f"needs Debian's prometheus and prometheus-alertmanager: {missing_binaries()}",
-)
+
+@pytest.fixture(autouse=True)
+def _prometheus_and_alertmanager_installed() -> None:
+    tools.check(tools.PROMETHEUS, tools.ALERTMANAGER)
 
 
 def humanize_duration(seconds: float) -> str:

@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from alerts.spec import load as load_spec
+from tests import tools
 
 ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "alerts"
@@ -52,15 +53,9 @@ ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
 RECEIVER_OF_SEVERITY = {"critical": "pager", "warning": "ticket", "info": "blackhole"}
 DEFAULT_RECEIVER = "ticket"
 
-needs_amtool = pytest.mark.skipif(
-    shutil.which(AMTOOL) is None, reason="amtool comes from Debian's prometheus-alertmanager package"
-)
-needs_alertmanager = pytest.mark.skipif(
-    not Path(ALERTMANAGER).exists(), reason="Debian's prometheus-alertmanager package is not installed"
-)
-needs_promtool = pytest.mark.skipif(
-    shutil.which(PROMTOOL) is None, reason="promtool comes from Debian's prometheus package"
-)
+needs_amtool = tools.needs({AMTOOL: "prometheus-alertmanager"})
+needs_alertmanager = tools.needs({ALERTMANAGER: "prometheus-alertmanager"})
+needs_promtool = tools.needs({PROMTOOL: "prometheus"})
 
 
 def run(args: list[str], timeout: float, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

@@ -39,6 +39,7 @@ import yaml
 from mssql_memory_exporter.config import parse_config
 
 from alerts.spec import load as load_spec
+from tests import tools
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_DIR = ROOT / "compose"
@@ -583,9 +584,7 @@ def job_matches_selector(job: str, selector: str) -> bool:
     return ok
 
 
-@pytest.mark.skipif(
-    shutil.which("promtool") is None, reason="promtool comes from Debian's prometheus package"
-)
+@tools.needs(tools.PROMTOOL)
 def test_prometheus_config_passes_promtool_with_the_rules_where_compose_mounts_them(tmp_path: Path) -> None:
     root = container_view("prometheus", tmp_path)
     config_arg = next(a for a in SERVICES["prometheus"]["command"] if a.startswith("--config.file="))
@@ -624,9 +623,7 @@ def test_the_probe_job_matches_the_rules_selector_and_the_exporter() -> None:
 # -------------------------------------------------------------------------------------- Alertmanager
 
 
-@pytest.mark.skipif(
-    shutil.which("amtool") is None, reason="amtool comes from Debian's prometheus-alertmanager"
-)
+@tools.needs(tools.AMTOOL)
 def test_alertmanager_config_passes_amtool_and_its_templates_resolve_where_compose_mounts_them(
     tmp_path: Path,
 ) -> None:
@@ -984,7 +981,7 @@ def test_systemd_unit_and_its_config_agree() -> None:
     assert re.search(r"^(DynamicUser=yes|User=\w+)$", unit, re.M), "never as root"
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is part of systemd")
+@tools.needs(tools.SYSTEMD_ANALYZE)
 def test_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     # verify insists that ExecStart's program exists; the virtualenv is not installed on this machine.
     unit = tmp_path / SYSTEMD_UNIT.name

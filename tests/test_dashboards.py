@@ -20,7 +20,6 @@ import ast
 import copy
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -37,13 +36,13 @@ from alerts.spec import Spec
 from alerts.spec import load as load_spec
 from dashboards import generate
 from dashboards.grafana import CORE_PANEL_TYPES, DS, GRID_COLUMNS, SCHEMA_VERSION
+from tests import tools
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
 from tests.e2e_stack import (
     Prometheus,
     Stack,
     Timeline,
     http_get,
-    missing_binaries,
     probe_scrape_config,
     prometheus_config,
 )
@@ -514,10 +513,7 @@ def test_docs_name_the_versions_and_every_dashboard():
 
 PLACEHOLDERS = {"job": JOB, "instance": "pressure", "pool": ".+", "host": "127.0.0.1:9399", **BUILTINS}
 
-needs_prometheus = pytest.mark.skipif(
-    bool(missing_binaries()) or shutil.which("promtool") is None,
-    reason=f"needs Debian's prometheus (promtool) and prometheus-alertmanager: {missing_binaries()}",
-)
+needs_prometheus = tools.needs(tools.PROMETHEUS, tools.ALERTMANAGER, tools.PROMTOOL)
 
 
 @needs_prometheus
