@@ -74,6 +74,9 @@ ENDURANCE_REMAINING = "MSSQLSSDEnduranceRemainingLow"
 INSTANCE = 'job=~"$job", instance=~"$instance"'
 HOST = 'instance=~"$host"'
 GAUGE_HEADROOM = 1.5  # the share gauge's scale ends this far past the exhaustion mark
+# The only threshold steps that are not spec numbers (tests/test_dashboards.py lists where each is used):
+AT_FLOOR = 1  # a value divided by its own floor is healthy from 100%, whatever the floor is
+ANY = 1  # a count of firing alerts or of minutes under pressure: one is already too many
 UNIT_PAGES = "suffix: pages/s"
 
 
@@ -340,7 +343,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             [Query(f"min without (node) (\n{ple_ratio}\n)", instant=True)],
             width=3,
             height=4,
-            thresholds=Thresholds.healthy_above(1),
+            thresholds=Thresholds.healthy_above(AT_FLOOR),
             links=[lim.runbook(PLE_LOW)],
         ),
         Panel(
@@ -401,7 +404,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             [Query(f'count(ALERTS{{alertstate="firing", {INSTANCE}}}) or vector(0)', instant=True)],
             width=3,
             height=4,
-            thresholds=Thresholds.healthy_below(1),
+            thresholds=Thresholds.healthy_below(ANY),
         ),
         Row("Dell Table 4: each counter against its desired range"),
         Panel(
@@ -1039,8 +1042,8 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             None,
         ),
         ("Worst node PLE", f"{by} ({m(lim.rule('ple_min'))})", "s", None),
-        ("Lowest node PLE ÷ floor", ple_ratio, "percentunit", Thresholds.healthy_above(1)),
-        ("Under memory pressure", pressure, "m", Thresholds.healthy_below(1)),
+        ("Lowest node PLE ÷ floor", ple_ratio, "percentunit", Thresholds.healthy_above(AT_FLOOR)),
+        ("Under memory pressure", pressure, "m", Thresholds.healthy_below(ANY)),
         (
             f"Lazy writes ({w})",
             f"{by} ({m(lim.rule('lazy'))})",
@@ -1115,7 +1118,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             "under it regularly need memory, or fewer scans.",
             "percentunit",
             [Query(ple_ratio, "{{instance}}")],
-            thresholds=Thresholds.healthy_above(1),
+            thresholds=Thresholds.healthy_above(AT_FLOOR),
             min=0,
             links=[lim.runbook(PLE_LOW)],
         ),

@@ -381,17 +381,19 @@ def _durations(spec: Spec) -> set[str]:
     return found
 
 
-def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():
-    spec = load_spec()
-    numbers = _distinctive(spec)
+def spelled_thresholds(paths: list[Path], spec: Spec, allowed: dict[float, str] | None = None) -> list[str]:
+    """Spec numbers and windows written as literals in Python sources. `allowed`: numbers that are unit
+    or scale constants there (with the reason), not thresholds."""
+    numbers = _distinctive(spec) - set(allowed or {})
     durations = _durations(spec)
     problems = []
-    for path in sorted(DASHBOARDS.glob("*.py")):
+    for path in paths:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if not isinstance(node, ast.Constant):
                 continue
-            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+            where = f"{shown}:{node.lineno}"
             if isinstance(node.value, int | float) and not isinstance(node.value, bool):
                 if float(node.value) in numbers:
                     problems.append(f"{where}: {node.value!r}")
@@ -406,7 +408,43 @@ def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():
                         problems.append(f"{where}: window {token!r} in {node.value!r}")
                 if re.search(r":(ratio_)?rate\d", node.value):
                     problems.append(f"{where}: a recording-rule name with its window in {node.value!r}")
+    return problems
+
+
+def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():
+    problems = spelled_thresholds(sorted(DASHBOARDS.glob("*.py")), load_spec())
     assert not problems, "take these from alerts/thresholds.yml (alerts.spec.load()):\n" + "\n".join(problems)
+
+
+# Unit and scale constants of the alerts package that happen to equal a spec number, per file.
+ALERTS_UNIT_CONSTANTS = {
+    "generate.py": {100: "ratio to percent", 86400: "seconds per day"},
+    "spec.py": {86400: "seconds per day", 604800: "seconds per week"},
+}
+
+
+def test_no_threshold_or_window_is_spelled_in_the_alerts_source():
+    spec = load_spec()
+    sources = sorted((ROOT / "alerts").glob("*.py"))
+    assert ROOT / "alerts" / "generate.py" in sources
+    problems = [
+        problem
+        for path in sources
+        for problem in spelled_thresholds([path], spec, ALERTS_UNIT_CONSTANTS.get(path.name))
+    ]
+    assert not problems, "take these from alerts/thresholds.yml (alerts.spec.load()):\n" + "\n".join(problems)
+
+
+def test_the_literal_scan_catches_spelled_figures(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('LIMIT = 5242880\nSCALE = 100\nTEXT = "floor: 640 pages, 95% for OLTP, over 5m"\n')
+    problems = spelled_thresholds([bad], load_spec(), {100: "percent"})
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "5242880",
+        "'640' in 'floor: 640 pages, 95% for OLTP, over 5m'",
+        "'95%' in 'floor: 640 pages, 95% for OLTP, over 5m'",
+        "window '5m' in 'floor: 640 pages, 95% for OLTP, over 5m'",
+    ]
 
 
 # Where each threshold shows: its value (grants pending: a count above `max` starts at max + 1).
@@ -460,6 +498,99 @@ def test_each_threshold_follows_the_spec(path):
     assert drawn in after and drawn not in before, f"{path} = {moved} is not drawn as a threshold"
 
 
+def perturbed(node: Any) -> Any:
+    """The spec with every number moved to a value no setting has (durations and strings unchanged)."""
+    if isinstance(node, dict):
+        return {key: perturbed(value) for key, value in node.items()}
+    if isinstance(node, int | float) and not isinstance(node, bool):
+        return round(float(node) * 1.37 + 0.123, 6)
+    return node
+
+
+StepKey = tuple[str, int, str | None]
+
+
+def threshold_steps(boards: dict[str, dict[str, Any]]) -> dict[StepKey, list[Any]]:
+    """(dashboard uid, panel id, table column or series matcher or None) -> the values of its steps.
+    Panels are known by id: a title may quote a spec number."""
+    found: dict[StepKey, list[Any]] = {}
+    for uid, board in boards.items():
+        for panel in panels(board):
+            config = panel.get("fieldConfig", {})
+            if "thresholds" in config.get("defaults", {}):
+                steps = config["defaults"]["thresholds"]["steps"]
+                found[(uid, panel["id"], None)] = [step["value"] for step in steps]
+            for item in config.get("overrides", []):
+                for prop in item["properties"]:
+                    if prop["id"] == "thresholds":
+                        key = (uid, panel["id"], item["matcher"]["options"])
+                        assert key not in found, f"two threshold overrides for {key}"
+                        found[key] = [step["value"] for step in prop["value"]["steps"]]
+    return found
+
+
+TITLES = {(uid, panel["id"]): panel["title"] for uid, board in BOARDS.items() for panel in panels(board)}
+
+# Threshold steps that are no spec number, by (panel title, column or series): dashboards/generate.py's
+# named constants. A value divided by its own floor is healthy from 100% (AT_FLOOR), and of a count of
+# firing alerts or of minutes under pressure one is already too many (ANY).
+CONSTANT_STEPS = {
+    ("Lowest node PLE ÷ its floor", None): generate.AT_FLOOR,
+    ("Firing alerts", None): generate.ANY,
+    ("Instances", "Lowest node PLE ÷ floor"): generate.AT_FLOOR,
+    ("Instances", "Under memory pressure"): generate.ANY,
+    ("Lowest node PLE ÷ floor, per instance", None): generate.AT_FLOOR,
+}
+
+
+def constant_step(key: StepKey) -> float | None:
+    uid, panel_id, column = key
+    return CONSTANT_STEPS.get((TITLES[(uid, panel_id)], column))
+
+
+def unchanged_steps(before: dict[StepKey, list[Any]], after: dict[StepKey, list[Any]]) -> list[str]:
+    problems = []
+    for key, steps in before.items():
+        where = f"{key[0]} / {TITLES[key[:2]]!r}" + (f" / {key[2]!r}" if key[2] else "")
+        if after.get(key) is None or len(after[key]) != len(steps):
+            problems.append(f"{where}: steps {steps} became {after.get(key)}")
+            continue
+        for old, new in zip(steps, after[key], strict=True):
+            if old is not None and old == new and old != constant_step(key):
+                problems.append(f"{where}: step {old} does not follow the spec")
+    return problems
+
+
+def test_every_threshold_step_moves_with_the_spec():
+    """Literal scans cannot tell a hard-coded 20, 2, 0 or 1.0 from layout numbers: move every number of
+    the spec at once, and every step of every panel must move with it, save the named constants."""
+    spec = load_spec()
+    before = threshold_steps(generate.build(spec))
+    after = threshold_steps(generate.build(Spec(perturbed(spec.raw))))
+    assert sum(len(steps) for steps in before.values()) > 40
+    assert unchanged_steps(before, after) == []
+    used = {(TITLES[key[:2]], key[2]) for key, steps in before.items() if constant_step(key) in steps[1:]}
+    assert used == set(CONSTANT_STEPS), "a listed constant step no longer exists"
+
+
+def test_the_perturbation_check_sees_a_hard_coded_step():
+    spec = load_spec()
+    before = threshold_steps(generate.build(spec))
+    after = threshold_steps(generate.build(Spec(perturbed(spec.raw))))
+    key = next(k for k in after if TITLES[k[:2]] == "Free list stalls")
+    spelled = before[key][1]
+    after[key] = [None, spelled]  # a panel that spelled the spec's 2 instead of reading it
+    expected = [f"mssql-memory-pressure / 'Free list stalls': step {spelled} does not follow the spec"]
+    assert unchanged_steps(before, after) == expected
+    # A constant may stay put, but only where it is listed.
+    constant = next(k for k in before if TITLES[k[:2]] == "Firing alerts")
+    assert before[constant] == after[constant] == [None, generate.ANY]
+    lazy = next(k for k in after if TITLES[k[:2]] == "Lazy writes" and k[2] is None)
+    after[lazy] = [None, generate.ANY]
+    before[lazy] = [None, generate.ANY]
+    assert len(unchanged_steps(before, after)) == 2
+
+
 def test_recording_rule_names_follow_the_spec_windows():
     spec = load_spec()
     raw = copy.deepcopy(spec.raw)
@@ -499,6 +630,61 @@ def test_provisioning_files():
     assert provider["options"]["path"].startswith("/")
     docs = DOCS.read_text()
     assert provider["options"]["path"] in docs, "docs/dashboards.md says where the JSON files go"
+
+
+_UNIT_WORDS = {"m": "minute", "h": "hour", "d": "day", "w": "week"}
+
+
+def _as_adjective(window: str) -> str:
+    """ "5m" -> "5-minute", as in "the 5-minute average"."""
+    match = re.fullmatch(r"(\d+)([mhdw])", window)
+    assert match, window
+    return f"{match.group(1)}-{_UNIT_WORDS[match.group(2)]}"
+
+
+def _as_words(window: str) -> str:
+    """ "7d" -> "7 days", "1d" -> "1 day"."""
+    match = re.fullmatch(r"(\d+)([mhdw])", window)
+    assert match, window
+    count = int(match.group(1))
+    return f"{count} {_UNIT_WORDS[match.group(2)]}{'' if count == 1 else 's'}"
+
+
+def doc_figures(spec: Spec) -> list[str]:
+    """The phrases of docs/dashboards.md that quote the spec, rebuilt from the spec."""
+    lim = generate.Limits.from_spec(spec)
+    num, pct = generate.num, generate.pct
+    rate_window = _as_adjective(str(spec.get("rate_window")))
+    return [
+        f"free memory (against the {num(lim.free_pages)}-page = {num(lim.free_min / 2**20)} MiB floor)",
+        f"buffer cache hit ratio ({pct(lim.hit_oltp)} OLTP, {pct(lim.hit_olap)} OLAP)",
+        f"the recording rule the alert reads (the {rate_window} average)",
+        f"{num(lim.ple_seconds_per_step)} s per {lim.step_gib} of the node's buffer pool, at least "
+        f"{num(lim.ple_floor)} s",
+        f"tempdb write rate ({_as_adjective(lim.tempdb_short_window)} and "
+        f"{_as_adjective(lim.tempdb_long_window)} averages)",
+        f"each pool's write rate over {_as_words(lim.pool_short_window)} and "
+        f"{_as_words(lim.pool_long_window)}",
+        f"marks at {pct(lim.budget_share)} (budget) and {pct(lim.exhaustion_share)} (worn out",
+        f"(orange under {generate.duration(lim.remaining_warning)}, red under "
+        f"{generate.duration(lim.remaining_critical)})",
+        f"lazy writes, free list stalls and lookups per batch ({rate_window} averages)",
+        f"tempdb write rate ({_as_adjective(lim.tempdb_long_window)} average)",
+        f"(`{spec.selector}` in `alerts/thresholds.yml`)",
+    ]
+
+
+def test_docs_quote_the_shipped_spec():
+    docs = " ".join(DOCS.read_text().split())
+    missing = [phrase for phrase in doc_figures(load_spec()) if phrase not in docs]
+    assert not missing, "docs/dashboards.md no longer quotes the spec; update it:\n" + "\n".join(missing)
+    # Each phrase depends on the spec: moved numbers and windows make every one of them stale.
+    raw = perturbed(load_spec().raw)
+    raw.update(rate_window="10m", selector='job=~"sql"')
+    raw["tempdb"].update(short_rate_window="2m", long_rate_window="2d")
+    raw["endurance"].update(short_rate_window="2d", projection_rate_window="14d")
+    moved = doc_figures(Spec(raw))
+    assert [phrase for phrase in moved if phrase in docs] == []
 
 
 def test_docs_name_the_versions_and_every_dashboard():
