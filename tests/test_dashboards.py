@@ -122,10 +122,17 @@ def substitute(text: str, values: dict[str, str]) -> str:
 
 
 LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$", re.S)
+QUERY_RESULT = re.compile(r"^query_result\((?P<expr>.+)\)$", re.S)
 
 
 def variable_promql(query: str) -> tuple[str, str]:
-    """A `label_values(selector, label)` variable query as PromQL, and the label it lists."""
+    """A `label_values(selector, label)` variable query as PromQL, and the label it lists; or the PromQL
+    of a `query_result(...)` whose series carry the value in `count by (label)`."""
+    result = QUERY_RESULT.match(query.strip())
+    if result:
+        label = re.search(r"count by \((\w+)\)", result["expr"])
+        assert label, f"query_result() variable without a count by (label): {query!r}"
+        return result["expr"], label.group(1)
     match = LABEL_VALUES.match(query.strip())
     assert match, f"not a label_values() variable query: {query!r}"
     return f"count by ({match['label']}) ({match['selector']})", match["label"]
@@ -695,6 +702,207 @@ def test_docs_name_the_versions_and_every_dashboard():
         assert board["title"] in docs and uid in docs, uid
 
 
+# --- per-workload colours ---------------------------------------------------------------------------
+
+
+def _panel(uid: str, title: str) -> dict[str, Any]:
+    [panel] = [p for p in panels(BOARDS[uid]) if p["title"] == title]
+    return panel
+
+
+def _series_thresholds(panel: dict[str, Any], display_name: str) -> tuple[list[Any], str]:
+    """The steps and threshold style Grafana uses for one series of a panel: the defaults, then the
+    overrides whose name matches the series' display name."""
+    defaults = panel["fieldConfig"]["defaults"]
+    steps = [s["value"] for s in defaults["thresholds"]["steps"]]
+    style = defaults.get("custom", {}).get("thresholdsStyle", {}).get("mode", "off")
+    for item in panel["fieldConfig"]["overrides"]:
+        matcher = item["matcher"]
+        hit = (
+            re.fullmatch(matcher["options"], display_name)
+            if matcher["id"] == "byRegexp"
+            else matcher["options"] == display_name
+        )
+        if hit:
+            for prop in item["properties"]:
+                if prop["id"] == "thresholds":
+                    steps = [s["value"] for s in prop["value"]["steps"]]
+                elif prop["id"] == "custom.thresholdsStyle":
+                    style = prop["value"]["mode"]
+    return steps, style
+
+
+@pytest.mark.parametrize(
+    ("title", "oltp", "olap"),
+    [
+        (
+            "Buffer cache hit ratio",
+            "memory.buffer_cache_hit_ratio.oltp",
+            "memory.buffer_cache_hit_ratio.olap",
+        ),
+        ("Page lookups per batch request", "memory.page_lookups_per_batch_request.max", None),
+        (
+            f"Lookups per batch ({load_spec().get('rate_window')})",
+            "memory.page_lookups_per_batch_request.max",
+            None,
+        ),
+    ],
+)
+def test_each_workload_is_coloured_by_its_own_range(title, oltp, olap):
+    """An OLTP target is judged by the OLTP figure, an OLAP one by the OLAP figure, or by none where Dell
+    and the alert give none (lookups per batch is an OLTP rule)."""
+    spec = load_spec()
+    panel = _panel(generate.MEMORY_UID, title)
+    for target in panel["targets"]:
+        assert "group_left (workload)" in target["expr"] and "{{workload}}" in target["legendFormat"], title
+        for workload, key in (("oltp", oltp), ("olap", olap)):
+            steps, style = _series_thresholds(panel, target["legendFormat"].replace("{{workload}}", workload))
+            drawn = [value for value in steps if value is not None]
+            if key is None:
+                assert drawn == [] and (style == "off" or panel["type"] == "stat"), (title, workload, steps)
+            else:
+                assert drawn == [spec.number(key)], (title, workload, steps)
+
+
+def test_the_fleet_judges_lookups_per_batch_of_oltp_targets_only():
+    table = _panel(generate.FLEET_UID, "Instances")
+    [target] = [t for t in table["targets"] if "lookups_per_batch" in t["expr"]]
+    assert 'mssql_target_info{job=~"$job", instance=~"$instance", workload="oltp"}' in target["expr"]
+
+
+# --- the host variable -------------------------------------------------------------------------------
+
+
+def test_the_host_variable_starts_at_none_since_nothing_ties_it_to_the_instance():
+    variables = {v["name"]: v for v in BOARDS[generate.ENDURANCE_UID]["templating"]["list"]}
+    host = variables["host"]
+    expr, label = variable_promql(host["query"])
+    assert label == "instance" and f'"{generate.NO_HOST}"' in expr
+    assert host["sort"] == 1 and not host["multi"] and not host["includeAll"]
+    assert (
+        re.search(host["regex"].strip("/"), f'{{instance="{generate.NO_HOST}"}}').group(1) == generate.NO_HOST
+    )
+    # Grafana selects the first option when none is chosen: alphabetically, NO_HOST comes before any
+    # exporter address (host:port, a name or a number) ...
+    addresses = ["0.0.0.0:9399", "10.1.2.3:9399", "AAA:1", "db-host.example:9399", "[::1]:9399"]
+    assert sorted([*addresses, generate.NO_HOST])[0] == generate.NO_HOST
+    # ... and, as the panel's regex matcher (anchored, as Prometheus anchors it), matches none of them.
+    assert not any(re.fullmatch(generate.NO_HOST, address) for address in addresses)
+    panel = _panel(generate.ENDURANCE_UID, "Host disk writes")
+    assert 'instance=~"$host"' in panel["targets"][0]["expr"]
+    assert (
+        "not tied to the chosen instance" in panel["description"] and generate.NO_HOST in panel["description"]
+    )
+
+
+def test_the_fleet_says_where_to_find_the_worst_pool():
+    instances = _panel(generate.FLEET_UID, "Instances")
+    pools = _panel(generate.FLEET_UID, generate.FLEET_POOLS_TITLE)
+    assert (
+        "Highest pool share of rating" in instances["transformations"][1]["options"]["renameByName"].values()
+    )
+    assert repr(generate.FLEET_POOLS_TITLE) in instances["description"]
+    columns = pools["transformations"][1]["options"]["indexByName"]
+    assert {"instance", "pool", "Share of rating"} <= set(columns)
+    assert pools["options"]["sortBy"] == [{"desc": True, "displayName": "Share of rating"}]
+
+
+# --- the restart annotation --------------------------------------------------------------------------
+
+
+def value_time_marks(points: list[tuple[float, float]], step_ms: float) -> list[tuple[float, float]]:
+    """What Grafana draws for a Prometheus annotation with "Series value as timestamp", for one series
+    of (step time, value) points: each value is a time in ms, and times no more than a step apart join
+    into one mark (a region when they differ). Returned as (start, end) pairs."""
+    marks: list[list[float]] = []
+    for _, value in points:
+        if marks and marks[-1][1] + step_ms >= value >= marks[-1][0] - step_ms:
+            marks[-1] = [min(marks[-1][0], value), max(marks[-1][1], value)]
+        else:
+            marks.append([value, value])
+    return [(start, end) for start, end in marks]
+
+
+def restart_annotation() -> dict[str, Any]:
+    [annotation] = [
+        a for a in BOARDS[generate.MEMORY_UID]["annotations"]["list"] if a["name"] == "SQL Server restarts"
+    ]
+    return annotation
+
+
+def test_the_restart_mark_model_merges_steps_and_separates_starts():
+    day = 86_400_000.0
+    steps = [(t, -day) for t in range(0, 600, 15)] + [(t, 900_000.0) for t in range(1200, 1800, 15)]
+    assert value_time_marks(steps, 15_000) == [(-day, -day), (900_000.0, 900_000.0)]
+    # A start time read a second apart (clock jitter) is one mark, not two.
+    assert value_time_marks([(0, 5000.0), (15, 6000.0), (30, 5000.0)], 15_000) == [(5000.0, 6000.0)]
+
+
+@tools.needs(tools.PROMTOOL)
+def test_the_restart_mark_lands_at_the_real_start_after_a_long_scrape_gap(tmp_path):
+    """A restart at 900 s inside a ten-minute scrape gap (615 to 1185 s), far longer than any
+    $__rate_interval: the mark must still land at 900 s, once. A changes() over a window sees nothing."""
+    annotation = restart_annotation()
+    assert annotation["useValueForTime"] is True
+    assert "changes(" not in annotation["expr"]
+    expr = substitute(annotation["expr"], {**PLACEHOLDERS, "job": "mssql", "instance": "db"})
+    labels = '{job="mssql",instance="db"}'
+    before, after, restart = -86400, 900, 900  # start times (s): up a day, then restarted at 900 s
+
+    def at(eval_s: int, value_ms: float | None) -> dict[str, Any]:
+        samples = [] if value_ms is None else [{"labels": labels, "value": value_ms}]
+        return {"expr": expr, "eval_time": f"{eval_s}s", "exp_samples": samples}
+
+    cases = [at(0, before * 1000), at(600, before * 1000), at(1000, None)]  # 1000 s: inside the gap
+    cases += [at(t, after * 1000) for t in (1200, 1215, 1500, 1800)]
+    # The old form of the annotation, for contrast: the first scrape after the gap shows no change.
+    cases.append(
+        {
+            "expr": f"changes(mssql_start_time_seconds{labels}[75s]) > 0",
+            "eval_time": "1200s",
+            "exp_samples": [],
+        }
+    )
+    test_file = tmp_path / "restart-gap.test.yml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {
+                "rule_files": [],
+                "evaluation_interval": "15s",
+                "tests": [
+                    {
+                        "interval": "15s",
+                        "input_series": [
+                            {
+                                "series": f"mssql_start_time_seconds{labels}",
+                                "values": f"{before}x40 _x39 {after}x40",
+                            }
+                        ],
+                        "promql_expr_test": cases,
+                    }
+                ],
+            }
+        )
+    )
+    result = subprocess.run(
+        ["promtool", "test", "rules", str(test_file)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    # What Grafana makes of every 15 s step of that half hour: Prometheus answers each step with the
+    # latest sample of the last 5 minutes (its lookback), Grafana turns the values into marks.
+    samples = {s: before if s <= 600 else after for s in range(0, 1801, 15) if not 600 < s < 1200}
+
+    def answer(t: int) -> float | None:
+        last = max(s for s in samples if s <= t)
+        return samples[last] * 1000 if t - last <= 300 else None
+
+    points = [(t, value) for t in range(0, 1801, 15) if (value := answer(t)) is not None]
+    assert len(points) < 121, "the gap must leave steps without a value"
+    marks = value_time_marks(points, 15_000)
+    assert marks == [(before * 1000, before * 1000), (restart * 1000, restart * 1000)]
+
+
 # --- PromQL: parsed by promtool ----------------------------------------------------------------------
 
 PLACEHOLDERS = {"job": JOB, "instance": "pressure", "pool": ".+", "host": "127.0.0.1:9399", **BUILTINS}
@@ -755,7 +963,7 @@ def _wait_until_up(stack: Stack, exporter: str, target: str) -> None:
 
 def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
     """The stand-in(s) whose scenario the query must show data in (each of them)."""
-    if "mssql_start_time_seconds" in q.expr and "changes(" in q.expr:
+    if "mssql_start_time_seconds" in q.expr and q.kind == "annotation":
         return ["numa"]  # restarted during the test
     if board == generate.FLEET_UID:
         return [everyone]
@@ -852,6 +1060,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         )
         time.sleep(max(0.0, started + 10 - time.monotonic()) + 1)
         standins["numa"].instance.restart()
+        restarted_at = time.time()
         timeline.mark("numa restarted")
 
         def left() -> float:
@@ -921,6 +1130,17 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         assert cell("E") == pytest.approx(1.329, rel=0.1)
         host_rows = prom.query(substitute(_target(e, table, "E").expr, micron), at=now)
         assert {r["metric"]["source"] for r in host_rows} == {"sqlserver", "host"}
+
+        # The host variable offers the exporter with --collector.host, after NO_HOST.
+        hosts = results[(e, "host", "variable", "micron")]
+        assert sorted(r["metric"]["instance"] for r in hosts) == [generate.NO_HOST, address]
+
+        # The restart annotation: one mark at the start before the restart, one at the restart.
+        [series] = results[(m, restart_annotation()["name"], "annotation", "numa")]
+        points = [(float(at), float(value)) for at, value in series["values"]]
+        marks = value_time_marks(points, 1000)
+        assert len(marks) == 2 and marks[0][1] < marks[1][0], marks
+        assert marks[1][0] == pytest.approx(restarted_at * 1000, abs=6000), (marks, restarted_at)
 
         fleet = {"job": JOB, "instance": everyone, **BUILTINS}
         worst = prom.query(substitute(_target(f, "Instances", "C").expr, fleet), at=now)
