@@ -928,3 +928,16 @@ def test_target_down_docs_say_what_the_rule_covers() -> None:
         denial = DENIES_EXPORTER_DOWN.search(text)
         assert denial is None, f"{path.name}: {denial.group(0)!r}, but the rule has up == 0 or absent(up)"
         assert "absent(up{" in text and "up == 0" in text.replace("`", ""), path.name
+
+
+def test_the_checks_docs_alerts_md_lists_exist() -> None:
+    # The doc stands in for pint: every test it names as a check must exist, or the table rots.
+    text = (ROOT / "docs" / "alerts.md").read_text()
+    named = re.findall(r"`(tests/test_\w+\.py)::(test_\w+)`", text)
+    assert len(named) >= 10
+    for path, test in named:
+        source = (ROOT / path).read_text()
+        assert re.search(rf"^def {test}\(", source, re.M), (
+            f"docs/alerts.md names {path}::{test}, which does not exist"
+        )
+    assert "cloudflare/pint" in text and "403" in text

@@ -38,6 +38,7 @@ import pytest
 import yaml
 from mssql_memory_exporter.config import parse_config
 
+from alerts.spec import duration_seconds
 from alerts.spec import load as load_spec
 from tests import tools
 
@@ -618,6 +619,26 @@ def test_the_probe_job_matches_the_rules_selector_and_the_exporter() -> None:
         t for am in config["alerting"]["alertmanagers"] for s in am["static_configs"] for t in s["targets"]
     ]
     assert am_targets == ["alertmanager:9093"] and "alertmanager" in SERVICES
+
+
+def test_rule_windows_hold_several_scrapes_of_the_bundles_prometheus() -> None:
+    """Every range in the generated rules covers at least four scrape intervals of the bundle's
+    Prometheus, so one missed scrape leaves a rate to compute (pint's promql/rate asks for two)."""
+    config = load_yaml(COMPOSE_DIR / "prometheus" / "prometheus.yml")
+    intervals = [duration_seconds(config["global"]["scrape_interval"])]
+    intervals += [
+        duration_seconds(job["scrape_interval"])
+        for job in config["scrape_configs"]
+        if "scrape_interval" in job
+    ]
+    ranges = set()
+    for path in RULES_DIR.glob("*.rules.yml"):
+        for group in load_yaml(path)["groups"]:
+            for rule in group["rules"]:
+                ranges |= set(re.findall(r"\[(\d+[smhdwy])(?::[^\]]*)?\]", rule["expr"]))
+    assert ranges, "no range selector found in the rules"
+    short = sorted(r for r in ranges if duration_seconds(r) < 4 * max(intervals))
+    assert not short, f"windows {short} hold fewer than 4 scrapes at {max(intervals)} s"
 
 
 # -------------------------------------------------------------------------------------- Alertmanager
