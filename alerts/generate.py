@@ -342,7 +342,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "memory.free_memory_bytes.for",
             "warning",
             "SQL Server free memory low on {{ $labels.instance }}",
-            "SQL Server has {{ $value | humanize1024 }}B of committed memory free (Dell's floor: 640 pages ="
+            "SQL Server has {{ $value | humanize1024 }}B of committed memory free (Dell's floor: "
+            + f"{_num(free_min / spec.number('memory.page_life_expectancy.page_bytes'))} pages ="
             + f" {_num(free_min)} bytes).",
         ),
     ]

@@ -73,7 +73,13 @@ ENDURANCE_REMAINING = "MSSQLSSDEnduranceRemainingLow"
 # Label matchers of every per-target query; $host selects the exporter whose /metrics has the host metrics.
 INSTANCE = 'job=~"$job", instance=~"$instance"'
 HOST = 'instance=~"$host"'
+# The host variable's first choice: matches no exporter (their instance is host:port), so the host panel
+# stays empty until someone picks the exporter on the chosen instance's host.
+NO_HOST = "(none)"
 GAUGE_HEADROOM = 1.5  # the share gauge's scale ends this far past the exhaustion mark
+# The only threshold steps that are not spec numbers (tests/test_dashboards.py lists where each is used):
+AT_FLOOR = 1  # a value divided by its own floor is healthy from 100%, whatever the floor is
+ANY = 1  # a count of firing alerts or of minutes under pressure: one is already too many
 UNIT_PAGES = "suffix: pages/s"
 
 
@@ -214,6 +220,29 @@ class Limits:
         return str(self.spec.get(key))
 
 
+def with_workload(expr: str) -> str:
+    """The series of `expr` with its target's workload label (oltp or olap, from mssql_target_info), for
+    legends and per-workload colours."""
+    return f"{expr}\n* on (job, instance) group_left (workload) {m('mssql_target_info')}"
+
+
+def per_workload(legend: str, thresholds: dict[str, Thresholds | None]) -> list[Json]:
+    """Overrides giving each workload's series (legend containing "{{workload}} target") its own
+    thresholds; None: no desired range for that workload, so none is drawn."""
+    items = []
+    for workload, limits in thresholds.items():
+        name = legend.replace("{{workload}}", workload)
+        if limits is None:
+            props: list[tuple[str, object]] = [
+                ("thresholds", Thresholds.neutral().json()),
+                ("custom.thresholdsStyle", {"mode": "off"}),
+            ]
+        else:
+            props = [("thresholds", limits.json())]
+        items.append(override(name, *props))
+    return items
+
+
 def ple_floor_text(lim: Limits) -> str:
     return (
         f"{num(lim.ple_seconds_per_step)} s per {lim.step_gib} of the node's buffer pool, and at least "
@@ -261,14 +290,15 @@ def annotations() -> list[Json]:
         ),
         prometheus_annotation(
             "SQL Server restarts",
-            # $__rate_interval is one scrape longer than the annotation step: a change between two steps
-            # is seen by the later one.
-            f"changes({m('mssql_start_time_seconds')}[$__rate_interval]) > 0",
+            # The start time itself, as the mark's time: one mark at the real start, also when a scrape
+            # gap longer than any window hides the change (changes() over a window would miss it).
+            f"{m('mssql_start_time_seconds')} * 1000",
             BLUE,
-            "SQL Server restarted",
-            "{{instance}} started again: the buffer pool is empty, tempdb was recreated and every"
-            " counter began again from 0.",
+            "SQL Server started",
+            "{{instance}} started: the buffer pool was empty, tempdb was recreated and every counter began"
+            " again from 0.",
             "instance",
+            value_is_time=True,
         ),
     ]
 
@@ -304,6 +334,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         f"{m('mssql_buffer_node_page_life_expectancy_seconds')}\n"
         f"/ on (job, instance, node) {m(lim.rule('ple_floor'))}"
     )
+    lookups_per_batch = f"{rate('mssql_page_lookups_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)"
     items: list[Panel | Row] = [
         Row("Now"),
         Panel(
@@ -340,7 +371,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             [Query(f"min without (node) (\n{ple_ratio}\n)", instant=True)],
             width=3,
             height=4,
-            thresholds=Thresholds.healthy_above(1),
+            thresholds=Thresholds.healthy_above(AT_FLOOR),
             links=[lim.runbook(PLE_LOW)],
         ),
         Panel(
@@ -371,12 +402,16 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             "stat",
             f"Lookups per batch ({w})",
             f"Buffer pool page lookups per batch request, averaged over {w}. Healthy (Dell Table 4, OLTP): "
-            f"under {num(lim.lookups_max)}. Empty while the instance runs no batches.",
+            f"under {num(lim.lookups_max)}; red from there on an OLTP target only, since analytic (OLAP) "
+            "targets scan by design and the alert ignores them. Empty while the instance runs no batches.",
             "suffix: lookups/batch",
-            [Query(m(lim.rule("lookups_ratio")), instant=True)],
+            [Query(with_workload(m(lim.rule("lookups_ratio"))), "{{workload}} target", instant=True)],
             width=3,
             height=4,
             thresholds=Thresholds.healthy_below(lim.lookups_max),
+            overrides=per_workload(
+                "{{workload}} target", {"oltp": Thresholds.healthy_below(lim.lookups_max), "olap": None}
+            ),
             links=[lim.runbook(LOOKUPS_PER_BATCH)],
         ),
         Panel(
@@ -401,7 +436,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             [Query(f'count(ALERTS{{alertstate="firing", {INSTANCE}}}) or vector(0)', instant=True)],
             width=3,
             height=4,
-            thresholds=Thresholds.healthy_below(1),
+            thresholds=Thresholds.healthy_below(ANY),
         ),
         Row("Dell Table 4: each counter against its desired range"),
         Panel(
@@ -465,18 +500,31 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             "timeseries",
             "Page lookups per batch request",
             'Buffer pool page lookups per batch request ("Page lookups/sec" ÷ "Batch Requests/sec"). '
-            f"Desired range (Dell Table 4, OLTP): under {num(lim.lookups_max)}. High values point at scans "
-            "and missing indexes that churn the buffer pool; analytic (OLAP) targets are expected to be "
-            f"higher, and the alert ignores them and instances under {num(lim.lookups_min_batches)} batch/s.",
+            f"Desired range (Dell Table 4, OLTP): under {num(lim.lookups_max)}, drawn for OLTP targets only. "
+            "High values point at scans and missing indexes that churn the buffer pool; analytic (OLAP) "
+            "targets are expected to be higher, so no range is drawn for them, and the alert ignores them "
+            f"and instances under {num(lim.lookups_min_batches)} batch/s.",
             "suffix: lookups/batch",
             [
                 Query(
-                    f"{rate('mssql_page_lookups_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)",
-                    "lookups per batch",
+                    with_workload(f"(\n{lookups_per_batch}\n)"),
+                    "lookups per batch ({{workload}} target)",
                 ),
-                Query(m(lim.rule("lookups_ratio")), alert_input),
+                Query(
+                    with_workload(m(lim.rule("lookups_ratio"))), f"{alert_input} ({{{{workload}}}} target)"
+                ),
             ],
             thresholds=Thresholds.healthy_below(lim.lookups_max),
+            overrides=[
+                *per_workload(
+                    "lookups per batch ({{workload}} target)",
+                    {"oltp": Thresholds.healthy_below(lim.lookups_max), "olap": None},
+                ),
+                *per_workload(
+                    f"{alert_input} ({{{{workload}}}} target)",
+                    {"oltp": Thresholds.healthy_below(lim.lookups_max), "olap": None},
+                ),
+            ],
             min=0,
             links=[lim.runbook(LOOKUPS_PER_BATCH)],
         ),
@@ -513,18 +561,20 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             "timeseries",
             "Buffer cache hit ratio",
             "Share of page requests served from memory. Desired range (Dell Table 4): over "
-            f"{pct(lim.hit_oltp)} for OLTP targets (green), over {pct(lim.hit_olap)} for OLAP (orange band "
-            "and above). Read-ahead counts as hits, so this stays high under real pressure: never judge "
-            "memory by it alone.",
+            f"{pct(lim.hit_oltp)} for OLTP targets, over {pct(lim.hit_olap)} for OLAP; each series is "
+            "coloured by its own target's workload (the legend names it). Read-ahead counts as hits, so this "
+            "stays high under real pressure: never judge memory by it alone.",
             "percentunit",
-            [
-                Query(
-                    f"{m('mssql_buffer_cache_hit_ratio')}\n"
-                    f"* on (job, instance) group_left (workload) {m('mssql_target_info')}",
-                    "hit ratio ({{workload}} target)",
-                )
-            ],
+            [Query(with_workload(m("mssql_buffer_cache_hit_ratio")), "hit ratio ({{workload}} target)")],
+            # The default only shows before a series' workload is known; each workload has its own floor.
             thresholds=Thresholds.healthy_above(lim.hit_olap, warn=lim.hit_oltp),
+            overrides=per_workload(
+                "hit ratio ({{workload}} target)",
+                {
+                    "oltp": Thresholds.healthy_above(lim.hit_oltp),
+                    "olap": Thresholds.healthy_above(lim.hit_olap),
+                },
+            ),
             max=1,
             links=[lim.runbook(HIT_RATIO_LOW)],
         ),
@@ -888,10 +938,12 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             "Host disk writes",
             "Bytes per second written to each physical disk of the host whose exporter is chosen as Host "
             "(mssql_host_disk_written_bytes_total, exporter started with --collector.host on the SQL Server "
-            "host). Counts every writer and each mirror member; compare with the database file writes to see "
-            "what the OS, backups and RAID add. No healthy range of its own: put the disks in an SSD pool "
-            "(host_disks) to weigh them against their rating. Empty when no exporter runs with "
-            "--collector.host.",
+            "host). The Host variable is not tied to the chosen instance, since no metric says which "
+            f"exporter runs on its host: it starts at {NO_HOST} (this panel empty); choose the exporter on "
+            "this instance's host. Counts every writer and each mirror member; compare with the database "
+            "file writes to see what the OS, backups and RAID add. No healthy range of its own: put the "
+            "disks in an SSD pool (host_disks) to weigh them against their rating. Empty when no exporter "
+            "runs with --collector.host.",
             "Bps",
             [
                 Query(
@@ -970,11 +1022,17 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         multi=True,
         all_value=".+",
     )
+    # No metric says which exporter runs on the chosen instance's host, so nothing ties the two: the
+    # variable starts at NO_HOST, first in alphabetical order, rather than at some other host's exporter.
     host_variable = query_variable(
         "host",
         "Host (exporter)",
-        f"label_values(mssql_host_disk_written_bytes_total{{{lim.spec.selector}}}, instance)",
-        "The exporter (its /metrics scrape) that runs with --collector.host on this SQL Server's host.",
+        f"query_result(\n  count by (instance) (mssql_host_disk_written_bytes_total{{{lim.spec.selector}}})\n"
+        f'  or label_replace(vector(1), "instance", "{NO_HOST}", "", "")\n)',
+        "The exporter (its /metrics scrape) that runs with --collector.host on this SQL Server's host. "
+        f"Not tied to the chosen instance (no metric links them): it starts at {NO_HOST}; pick the "
+        "exporter on this instance's host.",
+        regex='/instance="([^"]+)"/',
     )
     return Dashboard(
         uid=ENDURANCE_UID,
@@ -1017,6 +1075,9 @@ def instance_links() -> Json:
     )
 
 
+FLEET_POOLS_TITLE = "SSD pools of every instance"
+
+
 def fleet_dashboard(lim: Limits) -> Dashboard:
     w = lim.window
     by = "max by (job, instance)"
@@ -1029,6 +1090,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
         f'alertstate="firing", {INSTANCE}}}))[$__range:$__interval]\n)\n* $__interval_ms / 60000\n'
         f"or on (job, instance) 0 * {by} ({m('mssql_up')})"
     )
+    oltp_targets = m("mssql_target_info", 'workload="oltp"')
     # (header, expr, unit, thresholds, color the cell)
     columns: list[tuple[str, str, str, Thresholds | None]] = [
         ("Up", f"{by} ({m('mssql_up')})", "bool_yes_no", None),
@@ -1039,8 +1101,8 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             None,
         ),
         ("Worst node PLE", f"{by} ({m(lim.rule('ple_min'))})", "s", None),
-        ("Lowest node PLE ÷ floor", ple_ratio, "percentunit", Thresholds.healthy_above(1)),
-        ("Under memory pressure", pressure, "m", Thresholds.healthy_below(1)),
+        ("Lowest node PLE ÷ floor", ple_ratio, "percentunit", Thresholds.healthy_above(AT_FLOOR)),
+        ("Under memory pressure", pressure, "m", Thresholds.healthy_below(ANY)),
         (
             f"Lazy writes ({w})",
             f"{by} ({m(lim.rule('lazy'))})",
@@ -1054,8 +1116,9 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             Thresholds.healthy_below(lim.stalls_max),
         ),
         (
-            f"Lookups per batch ({w})",
-            f"{by} ({m(lim.rule('lookups_ratio'))})",
+            f"Lookups per batch ({w}, OLTP)",
+            # Dell's range and the alert are for OLTP targets: an analytic target's cell stays empty.
+            f"{by} (\n  {m(lim.rule('lookups_ratio'))}\n  and on (job, instance) {oltp_targets}\n)",
             "suffix: lookups/batch",
             Thresholds.healthy_below(lim.lookups_max),
         ),
@@ -1090,10 +1153,12 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
         f"Worst node PLE ÷ floor: healthy at 100% or more (floor: {ple_floor_text(lim)}). Under memory "
         f"pressure: minutes in the selected range that {MEMORY_PRESSURE} was firing; healthy 0. Lazy writes "
         f"under {num(lim.lazy_max)}/s, free list stalls under {num(lim.stalls_max)}/s and lookups per batch "
-        f"under {num(lim.lookups_max)} (Dell Table 4, {w} averages). tempdb writes: "
+        f"under {num(lim.lookups_max)} (Dell Table 4, {w} averages; lookups of OLTP targets only, as the "
+        "alert: an OLAP target's cell is empty). tempdb writes: "
         f"{lim.tempdb_long_window} average. Highest pool share: the projected share of rated endurance "
         f"of the instance's worst SSD pool; healthy under {pct(lim.budget_share)}, red from "
-        f"{pct(lim.exhaustion_share)}. Build and edition from SERVERPROPERTY.",
+        f"{pct(lim.exhaustion_share)}. Which pool that is: the next table, {FLEET_POOLS_TITLE!r}, lists "
+        "every pool by instance, worst share first. Build and edition from SERVERPROPERTY.",
         "short",
         [Query(expr, instant=True, table=True) for _, expr, _, _ in columns],
         width=24,
@@ -1106,7 +1171,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
     share_thresholds = Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share)
     items: list[Panel | Row] = [
         instances,
-        pool_table(lim, "SSD pools of every instance", per_instance=True),
+        pool_table(lim, FLEET_POOLS_TITLE, per_instance=True),
         Panel(
             "timeseries",
             "Lowest node PLE ÷ floor, per instance",
@@ -1115,7 +1180,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             "under it regularly need memory, or fewer scans.",
             "percentunit",
             [Query(ple_ratio, "{{instance}}")],
-            thresholds=Thresholds.healthy_above(1),
+            thresholds=Thresholds.healthy_above(AT_FLOOR),
             min=0,
             links=[lim.runbook(PLE_LOW)],
         ),

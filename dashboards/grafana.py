@@ -325,10 +325,17 @@ def datasource_variable() -> Json:
 
 
 def query_variable(
-    name: str, label: str, query: str, description: str, multi: bool = False, all_value: str | None = None
+    name: str,
+    label: str,
+    query: str,
+    description: str,
+    multi: bool = False,
+    all_value: str | None = None,
+    regex: str = "",
 ) -> Json:
-    """A variable filled from Prometheus with `label_values(...)`, refreshed when the time range changes.
-    Multi-value variables offer "All", which matches with `all_value` (a regex) instead of a long list."""
+    """A variable filled from Prometheus with `label_values(...)` (or `query_result(...)` and a `regex`
+    that picks the value out of each result line), refreshed when the time range changes. Multi-value
+    variables offer "All", which matches with `all_value` (a regex) instead of a long list."""
     variable: Json = {
         "current": {},
         "datasource": dict(DS),
@@ -342,7 +349,7 @@ def query_variable(
         "options": [],
         "query": query,
         "refresh": 2,
-        "regex": "",
+        "regex": regex,
         "skipUrlSync": False,
         "sort": 1,
         "type": "query",
@@ -365,8 +372,12 @@ def builtin_annotation() -> Json:
     }
 
 
-def prometheus_annotation(name: str, expr: str, color: str, title: str, text: str, tags: str) -> Json:
-    """An annotation from a Prometheus query: one mark (or region) where the query returns a series."""
+def prometheus_annotation(
+    name: str, expr: str, color: str, title: str, text: str, tags: str, value_is_time: bool = False
+) -> Json:
+    """An annotation from a Prometheus query: one mark (or region) where the query returns a series.
+    With `value_is_time`, the series' value is the mark's time (Unix milliseconds), wherever it was seen:
+    steps that return the same value make one mark ("Series value as timestamp" in Grafana)."""
     return {
         "datasource": dict(DS),
         "enable": True,
@@ -377,7 +388,7 @@ def prometheus_annotation(name: str, expr: str, color: str, title: str, text: st
         "tagKeys": tags,
         "textFormat": text,
         "titleFormat": title,
-        "useValueForTime": False,
+        "useValueForTime": value_is_time,
     }
 
 

@@ -31,6 +31,7 @@ import pytest
 import yaml
 
 from alerts.spec import load as load_spec
+from tests import tools
 
 ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "alerts"
@@ -52,15 +53,9 @@ ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
 RECEIVER_OF_SEVERITY = {"critical": "pager", "warning": "ticket", "info": "blackhole"}
 DEFAULT_RECEIVER = "ticket"
 
-needs_amtool = pytest.mark.skipif(
-    shutil.which(AMTOOL) is None, reason="amtool comes from Debian's prometheus-alertmanager package"
-)
-needs_alertmanager = pytest.mark.skipif(
-    not Path(ALERTMANAGER).exists(), reason="Debian's prometheus-alertmanager package is not installed"
-)
-needs_promtool = pytest.mark.skipif(
-    shutil.which(PROMTOOL) is None, reason="promtool comes from Debian's prometheus package"
-)
+needs_amtool = tools.needs({AMTOOL: "prometheus-alertmanager"})
+needs_alertmanager = tools.needs({ALERTMANAGER: "prometheus-alertmanager"})
+needs_promtool = tools.needs({PROMTOOL: "prometheus"})
 
 
 def run(args: list[str], timeout: float, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -865,3 +860,84 @@ def test_lint_catches_what_it_should() -> None:
     }
     assert len(alert_lint(bad)) == 3
     assert not RECORD_NAME.match("pool:mssql_ssd_endurance_remaining_seconds")
+
+
+# --------------------------------------------------------------------------------------------------
+# Comments and docs that restate the rules
+
+
+def header_comment(path: Path) -> str:
+    lines = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("# "))
+    return " ".join(lines)
+
+
+STALE_FAILURE_CLAIM = re.compile(r"known issue|expected to fail", re.I)
+
+
+def test_rule_test_headers_do_not_announce_a_failure() -> None:
+    # test_promtool_unit_tests_pass runs every file and must pass: a header saying a file is expected
+    # to fail is stale, and sends a reader looking for a bug that was fixed.
+    for path in rule_test_files():
+        header = header_comment(path)
+        assert header, f"{path.name}: no header saying what it tests"
+        assert not STALE_FAILURE_CLAIM.search(header), f"{path.name}: {header[:120]}"
+        for doc in re.findall(r"see (\S+\.md)", header):
+            assert (path.parent / doc).exists(), f"{path.name} points to {doc}, which does not exist"
+    assert STALE_FAILURE_CLAIM.search("# KNOWN ISSUE (expected to fail until ...)")
+
+
+def comment_text(path: Path) -> str:
+    return " ".join(line.split("#", 1)[1] for line in path.read_text().splitlines() if "#" in line)
+
+
+def test_alertmanager_comments_quote_the_specs_limits() -> None:
+    spec = load_spec()
+    comments = comment_text(AM_CONFIG)
+    days = {float(d) for d in re.findall(r"\b(\d+) days\b", comments)}
+    limits = {
+        spec.number("endurance.remaining_warning_seconds") / 86400,
+        spec.number("endurance.remaining_critical_seconds") / 86400,
+    }
+    assert days == limits, f"alertmanager.yml's comments say {sorted(days)} days; the spec {sorted(limits)}"
+    shares = {float(p) / 100 for p in re.findall(r"\b(\d+)%", comments)}
+    shares |= {float(s) for s in re.findall(r"share > ([\d.]+)", comments)}
+    assert shares and shares <= {
+        spec.number("endurance.budget_high_share"),
+        spec.number("endurance.exhaustion_share"),
+    }
+
+
+# Sentences the docs once carried while MSSQLTargetDown did not cover a dead exporter.
+DENIES_EXPORTER_DOWN = re.compile(
+    r"no rule of this bundle fires|this bundle has no rule|does \*\*not\*\* cover the exporter|"
+    r"this alert does not fire then|the bundle does not ship one",
+    re.I,
+)
+
+
+def test_target_down_docs_say_what_the_rule_covers() -> None:
+    [rule] = [r for r in alert_rules() if r["alert"] == "MSSQLTargetDown"]
+    selector = load_spec().selector
+    assert f"up{{{selector}}} == 0" in rule["expr"] and f"absent(up{{{selector}}})" in rule["expr"]
+    for path in (ROOT / "docs" / "alerts.md", ROOT / "docs" / "runbooks" / "MSSQLTargetDown.md"):
+        text = " ".join(path.read_text().split())
+        denial = DENIES_EXPORTER_DOWN.search(text)
+        assert denial is None, f"{path.name}: {denial.group(0)!r}, but the rule has up == 0 or absent(up)"
+        assert "absent(up{" in text and "up == 0" in text.replace("`", ""), path.name
+
+
+def test_the_checks_docs_alerts_md_lists_exist() -> None:
+    # The doc stands in for pint: every test it names as a check must exist, or the table rots.
+    text = (ROOT / "docs" / "alerts.md").read_text()
+    named = re.findall(r"`(tests/test_\w+\.py)::(test_\w+)`", text)
+    assert len(named) >= 10
+    for path, test in named:
+        source = (ROOT / path).read_text()
+        assert re.search(rf"^def {test}\(", source, re.M), (
+            f"docs/alerts.md names {path}::{test}, which does not exist"
+        )
+    assert "cloudflare/pint" in text and "403" in text

@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -38,7 +38,9 @@ import pytest
 import yaml
 from mssql_memory_exporter.config import parse_config
 
+from alerts.spec import duration_seconds
 from alerts.spec import load as load_spec
+from tests import tools
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_DIR = ROOT / "compose"
@@ -364,6 +366,48 @@ def test_passwords_travel_only_as_secret_files() -> None:
     assert "read_secret mssql_sa_password" in entrypoint and "export MSSQL_SA_PASSWORD" in entrypoint
 
 
+def read_only_services_given_copied_files(compose: Mapping[str, Any]) -> list[str]:
+    """Services with a read-only root filesystem that list a secret or config whose value Compose
+    copies into the container (`environment:` or `content:` sourced) rather than bind-mounting (`file:`).
+    Docker refuses that copy ("container rootfs is marked read-only", docker/compose#12303 and #12031),
+    so such a service never starts, and every service that waits for it to be healthy never starts."""
+    problems = []
+    for name, service in compose["services"].items():
+        if not service.get("read_only"):
+            continue
+        for kind in ("secrets", "configs"):
+            for entry in service.get(kind, []):
+                source = entry if isinstance(entry, str) else entry["source"]
+                definition = compose.get(kind, {}).get(source, {})
+                copied = sorted({"environment", "content"} & set(definition))
+                if copied:
+                    problems.append(f"{name}: read_only with {kind[:-1]} {source} from {copied[0]}:")
+    return problems
+
+
+def test_no_read_only_service_is_given_a_secret_or_config_compose_must_copy_in() -> None:
+    assert not read_only_services_given_copied_files(COMPOSE)
+    # The check sees the combination that kept the exporter from starting.
+    broken = json.loads(json.dumps(COMPOSE))
+    broken["services"]["exporter"]["read_only"] = True
+    assert read_only_services_given_copied_files(broken) == [
+        "exporter: read_only with secret mssql_monitor_password from environment:"
+    ]
+    broken["configs"] = {"extra": {"content": "x"}}
+    broken["services"]["alert-receiver"]["configs"] = [{"source": "extra", "target": "/x"}]
+    assert "alert-receiver: read_only with config extra from content:" in (
+        read_only_services_given_copied_files(broken)
+    )
+
+
+def test_the_exporter_keeps_its_hardening_without_a_read_only_root() -> None:
+    exporter = SERVICES["exporter"]
+    assert exporter["cap_drop"] == ["ALL"]
+    assert "no-new-privileges:true" in exporter["security_opt"]
+    assert "user" not in exporter or str(exporter["user"]).split(":")[0] not in ("0", "root")
+    assert re.search(r"^USER 65532:65532$", DOCKERFILE.read_text(encoding="utf-8"), re.M)
+
+
 def test_shell_scripts_parse() -> None:
     for script in sorted(COMPOSE_DIR.glob("**/*.sh")):
         result = run(["bash", "-n", str(script)])
@@ -541,9 +585,7 @@ def job_matches_selector(job: str, selector: str) -> bool:
     return ok
 
 
-@pytest.mark.skipif(
-    shutil.which("promtool") is None, reason="promtool comes from Debian's prometheus package"
-)
+@tools.needs(tools.PROMTOOL)
 def test_prometheus_config_passes_promtool_with_the_rules_where_compose_mounts_them(tmp_path: Path) -> None:
     root = container_view("prometheus", tmp_path)
     config_arg = next(a for a in SERVICES["prometheus"]["command"] if a.startswith("--config.file="))
@@ -579,12 +621,30 @@ def test_the_probe_job_matches_the_rules_selector_and_the_exporter() -> None:
     assert am_targets == ["alertmanager:9093"] and "alertmanager" in SERVICES
 
 
+def test_rule_windows_hold_several_scrapes_of_the_bundles_prometheus() -> None:
+    """Every range in the generated rules covers at least four scrape intervals of the bundle's
+    Prometheus, so one missed scrape leaves a rate to compute (pint's promql/rate asks for two)."""
+    config = load_yaml(COMPOSE_DIR / "prometheus" / "prometheus.yml")
+    intervals = [duration_seconds(config["global"]["scrape_interval"])]
+    intervals += [
+        duration_seconds(job["scrape_interval"])
+        for job in config["scrape_configs"]
+        if "scrape_interval" in job
+    ]
+    ranges = set()
+    for path in RULES_DIR.glob("*.rules.yml"):
+        for group in load_yaml(path)["groups"]:
+            for rule in group["rules"]:
+                ranges |= set(re.findall(r"\[(\d+[smhdwy])(?::[^\]]*)?\]", rule["expr"]))
+    assert ranges, "no range selector found in the rules"
+    short = sorted(r for r in ranges if duration_seconds(r) < 4 * max(intervals))
+    assert not short, f"windows {short} hold fewer than 4 scrapes at {max(intervals)} s"
+
+
 # -------------------------------------------------------------------------------------- Alertmanager
 
 
-@pytest.mark.skipif(
-    shutil.which("amtool") is None, reason="amtool comes from Debian's prometheus-alertmanager"
-)
+@tools.needs(tools.AMTOOL)
 def test_alertmanager_config_passes_amtool_and_its_templates_resolve_where_compose_mounts_them(
     tmp_path: Path,
 ) -> None:
@@ -942,7 +1002,7 @@ def test_systemd_unit_and_its_config_agree() -> None:
     assert re.search(r"^(DynamicUser=yes|User=\w+)$", unit, re.M), "never as root"
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is part of systemd")
+@tools.needs(tools.SYSTEMD_ANALYZE)
 def test_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     # verify insists that ExecStart's program exists; the virtualenv is not installed on this machine.
     unit = tmp_path / SYSTEMD_UNIT.name
@@ -964,6 +1024,27 @@ def test_readme_keeps_its_two_commands_first_and_points_to_the_quickstart() -> N
     assert "docs/quickstart.md" in head and "docker compose -f compose/compose.yaml up -d --build" in head
 
 
+def test_readmes_summary_of_the_bundle_agrees_with_the_bundle_and_the_quickstart() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    head = readme[: readme.index("## ")]
+    summary = head.split("In short, once it is up:\n", 1)[1]
+    grafana = re.search(r"<http://localhost:(\d+)>, user `(\w+)`, password `(\w+)`", summary)
+    assert grafana, summary
+    assert int(grafana.group(1)) == published_ports("grafana")[3000]
+    assert grafana.group(2) == SERVICES["grafana"]["environment"]["GF_SECURITY_ADMIN_USER"]
+    assert grafana.group(3) in SECRET_VARIABLES and "grafana_admin_password" in service_secrets("grafana")
+    titles = {json.loads(path.read_text(encoding="utf-8"))["title"] for path in dashboard_files()}
+    dashboard = re.search(r"dashboard \*([^*]+)\*, Instance `([\w-]+)`", summary)
+    assert dashboard and dashboard.group(1) in titles
+    assert dashboard.group(2) in load_yaml(COMPOSE_DIR / "exporter" / "mssql-exporter.yml")["targets"]
+    quickstart = QUICKSTART.read_text(encoding="utf-8")
+    assert f"*{dashboard.group(1)}*.**" in quickstart, "the quickstart's 'Open first' names the same one"
+    alert = re.search(r"\*\*(MSSQL\w+)\*\* \((\w+)\) fires about (\d+) minutes", summary)
+    assert alert
+    row = rf"\| ~{alert.group(3)} min \| \*\*{alert.group(1)}\*\* \({alert.group(2)}\)"
+    assert re.search(row, quickstart), "the quickstart's alert table says the same"
+
+
 def test_quickstart_matches_the_bundle() -> None:
     text = QUICKSTART.read_text(encoding="utf-8")
     assert "docker compose -f compose/compose.yaml up -d --build" in text
@@ -981,6 +1062,78 @@ def test_quickstart_matches_the_bundle() -> None:
     assert all(f"target={name}" in text for name in exporter_targets)
     for variable in SECRET_VARIABLES:
         assert variable in text
+
+
+def test_quickstart_start_order_is_compose_depends_on() -> None:
+    text = QUICKSTART.read_text(encoding="utf-8")
+    table = text.split("| Service | Starts when |\n|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    documented: dict[str, set[str]] = {}
+    for row in table.splitlines():
+        service, when = (cell.strip() for cell in row.strip("|").split("|"))
+        documented[service.strip("`")] = set(re.findall(r"`([\w-]+)`", when))
+    actual = {name: set(service.get("depends_on", {})) for name, service in SERVICES.items()}
+    assert documented == actual
+    for row in table.splitlines():
+        service, when = (cell.strip().strip("`") for cell in row.strip("|").split("|"))
+        for dependency, spec in SERVICES[service].get("depends_on", {}).items():
+            phrase = "has exited 0" if spec["condition"] == "service_completed_successfully" else "healthy"
+            assert phrase in when, f"{service}: waits for {dependency} ({spec['condition']}): {when}"
+
+
+def test_the_writer_loop_dirties_one_page_per_row_and_outpaces_the_lazy_write_threshold() -> None:
+    """The lazy-write half of MSSQLMemoryPressure needs pages dirtied faster than the threshold; the OLTP
+    loops dirty one page per iteration. writes.sql updates rows far enough apart to be on distinct pages."""
+    sql = (COMPOSE_DIR / "workload" / "writes.sql").read_text(encoding="utf-8")
+    rows = re.search(r"DECLARE @rows bigint = (\d+);", sql)
+    repeat = re.search(r"^GO (\d+)$", sql, re.M)
+    assert rows and repeat
+    demo_rows = int(SERVICES["mssql-init"]["environment"]["DEMO_ROWS"])
+    rows_per_page = 8096 // 250  # a page's row space over about 250 bytes a row (init/04-demo-db.sql)
+    assert demo_rows // int(rows.group(1)) > rows_per_page, "updated rows would share pages"
+    # A batch must dirty more pages than the threshold's whole per-second rate for half a minute: the
+    # margin covers the pages a checkpoint writes first, which are not lazy writes.
+    lazy_writes_max = load_spec().number("memory.lazy_writes_per_second.max")
+    assert int(rows.group(1)) >= 30 * lazy_writes_max
+    workload = (COMPOSE_DIR / "workload" / "workload.sh").read_text(encoding="utf-8")
+    assert re.search(r'run_loop "writes-\$i" writes\.sql 0 &', workload)
+    assert int(SERVICES["workload"]["environment"]["WRITE_WORKERS"]) >= 1
+
+
+def test_quickstart_endurance_rates_follow_from_the_demo_pool_and_the_spec() -> None:
+    text = " ".join(QUICKSTART.read_text(encoding="utf-8").split())
+    spec = load_spec()
+    [pool] = load_yaml(COMPOSE_DIR / "exporter" / "mssql-exporter.yml")["targets"]["sql2022-demo"][
+        "ssd_pools"
+    ].values()
+    rated = pool["drives"]["count"] * pool["drives"]["tbw_per_drive_tb"] * 10**12
+    life = pool["planned_lifetime_years"] * 365.25 * 86400
+    assert f"rated {rated / 1e12:,.0f} TB over {pool['planned_lifetime_years']} years" in text
+
+    def stated(alert: str) -> float:
+        found = re.search(rf"\*\*{alert}\*\* needs a 7-day average above about ([\d.]+) MB/s", text)
+        if found is None:
+            found = re.search(rf"\*\*{alert}\*\* above about ([\d.]+) MB/s", text)
+        assert found, alert
+        return float(found.group(1))
+
+    budget = spec.number("endurance.budget_high_share") * rated / life / 1e6
+    exhaustion = spec.number("endurance.exhaustion_share") * rated / life / 1e6
+    assert stated("MSSQLSSDEnduranceBudgetHigh") == round(budget, 1)
+    assert stated("MSSQLSSDEnduranceExhaustionProjected") == round(exhaustion, 1)
+
+    # Remaining life: rated bytes over (age + limit) at the stated date.
+    warning = re.search(r"about ([\d.]+) MB/s on (\d{4}-\d\d-\d\d), and within 7 days", text)
+    critical = re.search(r"\(critical\) above about ([\d.]+) MB/s on the same day", text)
+    assert warning and critical
+    on = datetime.fromisoformat(warning.group(2)).replace(tzinfo=UTC).timestamp()
+    in_service = datetime.fromisoformat(str(pool["in_service_date"])).replace(tzinfo=UTC).timestamp()
+    assert f"in service since {pool['in_service_date']}" in text
+    for found, limit in (
+        (warning, spec.number("endurance.remaining_warning_seconds")),
+        (critical, spec.number("endurance.remaining_critical_seconds")),
+    ):
+        assert float(found.group(1)) == round(rated / (on - in_service + limit) / 1e6, 1)
+    assert f"within {spec.number('endurance.remaining_warning_seconds') / 86400:.0f} days" in text
 
 
 def test_quickstart_names_every_bundled_dashboard() -> None:

@@ -20,7 +20,6 @@ import ast
 import copy
 import json
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -37,13 +36,13 @@ from alerts.spec import Spec
 from alerts.spec import load as load_spec
 from dashboards import generate
 from dashboards.grafana import CORE_PANEL_TYPES, DS, GRID_COLUMNS, SCHEMA_VERSION
+from tests import tools
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
 from tests.e2e_stack import (
     Prometheus,
     Stack,
     Timeline,
     http_get,
-    missing_binaries,
     probe_scrape_config,
     prometheus_config,
 )
@@ -123,10 +122,17 @@ def substitute(text: str, values: dict[str, str]) -> str:
 
 
 LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$", re.S)
+QUERY_RESULT = re.compile(r"^query_result\((?P<expr>.+)\)$", re.S)
 
 
 def variable_promql(query: str) -> tuple[str, str]:
-    """A `label_values(selector, label)` variable query as PromQL, and the label it lists."""
+    """A `label_values(selector, label)` variable query as PromQL, and the label it lists; or the PromQL
+    of a `query_result(...)` whose series carry the value in `count by (label)`."""
+    result = QUERY_RESULT.match(query.strip())
+    if result:
+        label = re.search(r"count by \((\w+)\)", result["expr"])
+        assert label, f"query_result() variable without a count by (label): {query!r}"
+        return result["expr"], label.group(1)
     match = LABEL_VALUES.match(query.strip())
     assert match, f"not a label_values() variable query: {query!r}"
     return f"count by ({match['label']}) ({match['selector']})", match["label"]
@@ -382,17 +388,19 @@ def _durations(spec: Spec) -> set[str]:
     return found
 
 
-def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():
-    spec = load_spec()
-    numbers = _distinctive(spec)
+def spelled_thresholds(paths: list[Path], spec: Spec, allowed: dict[float, str] | None = None) -> list[str]:
+    """Spec numbers and windows written as literals in Python sources. `allowed`: numbers that are unit
+    or scale constants there (with the reason), not thresholds."""
+    numbers = _distinctive(spec) - set(allowed or {})
     durations = _durations(spec)
     problems = []
-    for path in sorted(DASHBOARDS.glob("*.py")):
+    for path in paths:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if not isinstance(node, ast.Constant):
                 continue
-            where = f"{path.relative_to(ROOT)}:{node.lineno}"
+            shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
+            where = f"{shown}:{node.lineno}"
             if isinstance(node.value, int | float) and not isinstance(node.value, bool):
                 if float(node.value) in numbers:
                     problems.append(f"{where}: {node.value!r}")
@@ -407,7 +415,43 @@ def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():
                         problems.append(f"{where}: window {token!r} in {node.value!r}")
                 if re.search(r":(ratio_)?rate\d", node.value):
                     problems.append(f"{where}: a recording-rule name with its window in {node.value!r}")
+    return problems
+
+
+def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():
+    problems = spelled_thresholds(sorted(DASHBOARDS.glob("*.py")), load_spec())
     assert not problems, "take these from alerts/thresholds.yml (alerts.spec.load()):\n" + "\n".join(problems)
+
+
+# Unit and scale constants of the alerts package that happen to equal a spec number, per file.
+ALERTS_UNIT_CONSTANTS = {
+    "generate.py": {100: "ratio to percent", 86400: "seconds per day"},
+    "spec.py": {86400: "seconds per day", 604800: "seconds per week"},
+}
+
+
+def test_no_threshold_or_window_is_spelled_in_the_alerts_source():
+    spec = load_spec()
+    sources = sorted((ROOT / "alerts").glob("*.py"))
+    assert ROOT / "alerts" / "generate.py" in sources
+    problems = [
+        problem
+        for path in sources
+        for problem in spelled_thresholds([path], spec, ALERTS_UNIT_CONSTANTS.get(path.name))
+    ]
+    assert not problems, "take these from alerts/thresholds.yml (alerts.spec.load()):\n" + "\n".join(problems)
+
+
+def test_the_literal_scan_catches_spelled_figures(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('LIMIT = 5242880\nSCALE = 100\nTEXT = "floor: 640 pages, 95% for OLTP, over 5m"\n')
+    problems = spelled_thresholds([bad], load_spec(), {100: "percent"})
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "5242880",
+        "'640' in 'floor: 640 pages, 95% for OLTP, over 5m'",
+        "'95%' in 'floor: 640 pages, 95% for OLTP, over 5m'",
+        "window '5m' in 'floor: 640 pages, 95% for OLTP, over 5m'",
+    ]
 
 
 # Where each threshold shows: its value (grants pending: a count above `max` starts at max + 1).
@@ -461,6 +505,99 @@ def test_each_threshold_follows_the_spec(path):
     assert drawn in after and drawn not in before, f"{path} = {moved} is not drawn as a threshold"
 
 
+def perturbed(node: Any) -> Any:
+    """The spec with every number moved to a value no setting has (durations and strings unchanged)."""
+    if isinstance(node, dict):
+        return {key: perturbed(value) for key, value in node.items()}
+    if isinstance(node, int | float) and not isinstance(node, bool):
+        return round(float(node) * 1.37 + 0.123, 6)
+    return node
+
+
+StepKey = tuple[str, int, str | None]
+
+
+def threshold_steps(boards: dict[str, dict[str, Any]]) -> dict[StepKey, list[Any]]:
+    """(dashboard uid, panel id, table column or series matcher or None) -> the values of its steps.
+    Panels are known by id: a title may quote a spec number."""
+    found: dict[StepKey, list[Any]] = {}
+    for uid, board in boards.items():
+        for panel in panels(board):
+            config = panel.get("fieldConfig", {})
+            if "thresholds" in config.get("defaults", {}):
+                steps = config["defaults"]["thresholds"]["steps"]
+                found[(uid, panel["id"], None)] = [step["value"] for step in steps]
+            for item in config.get("overrides", []):
+                for prop in item["properties"]:
+                    if prop["id"] == "thresholds":
+                        key = (uid, panel["id"], item["matcher"]["options"])
+                        assert key not in found, f"two threshold overrides for {key}"
+                        found[key] = [step["value"] for step in prop["value"]["steps"]]
+    return found
+
+
+TITLES = {(uid, panel["id"]): panel["title"] for uid, board in BOARDS.items() for panel in panels(board)}
+
+# Threshold steps that are no spec number, by (panel title, column or series): dashboards/generate.py's
+# named constants. A value divided by its own floor is healthy from 100% (AT_FLOOR), and of a count of
+# firing alerts or of minutes under pressure one is already too many (ANY).
+CONSTANT_STEPS = {
+    ("Lowest node PLE ÷ its floor", None): generate.AT_FLOOR,
+    ("Firing alerts", None): generate.ANY,
+    ("Instances", "Lowest node PLE ÷ floor"): generate.AT_FLOOR,
+    ("Instances", "Under memory pressure"): generate.ANY,
+    ("Lowest node PLE ÷ floor, per instance", None): generate.AT_FLOOR,
+}
+
+
+def constant_step(key: StepKey) -> float | None:
+    uid, panel_id, column = key
+    return CONSTANT_STEPS.get((TITLES[(uid, panel_id)], column))
+
+
+def unchanged_steps(before: dict[StepKey, list[Any]], after: dict[StepKey, list[Any]]) -> list[str]:
+    problems = []
+    for key, steps in before.items():
+        where = f"{key[0]} / {TITLES[key[:2]]!r}" + (f" / {key[2]!r}" if key[2] else "")
+        if after.get(key) is None or len(after[key]) != len(steps):
+            problems.append(f"{where}: steps {steps} became {after.get(key)}")
+            continue
+        for old, new in zip(steps, after[key], strict=True):
+            if old is not None and old == new and old != constant_step(key):
+                problems.append(f"{where}: step {old} does not follow the spec")
+    return problems
+
+
+def test_every_threshold_step_moves_with_the_spec():
+    """Literal scans cannot tell a hard-coded 20, 2, 0 or 1.0 from layout numbers: move every number of
+    the spec at once, and every step of every panel must move with it, save the named constants."""
+    spec = load_spec()
+    before = threshold_steps(generate.build(spec))
+    after = threshold_steps(generate.build(Spec(perturbed(spec.raw))))
+    assert sum(len(steps) for steps in before.values()) > 40
+    assert unchanged_steps(before, after) == []
+    used = {(TITLES[key[:2]], key[2]) for key, steps in before.items() if constant_step(key) in steps[1:]}
+    assert used == set(CONSTANT_STEPS), "a listed constant step no longer exists"
+
+
+def test_the_perturbation_check_sees_a_hard_coded_step():
+    spec = load_spec()
+    before = threshold_steps(generate.build(spec))
+    after = threshold_steps(generate.build(Spec(perturbed(spec.raw))))
+    key = next(k for k in after if TITLES[k[:2]] == "Free list stalls")
+    spelled = before[key][1]
+    after[key] = [None, spelled]  # a panel that spelled the spec's 2 instead of reading it
+    expected = [f"mssql-memory-pressure / 'Free list stalls': step {spelled} does not follow the spec"]
+    assert unchanged_steps(before, after) == expected
+    # A constant may stay put, but only where it is listed.
+    constant = next(k for k in before if TITLES[k[:2]] == "Firing alerts")
+    assert before[constant] == after[constant] == [None, generate.ANY]
+    lazy = next(k for k in after if TITLES[k[:2]] == "Lazy writes" and k[2] is None)
+    after[lazy] = [None, generate.ANY]
+    before[lazy] = [None, generate.ANY]
+    assert len(unchanged_steps(before, after)) == 2
+
+
 def test_recording_rule_names_follow_the_spec_windows():
     spec = load_spec()
     raw = copy.deepcopy(spec.raw)
@@ -502,6 +639,61 @@ def test_provisioning_files():
     assert provider["options"]["path"] in docs, "docs/dashboards.md says where the JSON files go"
 
 
+_UNIT_WORDS = {"m": "minute", "h": "hour", "d": "day", "w": "week"}
+
+
+def _as_adjective(window: str) -> str:
+    """ "5m" -> "5-minute", as in "the 5-minute average"."""
+    match = re.fullmatch(r"(\d+)([mhdw])", window)
+    assert match, window
+    return f"{match.group(1)}-{_UNIT_WORDS[match.group(2)]}"
+
+
+def _as_words(window: str) -> str:
+    """ "7d" -> "7 days", "1d" -> "1 day"."""
+    match = re.fullmatch(r"(\d+)([mhdw])", window)
+    assert match, window
+    count = int(match.group(1))
+    return f"{count} {_UNIT_WORDS[match.group(2)]}{'' if count == 1 else 's'}"
+
+
+def doc_figures(spec: Spec) -> list[str]:
+    """The phrases of docs/dashboards.md that quote the spec, rebuilt from the spec."""
+    lim = generate.Limits.from_spec(spec)
+    num, pct = generate.num, generate.pct
+    rate_window = _as_adjective(str(spec.get("rate_window")))
+    return [
+        f"free memory (against the {num(lim.free_pages)}-page = {num(lim.free_min / 2**20)} MiB floor)",
+        f"buffer cache hit ratio ({pct(lim.hit_oltp)} OLTP, {pct(lim.hit_olap)} OLAP)",
+        f"the recording rule the alert reads (the {rate_window} average)",
+        f"{num(lim.ple_seconds_per_step)} s per {lim.step_gib} of the node's buffer pool, at least "
+        f"{num(lim.ple_floor)} s",
+        f"tempdb write rate ({_as_adjective(lim.tempdb_short_window)} and "
+        f"{_as_adjective(lim.tempdb_long_window)} averages)",
+        f"each pool's write rate over {_as_words(lim.pool_short_window)} and "
+        f"{_as_words(lim.pool_long_window)}",
+        f"marks at {pct(lim.budget_share)} (budget) and {pct(lim.exhaustion_share)} (worn out",
+        f"(orange under {generate.duration(lim.remaining_warning)}, red under "
+        f"{generate.duration(lim.remaining_critical)})",
+        f"lazy writes, free list stalls and lookups per batch ({rate_window} averages)",
+        f"tempdb write rate ({_as_adjective(lim.tempdb_long_window)} average)",
+        f"(`{spec.selector}` in `alerts/thresholds.yml`)",
+    ]
+
+
+def test_docs_quote_the_shipped_spec():
+    docs = " ".join(DOCS.read_text().split())
+    missing = [phrase for phrase in doc_figures(load_spec()) if phrase not in docs]
+    assert not missing, "docs/dashboards.md no longer quotes the spec; update it:\n" + "\n".join(missing)
+    # Each phrase depends on the spec: moved numbers and windows make every one of them stale.
+    raw = perturbed(load_spec().raw)
+    raw.update(rate_window="10m", selector='job=~"sql"')
+    raw["tempdb"].update(short_rate_window="2m", long_rate_window="2d")
+    raw["endurance"].update(short_rate_window="2d", projection_rate_window="14d")
+    moved = doc_figures(Spec(raw))
+    assert [phrase for phrase in moved if phrase in docs] == []
+
+
 def test_docs_name_the_versions_and_every_dashboard():
     docs = DOCS.read_text()
     assert generate.GRAFANA_VERSION_FILE.read_text().strip() in docs
@@ -510,14 +702,212 @@ def test_docs_name_the_versions_and_every_dashboard():
         assert board["title"] in docs and uid in docs, uid
 
 
+# --- per-workload colours ---------------------------------------------------------------------------
+
+
+def _panel(uid: str, title: str) -> dict[str, Any]:
+    [panel] = [p for p in panels(BOARDS[uid]) if p["title"] == title]
+    return panel
+
+
+def _series_thresholds(panel: dict[str, Any], display_name: str) -> tuple[list[Any], str]:
+    """The steps and threshold style Grafana uses for one series of a panel: the defaults, then the
+    overrides whose name matches the series' display name."""
+    defaults = panel["fieldConfig"]["defaults"]
+    steps = [s["value"] for s in defaults["thresholds"]["steps"]]
+    style = defaults.get("custom", {}).get("thresholdsStyle", {}).get("mode", "off")
+    for item in panel["fieldConfig"]["overrides"]:
+        matcher = item["matcher"]
+        hit = (
+            re.fullmatch(matcher["options"], display_name)
+            if matcher["id"] == "byRegexp"
+            else matcher["options"] == display_name
+        )
+        if hit:
+            for prop in item["properties"]:
+                if prop["id"] == "thresholds":
+                    steps = [s["value"] for s in prop["value"]["steps"]]
+                elif prop["id"] == "custom.thresholdsStyle":
+                    style = prop["value"]["mode"]
+    return steps, style
+
+
+@pytest.mark.parametrize(
+    ("title", "oltp", "olap"),
+    [
+        (
+            "Buffer cache hit ratio",
+            "memory.buffer_cache_hit_ratio.oltp",
+            "memory.buffer_cache_hit_ratio.olap",
+        ),
+        ("Page lookups per batch request", "memory.page_lookups_per_batch_request.max", None),
+        (
+            f"Lookups per batch ({load_spec().get('rate_window')})",
+            "memory.page_lookups_per_batch_request.max",
+            None,
+        ),
+    ],
+)
+def test_each_workload_is_coloured_by_its_own_range(title, oltp, olap):
+    """An OLTP target is judged by the OLTP figure, an OLAP one by the OLAP figure, or by none where Dell
+    and the alert give none (lookups per batch is an OLTP rule)."""
+    spec = load_spec()
+    panel = _panel(generate.MEMORY_UID, title)
+    for target in panel["targets"]:
+        assert "group_left (workload)" in target["expr"] and "{{workload}}" in target["legendFormat"], title
+        for workload, key in (("oltp", oltp), ("olap", olap)):
+            steps, style = _series_thresholds(panel, target["legendFormat"].replace("{{workload}}", workload))
+            drawn = [value for value in steps if value is not None]
+            if key is None:
+                assert drawn == [] and (style == "off" or panel["type"] == "stat"), (title, workload, steps)
+            else:
+                assert drawn == [spec.number(key)], (title, workload, steps)
+
+
+def test_the_fleet_judges_lookups_per_batch_of_oltp_targets_only():
+    table = _panel(generate.FLEET_UID, "Instances")
+    [target] = [t for t in table["targets"] if "lookups_per_batch" in t["expr"]]
+    assert 'mssql_target_info{job=~"$job", instance=~"$instance", workload="oltp"}' in target["expr"]
+
+
+# --- the host variable -------------------------------------------------------------------------------
+
+
+def test_the_host_variable_starts_at_none_since_nothing_ties_it_to_the_instance():
+    variables = {v["name"]: v for v in BOARDS[generate.ENDURANCE_UID]["templating"]["list"]}
+    host = variables["host"]
+    expr, label = variable_promql(host["query"])
+    assert label == "instance" and f'"{generate.NO_HOST}"' in expr
+    assert host["sort"] == 1 and not host["multi"] and not host["includeAll"]
+    assert (
+        re.search(host["regex"].strip("/"), f'{{instance="{generate.NO_HOST}"}}').group(1) == generate.NO_HOST
+    )
+    # Grafana selects the first option when none is chosen: alphabetically, NO_HOST comes before any
+    # exporter address (host:port, a name or a number) ...
+    addresses = ["0.0.0.0:9399", "10.1.2.3:9399", "AAA:1", "db-host.example:9399", "[::1]:9399"]
+    assert sorted([*addresses, generate.NO_HOST])[0] == generate.NO_HOST
+    # ... and, as the panel's regex matcher (anchored, as Prometheus anchors it), matches none of them.
+    assert not any(re.fullmatch(generate.NO_HOST, address) for address in addresses)
+    panel = _panel(generate.ENDURANCE_UID, "Host disk writes")
+    assert 'instance=~"$host"' in panel["targets"][0]["expr"]
+    assert (
+        "not tied to the chosen instance" in panel["description"] and generate.NO_HOST in panel["description"]
+    )
+
+
+def test_the_fleet_says_where_to_find_the_worst_pool():
+    instances = _panel(generate.FLEET_UID, "Instances")
+    pools = _panel(generate.FLEET_UID, generate.FLEET_POOLS_TITLE)
+    assert (
+        "Highest pool share of rating" in instances["transformations"][1]["options"]["renameByName"].values()
+    )
+    assert repr(generate.FLEET_POOLS_TITLE) in instances["description"]
+    columns = pools["transformations"][1]["options"]["indexByName"]
+    assert {"instance", "pool", "Share of rating"} <= set(columns)
+    assert pools["options"]["sortBy"] == [{"desc": True, "displayName": "Share of rating"}]
+
+
+# --- the restart annotation --------------------------------------------------------------------------
+
+
+def value_time_marks(points: list[tuple[float, float]], step_ms: float) -> list[tuple[float, float]]:
+    """What Grafana draws for a Prometheus annotation with "Series value as timestamp", for one series
+    of (step time, value) points: each value is a time in ms, and times no more than a step apart join
+    into one mark (a region when they differ). Returned as (start, end) pairs."""
+    marks: list[list[float]] = []
+    for _, value in points:
+        if marks and marks[-1][1] + step_ms >= value >= marks[-1][0] - step_ms:
+            marks[-1] = [min(marks[-1][0], value), max(marks[-1][1], value)]
+        else:
+            marks.append([value, value])
+    return [(start, end) for start, end in marks]
+
+
+def restart_annotation() -> dict[str, Any]:
+    [annotation] = [
+        a for a in BOARDS[generate.MEMORY_UID]["annotations"]["list"] if a["name"] == "SQL Server restarts"
+    ]
+    return annotation
+
+
+def test_the_restart_mark_model_merges_steps_and_separates_starts():
+    day = 86_400_000.0
+    steps = [(t, -day) for t in range(0, 600, 15)] + [(t, 900_000.0) for t in range(1200, 1800, 15)]
+    assert value_time_marks(steps, 15_000) == [(-day, -day), (900_000.0, 900_000.0)]
+    # A start time read a second apart (clock jitter) is one mark, not two.
+    assert value_time_marks([(0, 5000.0), (15, 6000.0), (30, 5000.0)], 15_000) == [(5000.0, 6000.0)]
+
+
+@tools.needs(tools.PROMTOOL)
+def test_the_restart_mark_lands_at_the_real_start_after_a_long_scrape_gap(tmp_path):
+    """A restart at 900 s inside a ten-minute scrape gap (615 to 1185 s), far longer than any
+    $__rate_interval: the mark must still land at 900 s, once. A changes() over a window sees nothing."""
+    annotation = restart_annotation()
+    assert annotation["useValueForTime"] is True
+    assert "changes(" not in annotation["expr"]
+    expr = substitute(annotation["expr"], {**PLACEHOLDERS, "job": "mssql", "instance": "db"})
+    labels = '{job="mssql",instance="db"}'
+    before, after, restart = -86400, 900, 900  # start times (s): up a day, then restarted at 900 s
+
+    def at(eval_s: int, value_ms: float | None) -> dict[str, Any]:
+        samples = [] if value_ms is None else [{"labels": labels, "value": value_ms}]
+        return {"expr": expr, "eval_time": f"{eval_s}s", "exp_samples": samples}
+
+    cases = [at(0, before * 1000), at(600, before * 1000), at(1000, None)]  # 1000 s: inside the gap
+    cases += [at(t, after * 1000) for t in (1200, 1215, 1500, 1800)]
+    # The old form of the annotation, for contrast: the first scrape after the gap shows no change.
+    cases.append(
+        {
+            "expr": f"changes(mssql_start_time_seconds{labels}[75s]) > 0",
+            "eval_time": "1200s",
+            "exp_samples": [],
+        }
+    )
+    test_file = tmp_path / "restart-gap.test.yml"
+    test_file.write_text(
+        yaml.safe_dump(
+            {
+                "rule_files": [],
+                "evaluation_interval": "15s",
+                "tests": [
+                    {
+                        "interval": "15s",
+                        "input_series": [
+                            {
+                                "series": f"mssql_start_time_seconds{labels}",
+                                "values": f"{before}x40 _x39 {after}x40",
+                            }
+                        ],
+                        "promql_expr_test": cases,
+                    }
+                ],
+            }
+        )
+    )
+    result = subprocess.run(
+        ["promtool", "test", "rules", str(test_file)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+    # What Grafana makes of every 15 s step of that half hour: Prometheus answers each step with the
+    # latest sample of the last 5 minutes (its lookback), Grafana turns the values into marks.
+    samples = {s: before if s <= 600 else after for s in range(0, 1801, 15) if not 600 < s < 1200}
+
+    def answer(t: int) -> float | None:
+        last = max(s for s in samples if s <= t)
+        return samples[last] * 1000 if t - last <= 300 else None
+
+    points = [(t, value) for t in range(0, 1801, 15) if (value := answer(t)) is not None]
+    assert len(points) < 121, "the gap must leave steps without a value"
+    marks = value_time_marks(points, 15_000)
+    assert marks == [(before * 1000, before * 1000), (restart * 1000, restart * 1000)]
+
+
 # --- PromQL: parsed by promtool ----------------------------------------------------------------------
 
 PLACEHOLDERS = {"job": JOB, "instance": "pressure", "pool": ".+", "host": "127.0.0.1:9399", **BUILTINS}
 
-needs_prometheus = pytest.mark.skipif(
-    bool(missing_binaries()) or shutil.which("promtool") is None,
-    reason=f"needs Debian's prometheus (promtool) and prometheus-alertmanager: {missing_binaries()}",
-)
+needs_prometheus = tools.needs(tools.PROMETHEUS, tools.ALERTMANAGER, tools.PROMTOOL)
 
 
 @needs_prometheus
@@ -573,7 +963,7 @@ def _wait_until_up(stack: Stack, exporter: str, target: str) -> None:
 
 def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
     """The stand-in(s) whose scenario the query must show data in (each of them)."""
-    if "mssql_start_time_seconds" in q.expr and "changes(" in q.expr:
+    if "mssql_start_time_seconds" in q.expr and q.kind == "annotation":
         return ["numa"]  # restarted during the test
     if board == generate.FLEET_UID:
         return [everyone]
@@ -670,6 +1060,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         )
         time.sleep(max(0.0, started + 10 - time.monotonic()) + 1)
         standins["numa"].instance.restart()
+        restarted_at = time.time()
         timeline.mark("numa restarted")
 
         def left() -> float:
@@ -739,6 +1130,17 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         assert cell("E") == pytest.approx(1.329, rel=0.1)
         host_rows = prom.query(substitute(_target(e, table, "E").expr, micron), at=now)
         assert {r["metric"]["source"] for r in host_rows} == {"sqlserver", "host"}
+
+        # The host variable offers the exporter with --collector.host, after NO_HOST.
+        hosts = results[(e, "host", "variable", "micron")]
+        assert sorted(r["metric"]["instance"] for r in hosts) == [generate.NO_HOST, address]
+
+        # The restart annotation: one mark at the start before the restart, one at the restart.
+        [series] = results[(m, restart_annotation()["name"], "annotation", "numa")]
+        points = [(float(at), float(value)) for at, value in series["values"]]
+        marks = value_time_marks(points, 1000)
+        assert len(marks) == 2 and marks[0][1] < marks[1][0], marks
+        assert marks[1][0] == pytest.approx(restarted_at * 1000, abs=6000), (marks, restarted_at)
 
         fleet = {"job": JOB, "instance": everyone, **BUILTINS}
         worst = prom.query(substitute(_target(f, "Instances", "C").expr, fleet), at=now)

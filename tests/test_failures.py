@@ -166,7 +166,9 @@ def test_restart_moves_start_time_and_resets_counters(standin, scraper_for):
     s.instance.restart()
     s.clock.advance(10)
     after = scrape(scraper, config)
-    assert value(after, "mssql_start_time_seconds") - value(before, "mssql_start_time_seconds") == 630
+    # The scenario's instance had been up for uptime_seconds when the scenario began.
+    moved = 630 + s.instance.scenario.uptime_seconds
+    assert value(after, "mssql_start_time_seconds") - value(before, "mssql_start_time_seconds") == moved
     assert value(after, "mssql_batch_requests_total") == 12000  # 10 s at 1,200/s since the restart
     assert value(after, "mssql_batch_requests_total") < value(before, "mssql_batch_requests_total")
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from alerts import generate
 from alerts.spec import load
+from tests import tools
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,9 +44,7 @@ def test_no_threshold_is_written_twice_in_the_generator():
         assert figure not in source, f"{figure!r} is spelled in generate.py; take it from thresholds.yml"
 
 
-@pytest.mark.skipif(
-    shutil.which("promtool") is None, reason="promtool comes from Debian's prometheus package"
-)
+@tools.needs(tools.PROMTOOL)
 def test_promtool_accepts_the_rules():
     files = sorted(str(p) for p in generate.RULES_DIR.glob("*.rules.yml"))
     result = subprocess.run(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 
 import pytest
 
+from tests import tools
 from tests.conftest import exposition, samples_of, scrape, value
 
 KIB = 1024
@@ -160,9 +160,7 @@ def test_extra_labels_and_workload_reach_every_target_metric(standin, scraper_fo
     assert value(got, "mssql_target_info", env="prod", team="dba", workload="olap") == 1
 
 
-@pytest.mark.skipif(
-    shutil.which("promtool") is None, reason="promtool comes from Debian's prometheus package"
-)
+@tools.needs(tools.PROMTOOL)
 @pytest.mark.parametrize(
     "scenario", ["healthy-oltp", "memory-pressure", "named-instance-padded", "numa-4-nodes"]
 )
