@@ -794,8 +794,10 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         "planned life), the rated endurance (drives x TBW, or DWPD x capacity x 365 x warranty years) and "
         "their ratio. Healthy share: "
         f"under {pct(lim.budget_share)} (orange from there, red from {pct(lim.exhaustion_share)}: the drives "
-        'wear out before the planned life ends). "Rating used up in" assumes today\'s rate held since the '
-        f"in-service date; red under {duration(lim.remaining_critical)}, orange under "
+        'wear out before the planned life ends). "Rating used up in" counts the bytes written so far as '
+        "the drives' known reading (when configured) plus what the exporter counted plus the "
+        f"{lim.pool_long_window} rate over the time nobody counted; red under "
+        f"{duration(lim.remaining_critical)}, orange under "
         f"{duration(lim.remaining_warning)}. Host writes are not NAND writes: check the drives' own wear "
         "indicator once in a while."
     )
@@ -990,7 +992,8 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         Panel(
             "stat",
             "Time until the rated bytes are written",
-            "Per pool and source: (rated endurance - bytes written since the in-service date) ÷ the "
+            "Per pool and source: (rated endurance - bytes written so far: known reading + counted + "
+            "extrapolated over the gaps) ÷ the "
             f"{lim.pool_long_window} write rate. Healthy: more than {duration(lim.remaining_warning)} "
             f"(orange under it: order drives; red under {duration(lim.remaining_critical)}). Infinite when "
             "nothing is written.",

@@ -7,8 +7,9 @@ cd "$(dirname "$0")/.."
 need=()
 # tdsodbc: FreeTDS ODBC driver (tests and fallback); unixodbc: driver manager pyodbc links to;
 # prometheus: promtool for `promtool check metrics` and `promtool test rules`; prometheus-alertmanager:
-# amtool and the Alertmanager that tests/test_alerting.py runs; python3-venv: the venv below.
-for pkg in tdsodbc unixodbc python3-venv prometheus prometheus-alertmanager; do
+# amtool and the Alertmanager that tests/test_alerting.py runs; python3-venv: the venv below; systemd:
+# systemd-analyze, which checks the shipped unit file (minimal images leave it out).
+for pkg in tdsodbc unixodbc python3-venv prometheus prometheus-alertmanager systemd; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
