@@ -197,7 +197,7 @@ def _probe(base: str, name: str) -> tuple[int, str]:
 
 
 def _verdict(status: int, body: str) -> str:
-    """"up", "down", or the answer itself (shortened) when it is neither."""
+    """The verdict on one answer: "up", "down", or the answer itself (shortened) when neither."""
     if status == 200 and "\nmssql_up 1.0" in "\n" + body:
         return "up"
     if status == 200 and "\nmssql_up 0.0" in "\n" + body:
