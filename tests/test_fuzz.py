@@ -187,6 +187,17 @@ def test_probe_parameters_give_a_target_or_a_clear_400(query):
     assert target is CONFIG.targets["prod-a"]
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from(["target=prod-a", "x=1", "", "target=", "=="]), min_size=17, max_size=60).map(
+        "&".join
+    )
+)
+def test_more_than_16_query_parameters_are_refused_as_too_many(query):
+    with pytest.raises(BadRequest, match=r"^too many query parameters \(at most 16\)$"):
+        probe_target(query, CONFIG)
+
+
 # --- whole scrapes: every section's columns fuzzed, run through the Scraper as a real scrape is -------
 
 # Small ids so file_stats rows, file names and HBP databases join up often; the odd NULL, negative and

@@ -69,6 +69,17 @@ def test_probe_metrics_and_errors_over_http(exporter):
     assert len(healthy.server.sessions) == 1 and len(pressure.server.sessions) == 1
 
 
+def test_query_parameter_limit_is_named(exporter):
+    base, _, _process = exporter
+    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * 17))
+    assert status == 400 and body.strip() == "too many query parameters (at most 16)", body
+    # Sixteen are read: the answer is about the repeated target, not the count.
+    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * 16))
+    assert status == 400 and "given 16 times" in body, body
+    status, body = get(f"{base}/metrics?" + "&".join(["a=1"] * 17))
+    assert status == 400 and "too many query parameters" in body, body
+
+
 def test_down_target_answers_in_time_with_up_zero(exporter):
     base, (healthy, _), _process = exporter
     healthy.handler.faults.hang_batch = True
