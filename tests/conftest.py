@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -17,8 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "exporter"))
 
 from mssql_memory_exporter.config import ExporterConfig, parse_config  # noqa: E402
+from mssql_memory_exporter.logsetup import LogfmtFormatter  # noqa: E402
 from mssql_memory_exporter.scrape import Scraper  # noqa: E402
 
+from tests.secret_check import CAPTURED_LOG, EVIDENCE_ENV  # noqa: E402
 from tests.standin.handler import ScenarioHandler  # noqa: E402
 from tests.standin.scenario import Clock, Instance, Scenario  # noqa: E402
 from tests.standin.server import StandInServer  # noqa: E402
@@ -26,6 +29,73 @@ from tests.standin.server import StandInServer  # noqa: E402
 # Deliberately distinctive, so a test can grep every output of the run for it.
 TEST_PASSWORD = "Stand1n-S3cret-q7Zx"
 PASSWORD_ENV = "MSSQL_STANDIN_TEST_PASSWORD"
+
+# Libraries that narrate at DEBUG and never see a secret: the stand-in's SQL parser alone would write
+# megabytes per test and slow every scrape down.
+QUIET_LOGGERS = ("sqlfluff", "asyncio", "urllib3", "filelock", "hypothesis", "docker", "parso")
+
+
+# --- hooks for the secret check (tests/secret_check.py) ----------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """Every test runs with logging at DEBUG, so the exporter's debug lines reach the captured output
+    the secret check reads; a test that sets levels itself (setup_logging, caplog.at_level) still wins
+    for its own duration. Levels are restored afterwards."""
+    root = logging.getLogger()
+    saved = [(root, root.level)] + [(logging.getLogger(n), logging.getLogger(n).level) for n in QUIET_LOGGERS]
+    root.setLevel(logging.DEBUG)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        return (yield)
+    finally:
+        for logger, level in saved:
+            logger.setLevel(level)
+
+
+def _append_evidence(header: str, sections: list[tuple[str, str]], longrepr: str) -> None:
+    directory = os.environ.get(EVIDENCE_ENV)
+    if not directory:
+        return  # a hand-run of a few tests keeps nothing; scripts/test.sh sets the directory
+    parts = [f"===== {header}"]
+    parts += [f"----- {title}\n{content}" for title, content in sections]
+    if longrepr:
+        parts.append(f"----- report\n{longrepr}")
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    with (Path(directory) / CAPTURED_LOG).open("a", encoding="utf-8", errors="backslashreplace") as out:
+        out.write("\n".join(parts) + "\n")
+
+
+class _EvidenceFormatter(LogfmtFormatter):
+    """The exporter's own line format plus the logger's name. pytest's default format prints only the
+    message, so a secret in an `extra=` field (err=, target=) or a traceback would never be captured."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.name}: {super().format(record)}"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
+    if logging_plugin is not None:
+        logging_plugin.report_handler.setFormatter(_EvidenceFormatter())
+    # The file exists from the start, so the check can tell "nothing captured" from "hooks not run".
+    _append_evidence(f"session in {session.config.rootpath}", [], "")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Keep what pytest captured for every phase of every test, passed or not: pytest shows it only
+    for failures, and a secret printed by a passing test is still a secret in a CI log."""
+    # A report carries the sections of the phases before it too; keep each phase's own once.
+    own = [(title, text) for title, text in report.sections if title.endswith(f" {report.when}")]
+    _append_evidence(f"{report.nodeid} {report.when} {report.outcome}", own, report.longreprtext)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    # Output while importing a test module (module-level code, plugins) lands here.
+    if report.sections or report.longrepr:
+        _append_evidence(f"collect {report.nodeid} {report.outcome}", report.sections, report.longreprtext)
 
 
 @dataclass

@@ -12,6 +12,9 @@ which piece of a five-process pipeline broke.
         prom = stack.start_prometheus(prometheus_config(...), rule_files)
         stack.wait_for(lambda: prom.query("up") or None, 20, "a first scrape")
 
+When scripts/test.sh runs the suite, each process's log is copied into the run's evidence directory as
+the process stops, so the secret check (tests/secret_check.py) reads it.
+
 The dashboards tests reuse it to run every panel query against a real Prometheus (`Prometheus.query`,
 `Prometheus.query_range`).
 """
@@ -26,6 +29,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -38,6 +42,8 @@ from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import yaml
+
+from tests.secret_check import EVIDENCE_ENV, PROCESS_LOGS
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMETHEUS = "prometheus"
@@ -115,6 +121,20 @@ class Process:
                 self.popen.kill()
                 self.popen.wait(STOP_TIMEOUT_SECONDS)
         self._log_file.close()
+
+
+def keep_log(log: Path, name: str) -> Path | None:
+    """Copy a finished process's log where the run's secret check reads it (tests/secret_check.py),
+    when scripts/test.sh asked for that; the stack's own directory is a temporary one nobody checks."""
+    directory = os.environ.get(EVIDENCE_ENV)
+    if not directory or not log.exists():
+        return None
+    target_dir = Path(directory) / PROCESS_LOGS
+    target_dir.mkdir(parents=True, exist_ok=True)
+    fd, target = tempfile.mkstemp(prefix=f"{name}-", suffix=".log", dir=target_dir)
+    os.close(fd)
+    shutil.copyfile(log, target)
+    return Path(target)
 
 
 # --- webhook receiver --------------------------------------------------------------------------------
@@ -367,6 +387,7 @@ class Stack:
         # Prometheus first, so it does not log the exporter's and Alertmanager's disappearance at length.
         for process in reversed(self.processes):
             process.stop()
+            keep_log(process.log, process.name)
         for receiver in self.receivers:
             receiver.stop()
         self.processes.clear()

@@ -1,20 +1,33 @@
 """Property-based tests: whatever SQL Server (or a broken proxy) sends, and whatever a client puts in the
-query string, the exporter answers with a clear error or a valid exposition, never an escaping exception."""
+query string, the exporter answers with a clear error or a valid exposition, never an escaping exception.
+
+Whole scrapes are fuzzed too: a scenario's true answer to the real batch, with cells of every section
+replaced by what may arrive in that column (NULLs, blank-padded strings, negative and huge integers,
+Decimals, NaN and infinite floats, bytes, booleans), rows dropped or made up, and sections failing or
+silent, goes through the Scraper as a scrape does."""
 
 from __future__ import annotations
 
+import logging
 import math
+import shutil
+import subprocess
+from collections.abc import Callable
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mssql_memory_exporter.batch import BatchShapeError, ResultSet, route, sections_of
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, ScrapeContext
 from mssql_memory_exporter.perfcounters import parse_perf_rows
+from mssql_memory_exporter.scrape import Scraper
 from mssql_memory_exporter.web import BadRequest, probe_target
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import exposition, make_config
+from tests.standin.scenario import Clock, Instance, Scenario
+from tests.standin.tsql import Interpreter
 
 SECTIONS = sections_of(COLLECTORS)
 PERF_COLUMNS = ("section", "object_name", "counter_name", "instance_name", "cntr_value", "cntr_type")
@@ -172,3 +185,303 @@ def test_probe_parameters_give_a_target_or_a_clear_400(query):
         return
     # Anything accepted names a configured target, so no query can reach another host.
     assert target is CONFIG.targets["prod-a"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from(["target=prod-a", "x=1", "", "target=", "=="]), min_size=17, max_size=60).map(
+        "&".join
+    )
+)
+def test_more_than_16_query_parameters_are_refused_as_too_many(query):
+    with pytest.raises(BadRequest, match=r"^too many query parameters \(at most 16\)$"):
+        probe_target(query, CONFIG)
+
+
+# --- whole scrapes: every section's columns fuzzed, run through the Scraper as a real scrape is -------
+
+# Small ids so file_stats rows, file names and HBP databases join up often; the odd NULL, negative and
+# huge id tests the joins' edges.
+ids = st.one_of(st.integers(1, 8), st.none(), st.integers(-(2**31), 2**31 - 1))
+# What a misbehaving driver or proxy might hand over where SQL Server sends a number.
+odd_numbers = st.one_of(
+    st.integers(2**63, 2**80),
+    st.decimals(allow_nan=True, allow_infinity=True),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.binary(max_size=8),
+    st.booleans(),
+)
+numbers = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), odd_numbers)
+counts = st.one_of(st.integers(0, 10**15), numbers)
+flags = st.one_of(st.sampled_from([0, 1]), numbers)
+texts = st.one_of(st.none(), padded, st.integers(-5, 5), st.floats(), st.binary(max_size=8))
+paths = st.one_of(
+    st.sampled_from(
+        [
+            "/var/opt/mssql/data/tempdb.mdf",
+            "/var/opt/mssql/tempdb/temp2.ndf",
+            "/mnt/pmem0/db.mdf",
+            "T:\\tempdb\\tempdb.mdf",
+            "t:\\MSSQL\\Data\\x.ldf",
+            "\\\\server\\share\\db.mdf",
+            "C:",
+            "/",
+            "",
+        ]
+    ),
+    padded,
+    st.none(),
+    st.integers(0, 3),
+)
+
+# Each section's columns as the batch names them, with what may arrive in each.
+SECTION_CELLS: dict[str, dict[str, st.SearchStrategy[object]]] = {
+    "server": {
+        column: texts for column in ("version", "product_level", "update_level", "edition", "engine_edition")
+    },
+    "sys_info": {
+        "now_unix_ms": st.one_of(st.integers(1_600_000_000_000, 1_900_000_000_000), numbers),
+        "ms_ticks": counts,
+        "sqlserver_start_time_ms_ticks": counts,
+    },
+    "perf": {
+        "object_name": names,
+        "counter_name": st.one_of(st.sampled_from(COUNTERS), padded, st.none()),
+        "instance_name": st.one_of(st.sampled_from(["", "000", "001", "_Total"]), padded, st.none()),
+        "cntr_value": st.one_of(counts, values),
+        "cntr_type": st.one_of(types, odd_numbers),
+    },
+    "file_stats": {
+        "database_id": ids,
+        "file_id": ids,
+        "num_of_reads": counts,
+        "num_of_bytes_read": counts,
+        "io_stall_read_ms": counts,
+        "num_of_writes": counts,
+        "num_of_bytes_written": counts,
+        "io_stall_write_ms": counts,
+    },
+    "files": {
+        "database_id": ids,
+        "file_id": ids,
+        "name": texts,
+        "physical_name": paths,
+        "type": st.one_of(st.sampled_from([0, 1, 2, 4]), numbers),
+        "size": counts,
+    },
+    "hbp": {"is_configured": flags, "is_enabled": flags},
+    "hbp_databases": {"database_id": ids},
+    "bpe": {"state": st.one_of(st.integers(0, 6), numbers), "current_size_in_kb": counts},
+    "volumes": {"database_id": ids, "file_id": ids, "volume_mount_point": paths},
+}
+ERROR_COLUMNS = ("section", "failed_section", "error_number", "error_message")
+# Scenarios whose answers are the starting point: between them every section has rows (NUMA nodes,
+# padded named-instance names, Windows mount folders with volume lookups, HBP on DAX, dropped databases).
+BASE_SCENARIOS = [
+    "healthy-oltp",
+    "numa-4-nodes",
+    "named-instance-padded",
+    "windows-mount-folders",
+    "hbp-dax",
+    "databases-dropped",
+]
+
+Plan = tuple[list[tuple[int, int, object]], set[int], list[tuple[object, ...]]]
+
+
+def mutated(rs: ResultSet) -> st.SearchStrategy[list[ResultSet]]:
+    """One section's true answer, edited: cells replaced by what may arrive in that column, rows dropped,
+    made-up rows added; now and then the whole answer becomes an error row or nothing at all."""
+    tag = str(rs.rows[0][0]) if rs.rows else ""
+    cells = SECTION_CELLS.get(tag, {})
+    editable = [i for i, column in enumerate(rs.columns) if column in cells]
+    if not editable:
+        return st.just([rs])
+    last = len(rs.rows) - 1
+    edit = st.tuples(st.integers(0, last), st.sampled_from(editable)).flatmap(
+        lambda at: st.tuples(st.just(at[0]), st.just(at[1]), cells[rs.columns[at[1]]])
+    )
+    complete = all(column in cells for column in rs.columns[1:])
+    extra = st.tuples(st.just(tag), *(cells[c] for c in rs.columns[1:])) if complete else st.nothing()
+    failure = st.tuples(
+        st.sampled_from(["section_error", "section_unavailable"]),
+        st.just(tag),
+        st.one_of(st.sampled_from([208, 297, 300, 229]), numbers),
+        texts,
+    ).map(lambda row: [ResultSet(ERROR_COLUMNS, [row])])
+
+    def apply(plan: Plan) -> list[ResultSet]:
+        edits, dropped, added = plan
+        rows = [list(row) for row in rs.rows]
+        for row, column, new in edits:
+            rows[row][column] = new
+        kept = [tuple(row) for n, row in enumerate(rows) if n not in dropped] + list(added)
+        return [ResultSet(rs.columns, kept)] if kept else []
+
+    no_rows: st.SearchStrategy[list[tuple[object, ...]]] = st.just([])
+    fates: dict[str, st.SearchStrategy[list[ResultSet]]] = {
+        # Most sections arrive as sent or lightly edited, so most scrapes reach every collector and
+        # the odd value meets code past the first row; a few are mangled, fail, or send nothing.
+        "as sent": st.just([rs]),
+        "edited": st.tuples(st.lists(edit, min_size=1, max_size=2), st.just(set()), no_rows).map(apply),
+        "mangled": st.tuples(
+            st.lists(edit, max_size=8), st.sets(st.integers(0, last), max_size=2), st.lists(extra, max_size=3)
+        ).map(apply),
+        "failed": failure,
+        "silent": st.just([]),
+    }
+    weights = ["as sent"] * 6 + ["edited"] * 3 + ["mangled", "failed", "silent"]
+    return st.sampled_from(weights).flatmap(fates.__getitem__)
+
+
+class ScenarioServer:
+    """Stands in for the target's connection: the stand-in's interpreter answers the exporter's real
+    batch for a scenario (so slow sections and volume lookups come and go as in production), and `edit`
+    changes each section's answer before the exporter sees it."""
+
+    def __init__(self, scenario: str, edit: Callable[[ResultSet], list[ResultSet]]) -> None:
+        self.clock = Clock(manual=True)
+        self.interpreter = Interpreter(Instance(Scenario.load(scenario), self.clock))
+        self.edit = edit
+        self.batches = 0
+
+    def run(self, sql: str, deadline: float) -> list[ResultSet]:
+        self.clock.advance(15.0)
+        self.batches += 1
+        answer = [
+            ResultSet(tuple(c.name for c in reply.columns), list(reply.rows))
+            for reply in self.interpreter.run(sql)
+            if hasattr(reply, "columns")
+        ]
+        return [edited for rs in answer for edited in self.edit(rs)]
+
+    def close(self) -> None:
+        pass
+
+
+FUZZ_TARGET = {
+    "host": "127.0.0.1",
+    "port": 1,
+    "auth_module": "standin",
+    "pmem_volumes": ["/mnt/pmem0"],
+    "volume_map": {"/var/opt/mssql/tempdb": "/var/opt/mssql/tempdb"},
+    "ssd_pools": {
+        "data": {
+            "drives": {"count": 2, "tbw_per_drive_tb": 7000},
+            "planned_lifetime_years": 5,
+            "in_service_date": "2022-03-01",
+            "volumes": ["/var/opt/mssql/data", "/var/opt/mssql/tempdb", "T:\\"],
+        }
+    },
+}
+FUZZ_CONFIG = make_config({"fuzz": FUZZ_TARGET})
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def scrape_through(server: ScenarioServer, scrapes: int) -> list[tuple[str, list[logging.LogRecord]]]:
+    """Scrape the fuzz target `scrapes` times, as the exporter does: each exposition, with what that
+    scrape logged."""
+    scraper = Scraper(FUZZ_CONFIG)
+    target = FUZZ_CONFIG.targets["fuzz"]
+    scraper._state(target).connection = server  # type: ignore[assignment]
+    logger = logging.getLogger("mssql_memory_exporter")
+    out = []
+    for _ in range(scrapes):
+        handler = Records()
+        logger.addHandler(handler)
+        try:
+            families = scraper.probe(target, 5.0)  # an exception escaping here fails the test
+        finally:
+            logger.removeHandler(handler)
+        out.append((exposition(families), handler.records))
+    return out
+
+
+def check_scrape(text: str, records: list[logging.LogRecord]) -> dict[str, float]:
+    """The exposition parses, the target is up, every collector says whether it succeeded, a failed one
+    logged why (under its name), and nothing exported is NaN or infinite."""
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    assert [s.value for s in families["mssql_up"].samples] == [1.0]
+    success = {s.labels["collector"]: s.value for s in families["mssql_exporter_collector_success"].samples}
+    assert set(success) == {module.name for module in COLLECTORS}
+    for collector, ok in success.items():
+        if ok == 0:
+            reasons = [r for r in records if getattr(r, "collector", None) == collector]
+            assert reasons, f"{collector} failed without logging why"
+            assert all(getattr(r, "err", None) or r.exc_info for r in reasons), [r.__dict__ for r in reasons]
+    for family in families.values():
+        for sample in family.samples:
+            assert math.isfinite(sample.value), (sample, family.type)
+    return success
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(st.sampled_from(BASE_SCENARIOS), st.integers(1, 3), st.data())
+def test_any_section_answers_give_a_valid_exposition_or_a_reasoned_failure(scenario, scrapes, data):
+    server = ScenarioServer(scenario, lambda rs: data.draw(mutated(rs)))
+    for text, records in scrape_through(server, scrapes):
+        check_scrape(text, records)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian prometheus) is not installed")
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+@given(st.sampled_from(BASE_SCENARIOS), st.data())
+def test_fuzzed_expositions_pass_promtool(scenario, data):
+    """Prometheus' own linter on a sample of fuzzed scrapes (label values from odd file names and
+    padded strings included); the parser above is lenient where promtool is not."""
+    server = ScenarioServer(scenario, lambda rs: data.draw(mutated(rs)))
+    for text, _ in scrape_through(server, 2):
+        check = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+        assert check.returncode == 0 and not (check.stdout + check.stderr).strip(), (
+            check.stdout + check.stderr
+        )
+
+
+def _negated(server: list[ScenarioServer]) -> Callable[[ResultSet], list[ResultSet]]:
+    """From the second batch on, every counter-like column arrives negative (a wrapped 32-bit perf
+    counter, a proxy that mangles signs)."""
+
+    def edit(rs: ResultSet) -> list[ResultSet]:
+        if server[0].batches < 2:
+            return [rs]
+        columns = {"cntr_value", "num_of_reads", "num_of_bytes_read", "io_stall_read_ms", "num_of_writes"}
+        columns |= {"num_of_bytes_written", "io_stall_write_ms"}
+        at = [i for i, column in enumerate(rs.columns) if column in columns]
+        rows = [
+            tuple(-abs(v) - 5 if i in at and isinstance(v, int) else v for i, v in enumerate(row))
+            for row in rs.rows
+        ]
+        return [ResultSet(rs.columns, rows)]
+
+    return edit
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by the fuzzing above: negative readings are exported as they come, so counters "
+    "(perf counters, tempdb file counters, volume totals) can go below zero; the collectors should skip "
+    "or fail such rows. Remove this mark once they do.",
+)
+def test_negative_readings_never_become_negative_counters():
+    holder: list[ScenarioServer] = []
+    holder.append(ScenarioServer("healthy-oltp", _negated(holder)))
+    negative = set()
+    for text, records in scrape_through(holder[0], 3)[1:]:
+        check_scrape(text, records)
+        for family in text_string_to_metric_families(text):
+            if family.type == "counter":
+                negative |= {sample.name for sample in family.samples if sample.value < 0}
+    assert not negative, sorted(negative)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from tests.e2e_stack import Stack
 
 @pytest.fixture
 def exporter(standin, tmp_path):
-    """The exporter as its own process against two stand-ins; yields (base URL, stand-ins, log path)."""
+    """The exporter as its own process against two stand-ins; yields (base URL, stand-ins, Process)."""
     healthy = standin("healthy-oltp", manual_clock=False)
     pressure = standin("memory-pressure", manual_clock=False)
     config = {
@@ -25,7 +26,7 @@ def exporter(standin, tmp_path):
     with Stack(tmp_path / "stack") as stack:
         base = stack.start_exporter(config, env={PASSWORD_ENV: TEST_PASSWORD}, args=("--log.level", "debug"))
         process = stack.process("exporter")
-        yield base, (healthy, pressure), process.log
+        yield base, (healthy, pressure), process
         process.popen.terminate()
         process.popen.wait(10)
         assert process.popen.returncode == 0, process.tail()
@@ -41,7 +42,7 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
 
 
 def test_probe_metrics_and_errors_over_http(exporter):
-    base, (healthy, pressure), _log = exporter
+    base, (healthy, pressure), _process = exporter
     status, body = get(f"{base}/probe?target=pressure")
     assert status == 200
     got = samples_of(body)
@@ -68,8 +69,19 @@ def test_probe_metrics_and_errors_over_http(exporter):
     assert len(healthy.server.sessions) == 1 and len(pressure.server.sessions) == 1
 
 
+def test_query_parameter_limit_is_named(exporter):
+    base, _, _process = exporter
+    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * 17))
+    assert status == 400 and body.strip() == "too many query parameters (at most 16)", body
+    # Sixteen are read: the answer is about the repeated target, not the count.
+    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * 16))
+    assert status == 400 and "given 16 times" in body, body
+    status, body = get(f"{base}/metrics?" + "&".join(["a=1"] * 17))
+    assert status == 400 and "too many query parameters" in body, body
+
+
 def test_down_target_answers_in_time_with_up_zero(exporter):
-    base, (healthy, _), _log = exporter
+    base, (healthy, _), _process = exporter
     healthy.handler.faults.hang_batch = True
     started = time.monotonic()
     status, body = get(f"{base}/probe?target=healthy", {"X-Prometheus-Scrape-Timeout-Seconds": "2"})
@@ -80,7 +92,8 @@ def test_down_target_answers_in_time_with_up_zero(exporter):
 
 
 def test_the_password_never_reaches_logs_or_responses(exporter):
-    base, (healthy, _), log = exporter
+    base, (healthy, _), process = exporter
+    log = process.log
     healthy.handler.faults.bad_login = True
     bodies = [get(f"{base}/probe?target={t}")[1] for t in ("healthy", "pressure", "nope")]
     bodies.append(get(f"{base}/metrics")[1])
@@ -88,6 +101,18 @@ def test_the_password_never_reaches_logs_or_responses(exporter):
     everything = "\n".join(bodies) + log.read_text()
     assert "Login failed" in log.read_text() or "18456" in log.read_text()
     assert TEST_PASSWORD not in everything
+
+
+def test_the_password_is_not_in_the_process_title(exporter):
+    """ps, top and /proc show every user the command line: the password must arrive another way."""
+    base, _, process = exporter
+    assert get(f"{base}/probe?target=healthy")[0] == 200  # logged in, so the password was used
+    proc = Path(f"/proc/{process.popen.pid}")
+    # environ is the channel the config names (password_env); reading it proves this test can see the
+    # value at all, so its absence from the command line means something.
+    assert TEST_PASSWORD.encode() in (proc / "environ").read_bytes()
+    for view in ("cmdline", "comm", "status"):
+        assert TEST_PASSWORD.encode() not in (proc / view).read_bytes(), view
 
 
 def test_metrics_with_host_collector_and_default_target_is_one_family_per_name(standin, tmp_path):

@@ -81,6 +81,7 @@ HTML = "text/html; charset=utf-8"
 MAX_URL_LENGTH = 8192
 MAX_REQUEST_LINE = MAX_URL_LENGTH + 64  # method, spaces and "HTTP/1.1" around the URL
 MAX_HEADER_BYTES = 16 * 1024
+MAX_QUERY_FIELDS = 16  # /probe needs one; a scanner's hundreds are refused before parsing
 # A client that connects and never finishes the TLS handshake holds a thread until this runs out.
 TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
 
@@ -139,9 +140,15 @@ def parse_listen_address(listen: str) -> tuple[str, int]:
 
 
 def _query_params(query: str, allowed: frozenset[str]) -> dict[str, list[str]]:
+    # Counted as parse_qs counts them (every '&' starts a field), so its own limit never fires first
+    # with a message that would call a merely long query malformed.
+    if query.count("&") + 1 > MAX_QUERY_FIELDS:
+        raise BadRequest(f"too many query parameters (at most {MAX_QUERY_FIELDS})")
     try:
         # strict_parsing rejects fragments like '&&' or 'target' without '=' instead of guessing.
-        params = parse_qs(query, keep_blank_values=True, strict_parsing=bool(query), max_num_fields=16)
+        params = parse_qs(
+            query, keep_blank_values=True, strict_parsing=bool(query), max_num_fields=MAX_QUERY_FIELDS
+        )
     except ValueError:
         raise BadRequest("malformed query string") from None
     unknown = sorted(set(params) - allowed)
@@ -172,7 +179,7 @@ def probe_target(query: str, config: ExporterConfig) -> TargetConfig:
 
 def _loggable_query(query: str) -> str:
     """The query string with each value cut to a loggable length (a scanner can send megabytes)."""
-    pairs = [pair.partition("=") for pair in query.split("&")[:16]]
+    pairs = [pair.partition("=") for pair in query.split("&")[:MAX_QUERY_FIELDS]]
     return "&".join(_cut(key) + sep + _cut(value) for key, sep, value in pairs)
 
 
