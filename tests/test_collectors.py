@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mssql_memory_exporter.batch import BatchShapeError, ResultSet, render_batch, route, sections_of
 from mssql_memory_exporter.collectors import COLLECTORS, buffer_manager
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext, SectionResult
+from mssql_memory_exporter.collectors.base import FamilyBuilder, ImpossibleValue, ScrapeContext, SectionResult
 from mssql_memory_exporter.perfcounters import CounterKind, kind_of, object_suffix, parse_perf_rows
 
 from tests.conftest import exposition
@@ -167,3 +167,20 @@ def test_batch_is_built_once_and_identical_between_scrapes():
     assert render_batch(sections_of(COLLECTORS)) == BATCH
     assert BATCH.count("BEGIN TRY") == len(SECTIONS)
     assert BATCH.count("sp_executesql") == len(SECTIONS)
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf")])
+def test_a_counter_that_no_server_can_report_fails_its_collector(value):
+    out = FamilyBuilder({"target": "t"})
+    with pytest.raises(ImpossibleValue, match="mssql_lazy_writes_total"):
+        out.counter("mssql_lazy_writes_total", "doc", value)
+    assert out.families() == []
+
+
+def test_a_negative_size_fails_but_other_gauges_may_go_below_zero():
+    out = FamilyBuilder({})
+    with pytest.raises(ImpossibleValue, match="mssql_memory_total_bytes"):
+        out.gauge("mssql_memory_total_bytes", "doc", -8192)
+    out.gauge("mssql_some_delta", "doc", -1)
+    out.counter("mssql_lazy_writes_total", "doc", 0)
+    assert [f.name for f in out.families()] == ["mssql_some_delta", "mssql_lazy_writes"]

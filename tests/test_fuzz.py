@@ -469,12 +469,6 @@ def _negated(server: list[ScenarioServer]) -> Callable[[ResultSet], list[ResultS
     return edit
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by the fuzzing above: negative readings are exported as they come, so counters "
-    "(perf counters, tempdb file counters, volume totals) can go below zero; the collectors should skip "
-    "or fail such rows. Remove this mark once they do.",
-)
 def test_negative_readings_never_become_negative_counters():
     holder: list[ScenarioServer] = []
     holder.append(ScenarioServer("healthy-oltp", _negated(holder)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -99,9 +100,15 @@ class FamilyBuilder:
         self._families: dict[str, Metric] = {}
 
     def gauge(self, name: str, doc: str, value: float, labels: Mapping[str, str] | None = None) -> None:
+        if name.endswith("_bytes") and not value >= 0:
+            raise ImpossibleValue(f"{name} would be {value!r}: a size in bytes is never negative")
         self._add(GaugeMetricFamily, name, doc, value, labels)
 
     def counter(self, name: str, doc: str, value: float, labels: Mapping[str, str] | None = None) -> None:
+        # A counter below zero or not a number would make rate() invent writes or reads; no SQL Server
+        # reports one, so the reading is wrong and the collector must fail rather than pass it on.
+        if not value >= 0 or math.isinf(value):
+            raise ImpossibleValue(f"{name} would be {value!r}: counters are finite and never negative")
         # CounterMetricFamily appends _total to the sample itself.
         self._add(CounterMetricFamily, name.removesuffix("_total"), doc, value, labels)
 
@@ -139,6 +146,10 @@ class FamilyBuilder:
 class MissingData(Exception):
     """A collector's section answered, but without what every SQL Server reports: the collector fails
     (its success metric goes to 0) instead of exporting nothing while claiming success."""
+
+
+class ImpossibleValue(MissingData):
+    """A reading no SQL Server can give (a negative counter or size): the collector fails, naming it."""
 
 
 class Collector(Protocol):

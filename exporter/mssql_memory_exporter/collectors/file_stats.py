@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .base import Section, SectionResult
+from .base import ImpossibleValue, Section, SectionResult
 
 TAG = "file_stats"
 RESOURCE_DATABASE_ID = 32767
@@ -63,11 +63,15 @@ def file_io(results: Mapping[str, SectionResult], database_id: int) -> list[File
         return []
     at = [result.index(c) for c in COLUMNS]
     db = at[0]
-    return [
+    files = [
         FileIO(*(int(raw[i] or 0) for i in at))  # type: ignore[call-overload]
         for raw in result.raw
         if raw[db] == database_id
     ]
+    for io in files:
+        if min(io.reads, io.bytes_read, io.read_stall_ms, io.writes, io.bytes_written, io.write_stall_ms) < 0:
+            raise ImpossibleValue(f"file {io.key} has a negative I/O counter: {io}")
+    return files
 
 
 def bytes_written(results: Mapping[str, SectionResult]) -> dict[tuple[int, int], int]:
@@ -77,4 +81,9 @@ def bytes_written(results: Mapping[str, SectionResult]) -> dict[tuple[int, int],
     if result is None:
         return {}
     db, file, written = (result.index(c) for c in ("database_id", "file_id", "num_of_bytes_written"))
-    return {(raw[db], raw[file]): raw[written] or 0 for raw in result.raw}  # type: ignore[misc]
+    readings = {(raw[db], raw[file]): raw[written] or 0 for raw in result.raw}
+    # A negative reading would pass for a counter reset and make the volume totals go down.
+    if readings and min(readings.values()) < 0:
+        bad = next(key for key, value in readings.items() if value < 0)
+        raise ImpossibleValue(f"file {bad} reports {readings[bad]} bytes written")
+    return readings  # type: ignore[return-value]
