@@ -45,6 +45,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     for its own duration. Levels are restored afterwards."""
     root = logging.getLogger()
     saved = [(root, root.level)] + [(logging.getLogger(n), logging.getLogger(n).level) for n in QUIET_LOGGERS]
+    # A test that calls setup_logging leaves a handler on the stderr pytest captured for that test;
+    # threads of later tests logging at DEBUG would then write to a closed file.
+    handlers = list(root.handlers)
     root.setLevel(logging.DEBUG)
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -53,6 +56,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     finally:
         for logger, level in saved:
             logger.setLevel(level)
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
 
 
 def _append_evidence(header: str, sections: list[tuple[str, str]], longrepr: str) -> None:
