@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -251,3 +252,115 @@ def test_answer_just_over_the_timeout_is_down_in_time_then_recovers(standin, scr
         if value(scrape(scraper, config, timeout=2.5), "mssql_up") == 1:
             return
     pytest.fail("no recovery after a slow answer")
+
+
+RETRY_MSG = "connection lost while idle, logging in again"
+
+
+def records(caplog: pytest.LogCaptureFixture, message: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage() == message]
+
+
+def count_logins(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every pyodbc.connect() the exporter makes from now on (the opener looks it up at call time)."""
+    import pyodbc
+
+    calls: list[str] = []
+    real = pyodbc.connect
+
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append("connect")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pyodbc, "connect", counting)
+    return calls
+
+
+def test_restart_that_drops_the_session_is_up_on_the_very_next_scrape(standin, scraper_for, caplog):
+    caplog.set_level(logging.INFO)
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    s.clock.advance(600)
+    before = scrape(scraper, config)
+    assert value(before, "mssql_up") == 1
+    s.clock.advance(30)
+    s.instance.restart(drop_sessions=True)  # the idle connection's socket is closed under it
+    assert s.server.sessions[0].closed
+    s.clock.advance(10)
+    after = scrape(scraper, config)
+    assert value(after, "mssql_up") == 1
+    assert value(after, "mssql_start_time_seconds") - value(before, "mssql_start_time_seconds") == 630
+    assert value(after, "mssql_batch_requests_total") == 12000  # 10 s at 1,200/s since the restart
+    assert not records(caplog, "scrape failed")
+    (retry,) = records(caplog, RETRY_MSG)
+    assert retry.levelno == logging.INFO and getattr(retry, "target", None) == "standin"
+    assert len(s.server.sessions) == 2 and s.handler.logins == 2
+
+
+def test_server_down_after_the_drop_retries_once_and_is_down_in_time(
+    standin, scraper_for, caplog, monkeypatch
+):
+    caplog.set_level(logging.INFO)
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    assert value(scrape(scraper, config), "mssql_up") == 1
+    logins = count_logins(monkeypatch)
+    s.server.stop()  # closes the session and stays down
+    started = time.monotonic()
+    assert_down_and_nothing_stale(scrape(scraper, config, timeout=3))
+    assert time.monotonic() - started < 3.5
+    assert len(records(caplog, RETRY_MSG)) == 1 and len(logins) == 1  # one retry, and only one
+    (failed,) = records(caplog, "scrape failed")
+    assert getattr(failed, "target", None) == "standin"
+    assert "Unable to connect" in str(getattr(failed, "err", "")), failed.__dict__
+    # The next scrape starts on no connection at all: a failed login is not retried.
+    assert_down_and_nothing_stale(scrape(scraper, config, timeout=3))
+    assert len(records(caplog, RETRY_MSG)) == 1 and len(logins) == 2
+
+
+def test_hung_login_after_the_drop_still_ends_within_the_timeout(standin, scraper_for, caplog):
+    caplog.set_level(logging.INFO)
+    s = standin("healthy-oltp")
+    config = s.config(login_timeout_seconds=5)
+    scraper = scraper_for(config)
+    assert value(scrape(scraper, config), "mssql_up") == 1
+    s.handler.faults.hang_login = True
+    s.instance.restart(drop_sessions=True)
+    started = time.monotonic()
+    assert_down_and_nothing_stale(scrape(scraper, config, timeout=2.5))
+    assert time.monotonic() - started < 3.0
+    assert len(records(caplog, RETRY_MSG)) == 1
+    s.handler.faults.hang_login = False
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if value(scrape(scraper, config, timeout=2.5), "mssql_up") == 1:
+            break
+    else:
+        pytest.fail("no recovery after the login answered again")
+    assert len(records(caplog, RETRY_MSG)) == 1
+
+
+# Errors as FreeTDS 1.3.17 raised them through pyodbc (measured against the stand-in), as
+# (SQLSTATE, text, native error): pyodbc formats them "[STATE] [FreeTDS][SQL Server]text (native)
+# (SQLExecDirectW)".
+@pytest.mark.parametrize(
+    ("state", "text", "native", "link"),
+    [
+        ("HY000", "Unknown error", 0, True),  # socket closed while idle
+        ("08S01", "Communication link failure", 0, True),
+        ("01000", "Unexpected EOF from the server", 20017, True),
+        ("HYT00", "Timeout expired", 0, False),
+        ("08S01", "Bad token from the server: Datastream processing out of sync", 20020, False),
+        ("42000", "Incorrect syntax near 'SELEC'.", 102, False),
+        ("42000", "The server principal is not able to access the database", 916, False),
+        ("HY000", "Some server error", 50000, False),
+    ],
+)
+def test_which_errors_mean_the_connection_is_gone(state: str, text: str, native: int, link: bool) -> None:
+    import pyodbc
+    from mssql_memory_exporter.connection import is_link_failure
+
+    message = f"[{state}] [FreeTDS][SQL Server]{text} ({native}) (SQLExecDirectW)"
+    assert is_link_failure(pyodbc.Error(state, message)) is link

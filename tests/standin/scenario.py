@@ -229,11 +229,20 @@ class Instance:
         self._scheduled = sorted(scenario.restarts)
         self.denied: set[str] = set()
         self.missing: set[str] = set()
+        # Servers playing this instance register here (StandInServer.start) so a restart can end their
+        # sessions.
+        self.session_droppers: list[Callable[[], None]] = []
 
     # restarts ------------------------------------------------------------
-    def restart(self) -> None:
+    def restart(self, drop_sessions: bool = False) -> None:
+        """Start the instance over. By default only the start time moves and open sessions live on,
+        which keeps counter tests simple; `drop_sessions=True` also closes every client connection, as
+        a real restart, failover or session kill does."""
         with self._lock:
             self._started_at = self.clock.now()
+        if drop_sessions:
+            for drop in list(self.session_droppers):
+                drop()
 
     def _since(self) -> float:
         now = self.clock.now()

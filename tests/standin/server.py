@@ -401,7 +401,19 @@ class StandInServer:
             target=self._accept_loop, name=f"standin-{self.port}-accept", daemon=True
         )
         self._accept_thread.start()
+        # A handler playing an instance lets the instance's restart drop this server's sessions.
+        droppers = getattr(getattr(self.handler, "instance", None), "session_droppers", None)
+        if isinstance(droppers, list):
+            droppers.append(self.drop_sessions)
         return self.port
+
+    def drop_sessions(self) -> None:
+        """Close every client connection at once and keep listening, as a restarting SQL Server does:
+        the clients only find out when they next use their socket."""
+        with self._lock:
+            clients = list(self._clients)
+            threads = list(self._threads)
+        self._shut_down(clients, threads)
 
     def stop(self) -> None:
         """Close the listener and every client socket, and wait for all server threads to end."""
@@ -412,9 +424,18 @@ class StandInServer:
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
         self._accept_thread.join(JOIN_TIMEOUT)
+        droppers = getattr(getattr(self.handler, "instance", None), "session_droppers", None)
+        if isinstance(droppers, list) and self.drop_sessions in droppers:
+            droppers.remove(self.drop_sessions)
         with self._lock:
             clients = list(self._clients)
             threads = list(self._threads)
+        self._shut_down(clients, threads)
+        for sock in (self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
+
+    def _shut_down(self, clients: list[socket.socket], threads: list[threading.Thread]) -> None:
         for sock in clients:
             # shutdown() wakes a thread blocked in poll()/recv() on it; close() alone would not.
             with contextlib.suppress(OSError):
@@ -424,9 +445,6 @@ class StandInServer:
             if thread.is_alive():
                 # Only a handler that blocks by itself (not through Hang/Delay) can cause this.
                 log.warning("stand-in thread %s still running after stop()", thread.name)
-        for sock in (self._wake_r, self._wake_w):
-            if sock is not None:
-                sock.close()
 
     def threads(self) -> list[threading.Thread]:
         """Server threads still alive (empty after ``stop()``)."""
