@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -257,6 +258,15 @@ def test_answer_just_over_the_timeout_is_down_in_time_then_recovers(standin, scr
 RETRY_MSG = "connection lost while idle, logging in again"
 
 
+def eventually(check: Callable[[], bool], seconds: float = 3.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def records(caplog: pytest.LogCaptureFixture, message: str) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.getMessage() == message]
 
@@ -364,3 +374,37 @@ def test_which_errors_mean_the_connection_is_gone(state: str, text: str, native:
 
     message = f"[{state}] [FreeTDS][SQL Server]{text} ({native}) (SQLExecDirectW)"
     assert is_link_failure(pyodbc.Error(state, message)) is link
+
+
+def test_unreadable_answer_while_another_worker_holds_the_connection_does_not_block(
+    standin, scraper_for, caplog, monkeypatch
+):
+    from mssql_memory_exporter.batch import ResultSet
+
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    assert value(scrape(scraper, config), "mssql_up") == 1
+    connection = scraper._state(config.targets["standin"]).connection
+    # This probe's round trip returns an answer route() rejects, while a concurrent probe's worker is
+    # stuck in the driver with the target's lock.
+    monkeypatch.setattr(connection, "run", lambda sql, deadline: [ResultSet(("section",), [("bogus",)])])
+    connection._lock.acquire()
+    got: list[dict] = []
+    prober = threading.Thread(target=lambda: got.append(scrape(scraper, config, timeout=3)), daemon=True)
+    started = time.monotonic()
+    prober.start()
+    prober.join(5)
+    elapsed = time.monotonic() - started
+    connection._lock.release()
+    assert not prober.is_alive(), "the probe waited for the lock held by the stuck worker"
+    assert elapsed < 1.0, elapsed
+    assert_down_and_nothing_stale(got[0])
+    (failed,) = records(caplog, "scrape failed")
+    assert getattr(failed, "target", None) == "standin" and "bogus" in str(getattr(failed, "err", ""))
+    monkeypatch.undo()
+    # The unreadable session is not reused: the next scrape logs in again and is healthy.
+    again = scrape(scraper, config)
+    assert value(again, "mssql_up") == 1 and value(again, TARGET_METRIC) == 5400
+    assert len(s.server.sessions) == 2
+    assert eventually(lambda: s.server.sessions[0].closed)  # the server sees the close on its own thread

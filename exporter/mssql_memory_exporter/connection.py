@@ -70,6 +70,7 @@ class TargetConnection:
         self._query_timeout = query_timeout
         self._lock = threading.Lock()
         self._cnxn: pyodbc.Connection | None = None
+        self._stale = False  # set by discard_soon(); the lock's next holder drops the connection
 
     def run(self, sql: str, deadline: float) -> list[ResultSet]:
         """Send `sql` once and return every result set, or raise ScrapeFailed by `deadline` (monotonic)."""
@@ -87,11 +88,23 @@ class TargetConnection:
         with self._lock:
             self._discard()
 
+    def discard_soon(self) -> None:
+        """Drop the connection without waiting for the lock: a worker stuck in the driver may hold it
+        for up to twice the query timeout, and the caller (an HTTP thread) must answer by its deadline.
+        The connection goes now if it is free, else before the next scrape uses it."""
+        self._stale = True
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drop_if_stale()
+            finally:
+                self._lock.release()
+
     def _work(self, sql: str, deadline: float, future: Future[list[ResultSet]]) -> None:
         if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             future.set_exception(ScrapeFailed("previous scrape of this target is still running"))
             return
         try:
+            self._drop_if_stale()
             future.set_result(self._execute(sql, deadline))
         except ScrapeFailed as exc:
             future.set_exception(exc)
@@ -147,6 +160,11 @@ class TargetConnection:
                 cursor.close()
             raise
         return cursor
+
+    def _drop_if_stale(self) -> None:
+        if self._stale:
+            self._stale = False
+            self._discard()
 
     def _discard(self) -> None:
         if self._cnxn is not None:

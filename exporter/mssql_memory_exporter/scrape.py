@@ -92,7 +92,9 @@ class Scraper:
         except (ScrapeFailed, BatchShapeError) as exc:
             log.warning("scrape failed", extra={"target": target.name, "err": str(exc)})
             if isinstance(exc, BatchShapeError):
-                state.connection.close()
+                # The session's state is unknown after an answer we cannot read; never wait for the
+                # lock here, a concurrent probe's worker may be stuck in the driver holding it.
+                state.connection.discard_soon()
             if len(sections) > len(self._fast):
                 state.memo[FORCE_SLOW] = True  # the refresh did not happen; try again next time
         if up:
