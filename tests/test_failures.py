@@ -408,3 +408,21 @@ def test_unreadable_answer_while_another_worker_holds_the_connection_does_not_bl
     assert value(again, "mssql_up") == 1 and value(again, TARGET_METRIC) == 5400
     assert len(s.server.sessions) == 2
     assert eventually(lambda: s.server.sessions[0].closed)  # the server sees the close on its own thread
+
+
+def test_vanished_required_counter_fails_its_collector_only(standin, scraper_for, caplog):
+    s = standin("healthy-oltp")
+    del s.instance.scenario.counters["Memory Manager"]["Memory Grants Pending"]
+    config = s.config()
+    scraper = scraper_for(config)
+    got = scrape(scraper, config)
+    assert value(got, "mssql_up") == 1
+    assert value(got, "mssql_exporter_collector_success", collector="memory_manager") == 0
+    assert "mssql_memory_free_bytes" not in only_scrape_metrics(got)  # nothing half-exported
+    for collector in ("server_properties", "sys_info", "buffer_manager", "buffer_node", "sql_statistics"):
+        assert value(got, "mssql_exporter_collector_success", collector=collector) == 1
+    assert value(got, TARGET_METRIC) == 5400
+    (missing,) = records(caplog, "collector found no data")
+    assert getattr(missing, "target", None) == "standin"
+    assert getattr(missing, "collector", None) == "memory_manager"
+    assert "'Memory Grants Pending' missing" in str(getattr(missing, "err", ""))
