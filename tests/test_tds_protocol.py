@@ -29,6 +29,7 @@ from tests.standin.tds import (
     LoginInfo,
     ResultSet,
     SqlError,
+    Truncated,
 )
 
 pytestmark = pytest.mark.skipif(
@@ -598,6 +599,55 @@ def test_garbage_raises_and_the_server_keeps_serving(server, handler, connect, d
     assert time.monotonic() - started < 1.0
     assert tuples(connect().cursor().execute("SELECT 1").fetchall()) == [(1,)]
     assert server.errors == []
+
+
+def test_truncated_answer_cuts_the_first_packet_in_half() -> None:
+    reply: tds.Reply = [one_column("n", "int", *range(3000))]  # several packets
+    packets = tds.encode_packets(tds.PacketType.TABULAR_RESULT, tds.encode_reply(reply), 51)
+    sent = Truncated(reply).cut(packets)
+    assert len(packets) > tds.PACKET_SIZE and packets.startswith(sent)
+    assert tds.HEADER.unpack_from(sent)[2] == tds.PACKET_SIZE  # the header promises a full packet
+    assert len(sent) == tds.HEADER.size + (tds.PACKET_SIZE - tds.HEADER.size) // 2
+    assert Truncated(reply, keep=5).cut(packets) == packets[:5]  # even the header can be cut
+
+
+def test_truncated_then_closed_raises_at_once_and_the_server_keeps_serving(server, handler, connect) -> None:
+    handler.answers["cut"] = Truncated([one_column("n", "int", *range(3000))])
+    handler.answers["SELECT 1"] = [one_column("one", "int", 1)]
+    started = time.monotonic()
+    with pytest.raises(pyodbc.Error, match=r"Unexpected EOF|08S01"):
+        connect(query_timeout=2).cursor().execute("cut").fetchall()
+    assert time.monotonic() - started < 1.0
+    assert tuples(connect().cursor().execute("SELECT 1").fetchall()) == [(1,)]
+    assert server.errors == []
+
+
+def test_truncated_then_silent_times_out_and_breaks_the_connection(server, handler, connect) -> None:
+    handler.answers["cut"] = Truncated([one_column("n", "int", *range(3000))], stall_seconds=30)
+    handler.answers["SELECT 1"] = [one_column("one", "int", 1)]
+    cnxn = connect(query_timeout=1)
+    started = time.monotonic()
+    with pytest.raises(pyodbc.OperationalError, match="HYT00"):
+        cnxn.cursor().execute("cut").fetchall()
+    assert 0.9 < time.monotonic() - started < 4.0
+    with pytest.raises(pyodbc.Error):
+        cnxn.cursor().execute("SELECT 1")
+    assert tuples(connect().cursor().execute("SELECT 1").fetchall()) == [(1,)]
+
+
+def test_drop_sessions_closes_every_connection_and_keeps_listening(server, handler, connect) -> None:
+    handler.answers["SELECT 1"] = [one_column("one", "int", 1)]
+    idle = [connect() for _ in range(3)]
+    for cnxn in idle:
+        assert tuples(cnxn.cursor().execute("SELECT 1").fetchall()) == [(1,)]
+    server.drop_sessions()
+    assert all(session.closed for session in server.sessions)
+    assert [t for t in server.threads() if "-conn-" in t.name] == []
+    for cnxn in idle:  # each finds out only when it next sends something
+        with pytest.raises(pyodbc.Error):
+            cnxn.cursor().execute("SELECT 1")
+    assert tuples(connect().cursor().execute("SELECT 1").fetchall()) == [(1,)]
+    assert len(server.sessions) == 4
 
 
 # --------------------------------------------------------------------------------------------------

@@ -59,6 +59,10 @@ Faults as FreeTDS 1.3.17 + pyodbc see them (measured on 127.0.0.1)
 * ``DropMidResult``: pyodbc.Error "Unexpected EOF from the server (20017)" (SQLSTATE 01000) from
   ``execute()`` or ``fetchall()``, at once.
 * ``Garbage``: pyodbc.Error at once ("Unexpected EOF" or 08S01 "Bad token from the server").
+* ``Truncated`` (half a packet, then close): pyodbc.Error "Unexpected EOF from the server (20017)"
+  (SQLSTATE 01000) from ``execute()``, at once.  With ``stall_seconds``: HYT00 after the query
+  timeout plus one more for the ATTENTION nobody acknowledges, as with ``Hang``; the connection is
+  dead afterwards.
 * A client asking for encryption (``Encryption=require``) fails at once with 08001.
 """
 
@@ -89,11 +93,12 @@ from tests.standin.tds import (
     Reply,
     ResultSet,
     SqlError,
+    Truncated,
 )
 
 log = logging.getLogger(__name__)
 
-BatchAnswer = Reply | Hang | Delay | DropMidResult | Garbage
+BatchAnswer = Reply | Hang | Delay | DropMidResult | Garbage | Truncated
 
 FIRST_SPID = 51  # SQL Server hands out user session ids from 51 on
 JOIN_TIMEOUT = 5.0
@@ -291,6 +296,14 @@ class _Connection:
             raise _Closed
         elif isinstance(answer, Garbage):
             self._send_raw(answer.data)
+            raise _Closed
+        elif isinstance(answer, Truncated):
+            packets = tds.encode_packets(
+                tds.PacketType.TABULAR_RESULT, self._encode(answer.reply), self._session.spid
+            )
+            self._send_raw(answer.cut(packets))
+            if answer.stall_seconds > 0:
+                self._hang(answer.stall_seconds)
             raise _Closed
         else:
             self._send(self._encode(answer))

@@ -97,6 +97,23 @@ class DropMidResult:
 
 
 @dataclass
+class Truncated:
+    """Send the real answer's packets cut short: only the first ``keep`` bytes (by default half of the
+    first packet, so its header promises bytes that never come), then close the socket, or with
+    ``stall_seconds`` keep it open and silent that long (ATTENTION unanswered) before closing."""
+
+    reply: Reply
+    keep: int | None = None
+    stall_seconds: float = 0.0
+
+    def cut(self, packets: bytes) -> bytes:
+        if self.keep is not None:
+            return packets[: self.keep]
+        first_packet = HEADER.unpack_from(packets)[2]
+        return packets[: HEADER.size + (first_packet - HEADER.size) // 2]
+
+
+@dataclass
 class Garbage:
     """Send ``data`` verbatim (no framing added) as the response, then close the socket."""
 
