@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -769,6 +772,38 @@ def test_freetds_verifies_with_a_ca_file_in_its_servername_section(
             pyodbc.connect(connect_string, timeout=3, autocommit=True)
         assert time.monotonic() - started < 2.5
         assert not srv.sessions[-1].logged_in and handler.logins == []
+
+
+@pytest.mark.parametrize(
+    ("ca_file", "stage"),
+    [("system", "Certificate status"), ("/nonexistent/ca.pem", "loading CA file failed")],
+)
+def test_ca_file_system_means_the_system_trust_store(
+    tls_server, handler, tmp_path, monkeypatch, ca_file: str, stage: str
+) -> None:
+    # Both fail against the test CA; the driver's own log shows that "system" got as far as checking
+    # the certificate against the loaded system store, while a missing file never did. In a child
+    # process, because TDSDUMP stays on for the rest of a process once set.
+    srv = tls_server()
+    name = freetds_conf(tmp_path, monkeypatch, srv.port, ca_file=ca_file)
+    dump = tmp_path / "tds.dump"
+    script = (
+        "import pyodbc, sys\n"
+        "try:\n"
+        "    pyodbc.connect(sys.argv[1], timeout=3, autocommit=True)\n"
+        "except pyodbc.Error as exc:\n"
+        "    print(exc.args[0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, servername_connection_string(name, "require")],
+        env={**os.environ, "TDSDUMP": str(dump)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.stdout.strip() == "08001", done
+    assert stage in dump.read_text(errors="replace")
 
 
 # --------------------------------------------------------------------------------------------------

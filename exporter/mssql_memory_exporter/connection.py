@@ -112,7 +112,7 @@ class TargetConnection:
             # A failed round trip leaves the session in an unknown state (half-read results, a dropped
             # socket raising the base pyodbc.Error): start the next scrape on a fresh connection.
             self._discard()
-            future.set_exception(ScrapeFailed(_describe(exc)))
+            future.set_exception(ScrapeFailed(describe(exc)))
         except Exception as exc:  # the worker must always settle the future, or the probe would wait
             self._discard()
             log.exception("unexpected error while scraping", extra={"target": self.name})
@@ -132,7 +132,7 @@ class TargetConnection:
                 raise
             log.info(
                 "connection lost while idle, logging in again",
-                extra={"target": self.name, "err": _describe(exc)},
+                extra={"target": self.name, "err": describe(exc)},
             )
             self._discard()
             cursor = self._send(sql, deadline)
@@ -193,7 +193,7 @@ def is_link_failure(exc: pyodbc.Error) -> bool:
     return state == "HY000" and native == 0
 
 
-def _describe(exc: pyodbc.Error) -> str:
+def describe(exc: pyodbc.Error) -> str:
     """pyodbc errors carry (sqlstate, driver message); keep both, they never contain the password."""
     parts = [str(arg) for arg in exc.args]
     return " ".join(parts) if parts else type(exc).__name__
