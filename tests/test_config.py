@@ -18,6 +18,8 @@ from mssql_memory_exporter.config import (
     build_connection_string,
     connection_string_redacted,
     driver_kind,
+    freetds_section,
+    freetds_verifies,
     load_config,
     parse_config,
     resolve_driver,
@@ -375,18 +377,101 @@ def test_freetds_encryption(encryption: str):
     assert "TrustServerCertificate" not in pairs
 
 
-def test_freetds_full_string():
-    conn = build_connection_string(target(port=1533), FREETDS, "pw")
+def test_freetds_full_string_without_tls():
+    conn = build_connection_string(target(port=1533, encryption="off"), FREETDS, "pw")
     assert conn == (
         "Driver={FreeTDS};Server=sql.example.com;Port=1533;Database=master;TDS_Version=7.4;"
+        "Encryption=off;ClientCharset=UTF-8;APP=mssql-memory-exporter;UID=prometheus_monitor;PWD=pw"
+    )
+
+
+def test_freetds_full_string_when_the_certificate_is_checked():
+    # The address moves into a freetds.conf section (the only place FreeTDS takes a CA file from).
+    tgt = target(port=1533)
+    name, _ = freetds_section(tgt)
+    conn = build_connection_string(tgt, FREETDS, "pw")
+    assert conn == (
+        f"Driver={{FreeTDS}};Servername={name};Database=master;TDS_Version=7.4;"
         "Encryption=require;ClientCharset=UTF-8;APP=mssql-memory-exporter;UID=prometheus_monitor;PWD=pw"
     )
 
 
+@pytest.mark.parametrize(
+    ("fields", "verifies"),
+    [
+        ({}, True),  # the defaults: require, certificate checked
+        ({"encryption": "request"}, True),
+        ({"encryption": "off"}, False),
+        ({"trust_server_certificate": True}, False),
+        ({"encryption": "request", "trust_server_certificate": True}, False),
+    ],
+)
+def test_when_freetds_checks_the_certificate(fields: dict, verifies: bool):
+    tgt = target(**fields)
+    assert freetds_verifies(tgt) is verifies
+    pairs = parse_odbc(build_connection_string(tgt, FREETDS, "pw"))
+    assert ("Servername" in pairs) is verifies and ("Server" in pairs) is not verifies
+
+
+def test_freetds_section_holds_the_address_and_the_ca(tmp_path: Path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    name, text = freetds_section(target(port=1533, driver="freetds", ca_file=str(ca)))
+    assert text.splitlines() == [
+        f"[{name}]",
+        "\thost = sql.example.com",
+        "\tport = 1533",
+        "\ttds version = 7.4",
+        f"\tca file = {ca}",
+        "\tcheck certificate hostname = yes",
+    ]
+    _, by_instance = freetds_section(target(instance="SQL2019"))
+    assert "\tinstance = SQL2019\n" in by_instance and "\tport =" not in by_instance
+    assert "\tca file = system\n" in by_instance  # no ca_file: the system trust store
+    # Different targets, or one target changed, never share a section name.
+    names = {freetds_section(target(**f))[0] for f in ({}, {"port": 1534}, {"host": "b.example.com"})}
+    assert len(names) == 3
+
+
 def test_freetds_instance():
-    pairs = parse_odbc(build_connection_string(target(instance="SQL2019"), FREETDS, "pw"))
+    pairs = parse_odbc(build_connection_string(target(instance="SQL2019", encryption="off"), FREETDS, "pw"))
     assert pairs["Server"] == "sql.example.com\\SQL2019"
     assert "Port" not in pairs
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"driver": "auto"}, r"ca_file: is for driver: freetds"),
+        ({"driver": "odbc18"}, r"ca_file: is for driver: freetds"),
+        (
+            {"driver": "freetds", "encryption": "off"},
+            r"ca_file: needs encryption request or require, not off",
+        ),
+        (
+            {"driver": "freetds", "trust_server_certificate": True},
+            r"ca_file: contradicts trust_server_certificate",
+        ),
+    ],
+)
+def test_ca_file_only_where_it_is_used(tmp_path: Path, fields: dict, error: str):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    with pytest.raises(ConfigError, match=rf"test-config: targets\.t\.{error}"):
+        parse_config(minimal(ca_file=str(ca), **fields), source="test-config")
+
+
+@pytest.mark.parametrize("path", ["missing.pem", "bad#name.pem", " lead.pem", "a;b.pem"])
+def test_ca_file_must_be_a_readable_plain_path(tmp_path: Path, path: str):
+    (tmp_path / "bad#name.pem").write_text("x")
+    with pytest.raises(ConfigError, match=r"targets\.t\.ca_file: "):
+        parse_config(minimal(ca_file=path, driver="freetds"), source="c.yml", base_dir=tmp_path)
+
+
+def test_relative_ca_file_follows_the_config_file(tmp_path: Path):
+    (tmp_path / "ca.pem").write_text("x")
+    tgt = parse_config(minimal(ca_file="ca.pem", driver="freetds"), base_dir=tmp_path).targets["t"]
+    assert tgt.ca_file == str(tmp_path / "ca.pem")
 
 
 def test_strict_needs_odbc18():
@@ -492,6 +577,7 @@ TARGET_KEYS = [
     "driver",
     "encryption",
     "trust_server_certificate",
+    "ca_file",
     "login_timeout_seconds",
     "query_timeout_seconds",
     "workload",

@@ -8,6 +8,7 @@ a file, which is read only when a connection is made, so a rotated secret needs 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -46,6 +47,8 @@ __all__ = [
     "build_connection_string",
     "connection_string_redacted",
     "driver_kind",
+    "freetds_section",
+    "freetds_verifies",
     "load_config",
     "normalize_host_disk",
     "normalize_volume",
@@ -452,6 +455,9 @@ class TargetConfig(_Strict):
     driver: DriverChoice = "auto"
     encryption: Encryption = "require"
     trust_server_certificate: bool = False
+    # FreeTDS only: PEM CA certificates the server's certificate must chain to. Without it FreeTDS
+    # checks against the system trust store (the Microsoft drivers always do).
+    ca_file: str | None = None
     login_timeout_seconds: Seconds = 5.0
     query_timeout_seconds: Seconds = 10.0
     workload: Literal["oltp", "olap"] = "oltp"
@@ -479,10 +485,42 @@ class TargetConfig(_Strict):
             return {**data, "port": 1433}
         return data
 
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_file_is_readable(cls, path: str | None, info: ValidationInfo) -> str | None:
+        if path is None:
+            return None
+        # It goes into a freetds.conf line: characters that would end or comment out that line are
+        # refused rather than escaped (freetds.conf has no quoting).
+        if path != path.strip() or any(c in path for c in "#;[]") or any(ord(c) < 32 for c in path):
+            raise PydanticCustomError(
+                "ca_file", "{path} contains a character FreeTDS cannot read in a path", {"path": path}
+            )
+        base = Path((info.context or {}).get("base_dir", "."))
+        resolved = str((base / path).absolute())
+        if not (os.path.isfile(resolved) and os.access(resolved, os.R_OK)):
+            raise PydanticCustomError(
+                "ca_file", "file {path} does not exist or is not readable", {"path": resolved}
+            )
+        return resolved
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.port is not None and self.instance is not None:
             raise _error_at(("instance",), "set either port or instance, not both")
+        if self.ca_file is not None:
+            if self.driver != "freetds":
+                raise _error_at(
+                    ("ca_file",),
+                    "is for driver: freetds; the Microsoft drivers check the server certificate against "
+                    "the system trust store (install the CA there)",
+                )
+            if self.encryption not in ("request", "require"):
+                raise _error_at(("ca_file",), f"needs encryption request or require, not {self.encryption}")
+            if self.trust_server_certificate:
+                raise _error_at(
+                    ("ca_file",), "contradicts trust_server_certificate: true (nothing would be checked)"
+                )
         if self.encryption == "strict" and self.driver in ("freetds", "odbc17"):
             raise _error_at(
                 ("encryption",),
@@ -763,6 +801,35 @@ def _odbc_value(value: str) -> str:
 _MS_ENCRYPT = {"off": "no", "request": "no", "require": "yes", "strict": "strict"}
 
 
+def freetds_verifies(target: TargetConfig) -> bool:
+    """Whether FreeTDS must check this target's certificate: it encrypts, and nobody said to trust."""
+    return target.encryption in ("request", "require") and not target.trust_server_certificate
+
+
+FREETDS_SYSTEM_CA = "system"  # freetds.conf's name for the system trust store
+
+
+def freetds_section(target: TargetConfig) -> tuple[str, str]:
+    """The freetds.conf section (name, text) that makes FreeTDS check the target's certificate.
+
+    FreeTDS 1.3 takes a CA file only from freetds.conf, and reads that file only for a `Servername=`
+    connection string (measured; tests/test_tds_protocol.py), so the address moves into the section.
+    The name carries a digest of the text: two configs never share a section, even in one process.
+    """
+    lines = [f"host = {target.host}"]
+    lines.append(f"instance = {target.instance}" if target.instance else f"port = {target.port}")
+    lines += [
+        "tds version = 7.4",
+        f"ca file = {target.ca_file or FREETDS_SYSTEM_CA}",
+        "check certificate hostname = yes",
+    ]
+    body = "".join(f"\t{line}\n" for line in lines)
+    digest = hashlib.sha256(f"{target.name}\n{body}".encode()).hexdigest()[:12]
+    readable = re.sub(r"[^A-Za-z0-9_-]", "_", target.name)[:40]
+    name = f"mssql-exporter-{readable}-{digest}"
+    return name, f"[{name}]\n{body}"
+
+
 def _connection_pairs(
     target: TargetConfig, driver: str, username: str, password: str
 ) -> list[tuple[str, str]]:
@@ -770,14 +837,12 @@ def _connection_pairs(
     if kind == "freetds":
         if target.encryption == "strict":
             raise DriverError(f"target {target.name}: FreeTDS cannot do strict (TDS 8) encryption")
-        server = (
-            [("Server", f"{target.host}\\{target.instance}")]
-            if target.instance
-            else [
-                ("Server", target.host),
-                ("Port", str(target.port)),
-            ]
-        )
+        if freetds_verifies(target):
+            server = [("Servername", freetds_section(target)[0])]
+        elif target.instance:
+            server = [("Server", f"{target.host}\\{target.instance}")]
+        else:
+            server = [("Server", target.host), ("Port", str(target.port))]
         # FreeTDS ignores Encrypt=; its own key is Encryption= (design.md, Drivers).
         dialect = [("TDS_Version", "7.4"), ("Encryption", target.encryption), ("ClientCharset", "UTF-8")]
     else:

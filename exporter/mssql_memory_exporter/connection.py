@@ -4,6 +4,11 @@ The driver's own timeouts are whole seconds and, when a server stops answering m
 always honoured promptly; the scrape therefore runs on a worker thread and the caller stops waiting at
 its deadline. A worker still stuck in the driver keeps the target's lock, so a later scrape reports the
 target down instead of opening a second connection behind its back.
+
+A persistent connection can die while it sits idle between scrapes (the instance restarted, failed over,
+or killed the session). The driver only notices when the next batch is sent, so a scrape that finds its
+reused connection gone logs in again and sends the batch once more, if the deadline leaves time for it;
+otherwise every restart would cost one false `mssql_up 0`.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +29,19 @@ from .batch import ResultSet
 log = logging.getLogger(__name__)
 
 OpenFn = Callable[[int], "pyodbc.Connection"]  # login timeout in whole seconds -> open connection
+
+# A second login needs a whole-second login timeout; with less left it could only overrun the deadline.
+RETRY_MIN_SECONDS = 1.0
+# SQLSTATEs that say the connection itself is gone, whatever the driver.
+_LINK_SQLSTATES = frozenset({"08001", "08003", "08004", "08007", "08S01", "08S02"})
+# FreeTDS's own numbers for a failed socket: read failed, write failed, unexpected EOF (it reports them
+# under 01000/HY000, not 08S01).
+_FREETDS_SOCKET_ERRORS = frozenset({20004, 20006, 20017})
+# FreeTDS's "Bad token from the server" comes as 08S01 too, but the server did answer (nonsense): the
+# link was alive, and a second try would meet the same server.
+_FREETDS_PROTOCOL_ERRORS = frozenset({20020})
+# pyodbc formats a diagnostic as "[STATE] [vendor][component]text (native) (SQLFunction)".
+_NATIVE_ERROR = re.compile(r"\((-?\d+)\) \(SQL\w+\)")
 
 
 class ScrapeFailed(Exception):
@@ -51,6 +70,7 @@ class TargetConnection:
         self._query_timeout = query_timeout
         self._lock = threading.Lock()
         self._cnxn: pyodbc.Connection | None = None
+        self._stale = False  # set by discard_soon(); the lock's next holder drops the connection
 
     def run(self, sql: str, deadline: float) -> list[ResultSet]:
         """Send `sql` once and return every result set, or raise ScrapeFailed by `deadline` (monotonic)."""
@@ -68,11 +88,23 @@ class TargetConnection:
         with self._lock:
             self._discard()
 
+    def discard_soon(self) -> None:
+        """Drop the connection without waiting for the lock: a worker stuck in the driver may hold it
+        for up to twice the query timeout, and the caller (an HTTP thread) must answer by its deadline.
+        The connection goes now if it is free, else before the next scrape uses it."""
+        self._stale = True
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drop_if_stale()
+            finally:
+                self._lock.release()
+
     def _work(self, sql: str, deadline: float, future: Future[list[ResultSet]]) -> None:
         if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             future.set_exception(ScrapeFailed("previous scrape of this target is still running"))
             return
         try:
+            self._drop_if_stale()
             future.set_result(self._execute(sql, deadline))
         except ScrapeFailed as exc:
             future.set_exception(exc)
@@ -80,7 +112,7 @@ class TargetConnection:
             # A failed round trip leaves the session in an unknown state (half-read results, a dropped
             # socket raising the base pyodbc.Error): start the next scrape on a fresh connection.
             self._discard()
-            future.set_exception(ScrapeFailed(_describe(exc)))
+            future.set_exception(ScrapeFailed(describe(exc)))
         except Exception as exc:  # the worker must always settle the future, or the probe would wait
             self._discard()
             log.exception("unexpected error while scraping", extra={"target": self.name})
@@ -89,6 +121,28 @@ class TargetConnection:
             self._lock.release()
 
     def _execute(self, sql: str, deadline: float) -> list[ResultSet]:
+        reused = self._cnxn is not None
+        try:
+            cursor = self._send(sql, deadline)
+        except pyodbc.Error as exc:
+            # Only a connection that sat idle can have died unnoticed; a fresh one failing, a timeout or
+            # a SQL error would fail again the same way, and nothing has been read yet, so the batch
+            # (read-only) is safe to send again.
+            if not (reused and is_link_failure(exc) and deadline - time.monotonic() >= RETRY_MIN_SECONDS):
+                raise
+            log.info(
+                "connection lost while idle, logging in again",
+                extra={"target": self.name, "err": describe(exc)},
+            )
+            self._discard()
+            cursor = self._send(sql, deadline)
+        try:
+            return fetch_all(cursor)
+        finally:
+            cursor.close()
+
+    def _send(self, sql: str, deadline: float) -> pyodbc.Cursor:
+        """Log in if needed and send the batch; the cursor returned is positioned on the first result."""
         if self._cnxn is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -101,9 +155,16 @@ class TargetConnection:
         cursor = self._cnxn.cursor()
         try:
             cursor.execute(sql)
-            return fetch_all(cursor)
-        finally:
-            cursor.close()
+        except BaseException:
+            with contextlib.suppress(pyodbc.Error):
+                cursor.close()
+            raise
+        return cursor
+
+    def _drop_if_stale(self) -> None:
+        if self._stale:
+            self._stale = False
+            self._discard()
 
     def _discard(self) -> None:
         if self._cnxn is not None:
@@ -113,7 +174,26 @@ class TargetConnection:
             self._cnxn = None
 
 
-def _describe(exc: pyodbc.Error) -> str:
+def is_link_failure(exc: pyodbc.Error) -> bool:
+    """True when the error says the connection is gone, not that the server refused or was slow."""
+    if len(exc.args) < 2:
+        return False
+    state, message = str(exc.args[0]), str(exc.args[1])
+    if state.startswith("HYT"):  # login or query timeout: the server is there but slow
+        return False
+    match = _NATIVE_ERROR.search(message)
+    native = int(match.group(1)) if match else None
+    if native in _FREETDS_PROTOCOL_ERRORS:
+        return False
+    if state in _LINK_SQLSTATES or native in _FREETDS_SOCKET_ERRORS:
+        return True
+    # FreeTDS 1.3 on a socket the server closed while idle: the write succeeds, the first read sees EOF,
+    # and the driver reports "Unknown error" with native error 0 (measured with TDSDUMP). A SQL Server
+    # error always has a non-zero number, so this cannot be one.
+    return state == "HY000" and native == 0
+
+
+def describe(exc: pyodbc.Error) -> str:
     """pyodbc errors carry (sqlstate, driver message); keep both, they never contain the password."""
     parts = [str(arg) for arg in exc.args]
     return " ".join(parts) if parts else type(exc).__name__

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -18,11 +19,20 @@ from types import ModuleType
 import pyodbc
 from prometheus_client.core import Metric
 
+from . import freetds
 from .batch import BatchShapeError, render_batch, route, sections_of
 from .collectors import COLLECTORS
 from .collectors.base import EXTRA_SECTIONS, FORCE_SLOW, FamilyBuilder, MissingData, ScrapeContext, Section
-from .config import ConfigError, ExporterConfig, TargetConfig, build_connection_string, resolve_driver
-from .connection import ScrapeFailed, TargetConnection
+from .config import (
+    ConfigError,
+    ExporterConfig,
+    TargetConfig,
+    build_connection_string,
+    driver_kind,
+    freetds_verifies,
+    resolve_driver,
+)
+from .connection import ScrapeFailed, TargetConnection, describe
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +67,8 @@ class Scraper:
         self._rendered_lock = threading.Lock()
         self._states: dict[str, _TargetState] = {}
         self._states_lock = threading.Lock()
+        # Here, before any worker thread exists: it may set FREETDSCONF (see freetds.py).
+        freetds.prepare(config.targets.values())
 
     @property
     def batch_sql(self) -> str:
@@ -92,7 +104,9 @@ class Scraper:
         except (ScrapeFailed, BatchShapeError) as exc:
             log.warning("scrape failed", extra={"target": target.name, "err": str(exc)})
             if isinstance(exc, BatchShapeError):
-                state.connection.close()
+                # The session's state is unknown after an answer we cannot read; never wait for the
+                # lock here, a concurrent probe's worker may be stuck in the driver holding it.
+                state.connection.discard_soon()
             if len(sections) > len(self._fast):
                 state.memo[FORCE_SLOW] = True  # the refresh did not happen; try again next time
         if up:
@@ -172,14 +186,27 @@ class Scraper:
 
     def _opener(self, target: TargetConfig):  # noqa: ANN202 - returns connection.OpenFn
         def open_connection(login_timeout: int) -> pyodbc.Connection:
+            checked_against = None
             try:
                 driver = resolve_driver(target.driver, pyodbc.drivers(), encryption=target.encryption)
+                if driver_kind(driver) == "freetds" and freetds_verifies(target):
+                    checked_against = _freetds_ready(target)
                 creds = self._config.credentials_for(target)
                 conn_str = build_connection_string(target, driver, creds.password, username=creds.username)
-            except ConfigError as exc:  # e.g. the password file vanished: say so, by name, not by value
+            except (ConfigError, freetds.FreeTdsConfError) as exc:
+                # e.g. the password file vanished: say so, by name, not by value
                 raise ScrapeFailed(str(exc)) from None
             timeout = max(1, min(login_timeout, math.ceil(target.login_timeout_seconds)))
-            return pyodbc.connect(conn_str, timeout=timeout, autocommit=True)
+            try:
+                return pyodbc.connect(conn_str, timeout=timeout, autocommit=True)
+            except pyodbc.Error as exc:
+                # FreeTDS reports a refused certificate as a bare "Unable to connect to data source".
+                if checked_against is None or "Unable to connect to data source" not in str(exc):
+                    raise
+                raise ScrapeFailed(
+                    f"{describe(exc)}; FreeTDS could not set up TLS: the server offers no encryption, or "
+                    f"its certificate is not signed by {checked_against} or not issued for {target.host}"
+                ) from None
 
         return open_connection
 
@@ -187,3 +214,14 @@ class Scraper:
         with self._states_lock:
             for state in self._states.values():
                 state.connection.close()
+
+
+def _freetds_ready(target: TargetConfig) -> str:
+    """Check, at each login, what FreeTDS will verify the server against; returns it for messages."""
+    if target.ca_file is None:
+        freetds.ensure(target)
+        return "a CA in the system trust store"
+    if not os.access(target.ca_file, os.R_OK):
+        raise ScrapeFailed(f"target {target.name}: ca_file {target.ca_file} is missing or not readable")
+    freetds.ensure(target)
+    return f"a CA in {target.ca_file}"

@@ -7,7 +7,7 @@ import threading
 from dataclasses import dataclass
 
 from .scenario import Instance
-from .tds import Column, Delay, DropMidResult, Garbage, Hang, LoginInfo, Reply, ResultSet, SqlError
+from .tds import Column, Delay, DropMidResult, Garbage, Hang, LoginInfo, Reply, ResultSet, SqlError, Truncated
 from .tsql import Interpreter, Unsupported
 
 # What FreeTDS and pyodbc send on their own after login; SQL Server answers these with no result set.
@@ -52,6 +52,8 @@ class Faults:
     delay_seconds: float = 0.0  # answer the batch only after this long
     drop_mid_result: bool = False  # close the socket after the first rows of the first result set
     garbage: bool = False  # answer the batch with bytes that are not TDS
+    truncated: bool = False  # send half of the answer's first packet, then close the socket
+    truncated_stall: bool = False  # send half of the answer's first packet, then fall silent
 
 
 class ScenarioHandler:
@@ -95,7 +97,9 @@ class ScenarioHandler:
             self.logins += 1
         return None
 
-    def on_batch(self, sql: str, session: object) -> Reply | Hang | Delay | DropMidResult | Garbage:
+    def on_batch(
+        self, sql: str, session: object
+    ) -> Reply | Hang | Delay | DropMidResult | Garbage | Truncated:
         if _HOUSEKEEPING.match(sql):
             return []
         if (type_info := _TYPE_INFO.match(sql)) is not None:
@@ -110,6 +114,10 @@ class ScenarioHandler:
         reply = self.answer(sql)
         if self.faults.drop_mid_result:
             return DropMidResult(reply, rows=1)
+        if self.faults.truncated:
+            return Truncated(reply)
+        if self.faults.truncated_stall:
+            return Truncated(reply, stall_seconds=3600)
         if self.faults.delay_seconds > 0:
             return Delay(self.faults.delay_seconds, reply)
         return reply

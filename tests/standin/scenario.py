@@ -210,6 +210,32 @@ DEFAULT_DATABASES = [
 ]
 
 
+# What SQL Server says when a login may not read a view, by error number.
+DENIAL_MESSAGES = {
+    # The login lacks VIEW SERVER STATE (or VIEW SERVER PERFORMANCE STATE on 2022).
+    300: "VIEW SERVER STATE permission was denied on object 'server', database 'master'.",
+    # An explicit DENY SELECT on the view; system views live in the resource database, schema sys.
+    229: (
+        "The SELECT permission was denied on the object '{object}', database 'mssqlsystemresource',"
+        " schema 'sys'."
+    ),
+    297: "The user does not have permission to perform this action.",
+}
+
+
+class Denials(dict[str, int]):
+    """Denied objects and the error number each answers with: `add(name)` denies with 300 like the
+    earlier set did, `add(name, 229)` as an explicit DENY would; `discard(name)` lifts it."""
+
+    def add(self, name: str, error: int = 300) -> None:
+        if error not in DENIAL_MESSAGES:
+            raise ValueError(f"no denial message for error {error}; known: {sorted(DENIAL_MESSAGES)}")
+        self[name] = error
+
+    def discard(self, name: str) -> None:
+        self.pop(name, None)
+
+
 class Instance:
     """A running stand-in instance playing a scenario: restarts, denied objects, the DMV rows."""
 
@@ -230,13 +256,22 @@ class Instance:
         self._lock = threading.Lock()
         self._started_at = -scenario.uptime_seconds  # scenario time of the last (re)start
         self._scheduled = sorted(scenario.restarts)
-        self.denied: set[str] = set()
+        self.denied = Denials()
         self.missing: set[str] = set()
+        # Servers playing this instance register here (StandInServer.start) so a restart can end their
+        # sessions.
+        self.session_droppers: list[Callable[[], None]] = []
 
     # restarts ------------------------------------------------------------
-    def restart(self) -> None:
+    def restart(self, drop_sessions: bool = False) -> None:
+        """Start the instance over. By default only the start time moves and open sessions live on,
+        which keeps counter tests simple; `drop_sessions=True` also closes every client connection, as
+        a real restart, failover or session kill does."""
         with self._lock:
             self._started_at = self.clock.now()
+        if drop_sessions:
+            for drop in list(self.session_droppers):
+                drop()
 
     def _since(self) -> float:
         now = self.clock.now()
@@ -263,9 +298,9 @@ class Instance:
         from .tsql import SqlRuntimeError  # local: tsql imports nothing from here
 
         if name in self.denied:
-            raise SqlRuntimeError(
-                300, "VIEW SERVER STATE permission was denied on object 'server', database 'master'.", 14
-            )
+            error = self.denied[name]
+            severity = 16 if error == 297 else 14
+            raise SqlRuntimeError(error, DENIAL_MESSAGES[error].format(object=name.split(".")[-1]), severity)
         files = self.scenario.files
         now = self.clock.now()
         if name == "sys.dm_os_volume_stats" and (path := files.volume_lookup_fails_for(now, *args)):

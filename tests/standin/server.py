@@ -59,7 +59,24 @@ Faults as FreeTDS 1.3.17 + pyodbc see them (measured on 127.0.0.1)
 * ``DropMidResult``: pyodbc.Error "Unexpected EOF from the server (20017)" (SQLSTATE 01000) from
   ``execute()`` or ``fetchall()``, at once.
 * ``Garbage``: pyodbc.Error at once ("Unexpected EOF" or 08S01 "Bad token from the server").
-* A client asking for encryption (``Encryption=require``) fails at once with 08001.
+* ``Truncated`` (half a packet, then close): pyodbc.Error "Unexpected EOF from the server (20017)"
+  (SQLSTATE 01000) from ``execute()``, at once.  With ``stall_seconds``: HYT00 after the query
+  timeout plus one more for the ATTENTION nobody acknowledges, as with ``Hang``; the connection is
+  dead afterwards.
+* A client asking for encryption (``Encryption=require``) fails at once with 08001 unless the server
+  was given a TLS context.
+
+TLS (``StandInServer(..., tls=tls_context(cert, key))``)
+-------------------------------------------------------
+As in TDS 7.x: the PRELOGIN answer agrees to encrypt, the TLS handshake records travel inside PRELOGIN
+packets, and from then on TLS records go bare on the socket.  FreeTDS 1.3 sends ENCRYPTION=ON for
+``Encryption=require`` (the whole session is encrypted), OFF for ``request`` (only LOGIN7 is; both
+sides drop TLS right after it) and NOT_SUP for ``off``.  SQL Server speaks TLS 1.2 at most before
+TDS 8; so does ``tls_context()`` (measured: FreeTDS 1.3 over TLS 1.3 sends its Finished outside the
+PRELOGIN wrapping and the login times out).  FreeTDS checks the certificate only when a CA file is
+configured for the connection (freetds.conf ``ca file``, reached through ``Servername=``); without
+one it accepts any certificate.  A failed check is 08001 "Unable to connect to data source" on the
+client and ``Session.tls_error`` here.
 """
 
 from __future__ import annotations
@@ -70,6 +87,7 @@ import math
 import re
 import select
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -89,11 +107,12 @@ from tests.standin.tds import (
     Reply,
     ResultSet,
     SqlError,
+    Truncated,
 )
 
 log = logging.getLogger(__name__)
 
-BatchAnswer = Reply | Hang | Delay | DropMidResult | Garbage
+BatchAnswer = Reply | Hang | Delay | DropMidResult | Garbage | Truncated
 
 FIRST_SPID = 51  # SQL Server hands out user session ids from 51 on
 JOIN_TIMEOUT = 5.0
@@ -175,6 +194,8 @@ class Session:
         self.bytes_in = 0
         self.bytes_out = 0
         self.closed = False
+        self.tls = "none"  # "none", "login" (LOGIN7 only, Encryption=request) or "full"
+        self.tls_error: str | None = None  # why a handshake failed (the client rejected the certificate)
         self.state: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -202,6 +223,9 @@ class _Connection:
         # poll() rather than select(): a long test session can push descriptors past FD_SETSIZE.
         self._poller = select.poll()
         self._poller.register(sock, select.POLLIN)
+        self._tls: ssl.SSLObject | None = None  # set once the handshake is done, while TLS is on
+        self._tls_in = ssl.MemoryBIO()
+        self._tls_out = ssl.MemoryBIO()
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -226,13 +250,52 @@ class _Connection:
             self._hang(fault.seconds)
         message = self._receive()
         if message.type == PacketType.PRELOGIN:
-            self._send(tds.encode_prelogin_response())
+            self._prelogin(message.payload)
             message = self._receive()
         if message.type != PacketType.LOGIN7:
             raise tds.ProtocolError(f"expected LOGIN7, got packet type {message.type:#04x}")
+        if self._session.tls == "login":
+            self._tls = None  # only LOGIN7 travels encrypted
         self._login(tds.parse_login7(message.payload))
         while True:
             self._dispatch(self._receive())
+
+    def _prelogin(self, payload: bytes) -> None:
+        context = self._server.tls
+        wanted = tds.client_encryption(payload)
+        if context is None or wanted == tds.ENCRYPT_NOT_SUP:
+            self._send(tds.encode_prelogin_response(tds.ENCRYPT_NOT_SUP))
+            return
+        full = wanted in (tds.ENCRYPT_ON, tds.ENCRYPT_REQ)
+        self._send(tds.encode_prelogin_response(tds.ENCRYPT_ON if full else tds.ENCRYPT_OFF))
+        self._handshake(context)
+        self._session.tls = "full" if full else "login"
+
+    def _handshake(self, context: ssl.SSLContext) -> None:
+        """TLS handshake with its records carried in PRELOGIN packets."""
+        tls = context.wrap_bio(self._tls_in, self._tls_out, server_side=True)
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass  # the client's next flight is needed
+            except ssl.SSLError as exc:
+                self._session.tls_error = str(exc)
+                self._flush_handshake()  # the alert, if any
+                raise _Closed from None
+            self._flush_handshake()
+            message = self._receive()
+            if message.type != PacketType.PRELOGIN:
+                raise tds.ProtocolError(f"expected a TLS handshake packet, got {message.type:#04x}")
+            self._tls_in.write(message.payload)
+        self._flush_handshake()
+        self._tls = tls
+
+    def _flush_handshake(self) -> None:
+        data = self._tls_out.read()
+        if data:
+            self._send_raw(tds.encode_packets(PacketType.PRELOGIN, data, 0))
 
     def _login(self, login: LoginInfo) -> None:
         self._session.login = login
@@ -292,6 +355,14 @@ class _Connection:
         elif isinstance(answer, Garbage):
             self._send_raw(answer.data)
             raise _Closed
+        elif isinstance(answer, Truncated):
+            packets = tds.encode_packets(
+                tds.PacketType.TABULAR_RESULT, self._encode(answer.reply), self._session.spid
+            )
+            self._send_raw(answer.cut(packets))
+            if answer.stall_seconds > 0:
+                self._hang(answer.stall_seconds)
+            raise _Closed
         else:
             self._send(self._encode(answer))
 
@@ -345,10 +416,26 @@ class _Connection:
 
     def _wait_readable(self, deadline: float | None) -> bool:
         """True when recv() will not block: data, end of stream or a socket shut down by stop()."""
+        if self._tls is not None and (self._tls.pending() or self._tls_in.pending):
+            return True
         timeout_ms = None if deadline is None else max(0, math.ceil((deadline - time.monotonic()) * 1000))
         return bool(self._poller.poll(timeout_ms))
 
     def _recv_raw(self) -> bytes:
+        """Plain TDS bytes from the client (decrypted while TLS is on); b"" at end of stream."""
+        while self._tls is not None:
+            try:
+                return self._tls.read(_RECV_SIZE)
+            except ssl.SSLWantReadError:
+                data = self._recv_socket()
+                if not data:
+                    return b""
+                self._tls_in.write(data)
+            except ssl.SSLError:
+                return b""  # a broken or closed TLS stream ends the conversation like EOF
+        return self._recv_socket()
+
+    def _recv_socket(self) -> bytes:
         data = self._sock.recv(_RECV_SIZE)
         self._session.bytes_in += len(data)
         return data
@@ -358,16 +445,30 @@ class _Connection:
         self._send_raw(packets)
 
     def _send_raw(self, data: bytes) -> None:
+        if self._tls is not None:
+            self._tls.write(data)
+            data = self._tls_out.read()
         # Counted first: once sendall() returns the client may already be checking the counter.
         self._session.bytes_out += len(data)
         self._sock.sendall(data)
 
 
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """A server-side TLS context as SQL Server offers before TDS 8: TLS 1.2."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = context.maximum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
 class StandInServer:
     """Listens on ``host:port`` (port 0 picks a free one; ``start()`` returns the real port)."""
 
-    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, handler: Handler, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.handler = handler
+        self.tls = tls  # offer TLS (see tls_context()); None answers every client ENCRYPT_NOT_SUP
         self.host = host
         self.port = port
         self.sessions: list[Session] = []
@@ -401,7 +502,19 @@ class StandInServer:
             target=self._accept_loop, name=f"standin-{self.port}-accept", daemon=True
         )
         self._accept_thread.start()
+        # A handler playing an instance lets the instance's restart drop this server's sessions.
+        droppers = getattr(getattr(self.handler, "instance", None), "session_droppers", None)
+        if isinstance(droppers, list):
+            droppers.append(self.drop_sessions)
         return self.port
+
+    def drop_sessions(self) -> None:
+        """Close every client connection at once and keep listening, as a restarting SQL Server does:
+        the clients only find out when they next use their socket."""
+        with self._lock:
+            clients = list(self._clients)
+            threads = list(self._threads)
+        self._shut_down(clients, threads)
 
     def stop(self) -> None:
         """Close the listener and every client socket, and wait for all server threads to end."""
@@ -412,9 +525,18 @@ class StandInServer:
         with contextlib.suppress(OSError):
             self._wake_w.send(b"x")
         self._accept_thread.join(JOIN_TIMEOUT)
+        droppers = getattr(getattr(self.handler, "instance", None), "session_droppers", None)
+        if isinstance(droppers, list) and self.drop_sessions in droppers:
+            droppers.remove(self.drop_sessions)
         with self._lock:
             clients = list(self._clients)
             threads = list(self._threads)
+        self._shut_down(clients, threads)
+        for sock in (self._wake_r, self._wake_w):
+            if sock is not None:
+                sock.close()
+
+    def _shut_down(self, clients: list[socket.socket], threads: list[threading.Thread]) -> None:
         for sock in clients:
             # shutdown() wakes a thread blocked in poll()/recv() on it; close() alone would not.
             with contextlib.suppress(OSError):
@@ -424,9 +546,6 @@ class StandInServer:
             if thread.is_alive():
                 # Only a handler that blocks by itself (not through Hang/Delay) can cause this.
                 log.warning("stand-in thread %s still running after stop()", thread.name)
-        for sock in (self._wake_r, self._wake_w):
-            if sock is not None:
-                sock.close()
 
     def threads(self) -> list[threading.Thread]:
         """Server threads still alive (empty after ``stop()``)."""

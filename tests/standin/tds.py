@@ -6,7 +6,9 @@ socket (``server.py`` does the I/O).  It covers what the FreeTDS ODBC driver (De
 
 * packet framing: 8-byte header (type, status, big-endian length, spid, packet id, window), at most
   ``PACKET_SIZE`` bytes per packet, the last packet of a message carries the EOM status bit;
-* PRELOGIN: we always answer ``ENCRYPT_NOT_SUP``; a client that insists on TLS gives up by itself;
+* PRELOGIN: ``ENCRYPT_NOT_SUP`` unless the server was given a TLS context (``server.py`` then does
+  the TLS handshake inside PRELOGIN packets, as TDS 7.x does); a client that insists on TLS against a
+  server without one gives up by itself;
 * LOGIN7: user, password (de-obfuscated), database, application, host name, TDS version;
 * the login answer (ENVCHANGE database/language/collation/packet size, INFO, LOGINACK, DONE) or a
   login failure (ERROR 18456 + DONE with the error bit);
@@ -94,6 +96,23 @@ class DropMidResult:
 
     reply: Reply
     rows: int = 1
+
+
+@dataclass
+class Truncated:
+    """Send the real answer's packets cut short: only the first ``keep`` bytes (by default half of the
+    first packet, so its header promises bytes that never come), then close the socket, or with
+    ``stall_seconds`` keep it open and silent that long (ATTENTION unanswered) before closing."""
+
+    reply: Reply
+    keep: int | None = None
+    stall_seconds: float = 0.0
+
+    def cut(self, packets: bytes) -> bytes:
+        if self.keep is not None:
+            return packets[: self.keep]
+        first_packet = HEADER.unpack_from(packets)[2]
+        return packets[: HEADER.size + (first_packet - HEADER.size) // 2]
 
 
 @dataclass
@@ -191,8 +210,10 @@ class PreloginOption(IntEnum):
     TERMINATOR = 0xFF
 
 
-ENCRYPT_OFF = 0x00
+ENCRYPT_OFF = 0x00  # from a client: "encrypt the login only"; from a server: "agreed, login only"
+ENCRYPT_ON = 0x01
 ENCRYPT_NOT_SUP = 0x02
+ENCRYPT_REQ = 0x03
 
 # Procedure ids a client may send instead of a name in an RPC (MS-TDS 2.2.6.6).
 _RPC_PROC_IDS = {
@@ -331,11 +352,17 @@ def parse_prelogin(payload: bytes) -> dict[int, bytes]:
     return options
 
 
-def encode_prelogin_response() -> bytes:
+def client_encryption(payload: bytes) -> int:
+    """The ENCRYPTION option of a client's PRELOGIN (a client that sends none cannot encrypt)."""
+    value = parse_prelogin(payload).get(PreloginOption.ENCRYPTION, b"")
+    return value[0] if value else ENCRYPT_NOT_SUP
+
+
+def encode_prelogin_response(encryption: int = ENCRYPT_NOT_SUP) -> bytes:
     major, minor, build = PRODUCT_VERSION
     options = [
         (PreloginOption.VERSION, struct.pack(">BBHH", major, minor, build, 0)),
-        (PreloginOption.ENCRYPTION, bytes([ENCRYPT_NOT_SUP])),
+        (PreloginOption.ENCRYPTION, bytes([encryption])),
         (PreloginOption.INSTOPT, b"\x00"),
         (PreloginOption.THREADID, b""),
         (PreloginOption.MARS, b"\x00"),

@@ -44,31 +44,35 @@ METRICS = (
         "Pages in the buffer pool with database content.",
         G,
     ),
-    # Buffer Pool Extension: present (and 0) even when the extension is off.
+    # Buffer Pool Extension: reported (as 0) while the extension is off on Windows, but it is a
+    # Windows Enterprise/Standard feature that Linux and Managed Instance lack, so never required.
     perf.PerfMetric(
         "Extension page reads/sec",
         "mssql_buffer_pool_extension_page_reads_total",
         "Pages read from the Buffer Pool Extension file.",
         C,
+        required=False,
     ),
     perf.PerfMetric(
         "Extension page writes/sec",
         "mssql_buffer_pool_extension_page_writes_total",
         "Pages written to the Buffer Pool Extension file.",
         C,
+        required=False,
     ),
     perf.PerfMetric(
         "Extension allocated pages",
         "mssql_buffer_pool_extension_allocated_pages",
         "Pages of the Buffer Pool Extension file in use.",
         G,
+        required=False,
     ),
 )
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     index = PerfIndex(perf.perf_rows(results, OBJECT.name))
-    perf.export(out, index, METRICS)
+    perf.export(out, ctx, index, METRICS)
     # The raw counter is meaningless without its base row: the ratio is value/base, and absent while the
     # base is 0 (no lookups since start) rather than a misleading 0 or 1.
     ratio = index.ratio("Buffer cache hit ratio", "Buffer cache hit ratio base")

@@ -47,4 +47,4 @@ def node_label(instance_name: str) -> str:
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     index = PerfIndex(perf.perf_rows(results, OBJECT.name))
     for instance in index.instances():
-        perf.export(out, index, METRICS, instance=instance, labels={"node": node_label(instance)})
+        perf.export(out, ctx, index, METRICS, instance=instance, labels={"node": node_label(instance)})

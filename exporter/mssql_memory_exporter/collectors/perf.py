@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..perfcounters import CounterKind, PerfIndex, PerfRow, parse_perf_rows
-from .base import FamilyBuilder, MissingData, Section, SectionResult
+from .base import FamilyBuilder, MissingData, ScrapeContext, Section, SectionResult
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,11 @@ class PerfMetric:
     doc: str
     kind: CounterKind  # what the metric name promises: GAUGE or CUMULATIVE
     scale: float = 1.0  # e.g. 1024 for "(KB)" counters, so metrics are in bytes
+    # Every supported SQL Server (2016 and later) reports a required counter, so its absence or a
+    # cntr_type contradicting the metric means the filter or the server is wrong: the collector fails
+    # rather than succeed with a hole. Optional ones (features some editions or platforms lack) are
+    # skipped.
+    required: bool = True
 
 
 def _quote(text: str) -> str:
@@ -96,29 +101,52 @@ def _by_object(results: Mapping[str, SectionResult]) -> dict[str, list[PerfRow]]
 
 def export(
     out: FamilyBuilder,
+    ctx: ScrapeContext,
     index: PerfIndex,
     metrics: Sequence[PerfMetric],
     instance: str = "",
     labels: Mapping[str, str] | None = None,
 ) -> None:
-    """Export each declared counter present in the index, typed by the row's cntr_type.
+    """Export each declared counter, typed by the row's cntr_type.
 
-    A row whose cntr_type contradicts what the metric name promises is skipped with a warning rather
-    than exported under a name that lies (a `_total` gauge breaks rate(), a gauge that is really a
-    cumulative count plots as an ever-rising line).
+    A row whose cntr_type contradicts what the metric name promises is never exported under a name that
+    lies (a `_total` gauge breaks rate(), a gauge that is really a cumulative count plots as an
+    ever-rising line). A required counter missing or mistyped raises MissingData naming every such
+    counter; an optional one is skipped, with a warning when it is mistyped.
     """
+    problems: list[str] = []
+    where = f" of instance {instance!r}" if instance else ""
     for spec in metrics:
         row = index.get(spec.counter, instance)
         if row is None:
+            if spec.required:
+                problems.append(f"counter {spec.counter!r}{where} missing")
             continue
         if row.kind is not spec.kind:
-            log.warning(
-                "counter type does not match metric",
-                extra={"counter": spec.counter, "expected": spec.kind.value, "got": row.kind.value},
-            )
+            if spec.required:
+                problems.append(
+                    f"counter {spec.counter!r}{where} has type {row.kind.value}, expected {spec.kind.value}"
+                )
+            else:
+                log.warning(
+                    "counter type does not match metric",
+                    extra={
+                        "target": target_name(ctx),
+                        "counter": spec.counter,
+                        "instance": instance,
+                        "expected": spec.kind.value,
+                        "got": row.kind.value,
+                    },
+                )
             continue
         value = row.value * spec.scale
         if spec.kind is CounterKind.CUMULATIVE:
             out.counter(spec.metric, spec.doc, value, labels)
         else:
             out.gauge(spec.metric, spec.doc, value, labels)
+    if problems:
+        raise MissingData("; ".join(problems))
+
+
+def target_name(ctx: ScrapeContext) -> str:
+    return str(getattr(ctx.target, "name", "") or "")

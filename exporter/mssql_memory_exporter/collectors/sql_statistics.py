@@ -23,4 +23,4 @@ OBJECT = perf.PerfObject("SQL Statistics", tuple(m.counter for m in METRICS))
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
-    perf.export(out, PerfIndex(perf.perf_rows(results, OBJECT.name)), METRICS)
+    perf.export(out, ctx, PerfIndex(perf.perf_rows(results, OBJECT.name)), METRICS)

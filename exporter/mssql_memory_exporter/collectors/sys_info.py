@@ -21,10 +21,20 @@ SECTION = Section(
     requires=("sys.dm_os_sys_info",),
 )
 
-# The two clocks drift by milliseconds between scrapes; a start time that wobbled by a second would
-# look like a restart to changes()/resets-based rules, so small moves keep the earlier value.
-JITTER_SECONDS = 5.0
+# The tick counter and the wall clock drift apart (crystal error, NTP slewing the wall clock only), so
+# the computed start wobbles, and over weeks of uptime it wanders by more than seconds. A start time
+# that moved would look like a restart to changes()/resets-based rules, so moves within the tolerance
+# keep the earlier value. The tolerance grows with uptime at 100 ppm (8.6 s per day up), beyond what
+# clocks drift; a real restart moves the start by about the previous uptime and resets the uptime,
+# so it always shows.
+JITTER_FLOOR_SECONDS = 5.0
+JITTER_PER_SECOND_UP = 1e-4
 MEMO_KEY = "start_time_seconds"
+
+
+def jitter_tolerance(uptime_seconds: float) -> float:
+    """How far the computed start time may move, at this uptime, before it counts as a new start."""
+    return max(JITTER_FLOOR_SECONDS, JITTER_PER_SECOND_UP * uptime_seconds)
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
@@ -36,9 +46,10 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         )
         if now_ms is None or ticks is None or start_ticks is None:
             return
-        start = round((int(now_ms) - (int(ticks) - int(start_ticks))) / 1000.0)  # type: ignore[call-overload]
+        uptime_ms = int(ticks) - int(start_ticks)  # type: ignore[call-overload]
+        start = round((int(now_ms) - uptime_ms) / 1000.0)  # type: ignore[call-overload]
         previous = ctx.memo.get(MEMO_KEY)
-        if isinstance(previous, float) and abs(previous - start) < JITTER_SECONDS:
+        if isinstance(previous, float) and abs(previous - start) < jitter_tolerance(uptime_ms / 1000.0):
             start = previous
         ctx.memo[MEMO_KEY] = float(start)
         out.gauge("mssql_start_time_seconds", "Unix time the SQL Server instance started.", float(start))
