@@ -31,7 +31,9 @@ targets:
     labels: {scenario: $scenario}
     auth_module: demo
 YAML
-PYTHONPATH=. .venv/bin/python -m tests.standin --scenario "$scenario" --port "$port" &
+# STANDIN_ARGS: faults on a timetable for the demo, e.g. "--fault hang_batch@60-90" (tests/standin/schedule.py).
+# shellcheck disable=SC2086
+PYTHONPATH=. .venv/bin/python -m tests.standin --scenario "$scenario" --port "$port" ${STANDIN_ARGS:-} &
 standin=$!
 trap 'kill $standin 2>/dev/null || true' EXIT
 cat >&2 <<BANNER

@@ -1,5 +1,9 @@
 """Run the stand-in on its own: `python -m tests.standin --scenario memory-pressure --port 14330`.
 
+From the repository root with the project's venv: `PYTHONPATH=. .venv/bin/python -m tests.standin ...`.
+Faults can be put on a timetable (see tests/standin/schedule.py): `--fault hang_batch@60-90`,
+`--deny sys.dm_os_sys_info:229@30`, `--restart-every 600`.
+
 The login password comes from the environment (MSSQL_STANDIN_PASSWORD), never from the command line,
 where any user of the machine could read it.
 """
@@ -12,9 +16,11 @@ import os
 import signal
 import sys
 import threading
+import time
 
 from .handler import ScenarioHandler
 from .scenario import Instance, Scenario
+from .schedule import FAULT_KINDS, FaultSchedule, parse_deny, parse_fault
 from .server import StandInServer
 
 
@@ -24,7 +30,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=14330)
     parser.add_argument("--user", default="exporter")
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND[@START[-END]]",
+        help=f"misbehave from START to END seconds after start (repeatable); KIND: {', '.join(FAULT_KINDS)}",
+    )
+    parser.add_argument(
+        "--deny",
+        action="append",
+        default=[],
+        metavar="VIEW[:ERROR][@START[-END]]",
+        help="answer this view with a permission error, 300 (default) or 229 (repeatable)",
+    )
+    parser.add_argument(
+        "--restart-every", type=float, default=None, metavar="SECONDS", help="restart, dropping sessions"
+    )
     args = parser.parse_args(argv)
+    try:
+        faults = [parse_fault(spec) for spec in args.fault]
+        denials = [parse_deny(spec) for spec in args.deny]
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.restart_every is not None and args.restart_every <= 0:
+        parser.error("--restart-every must be positive")
     password = os.environ.get("MSSQL_STANDIN_PASSWORD")
     if not password:
         print("error: set MSSQL_STANDIN_PASSWORD to the password the stand-in should accept", file=sys.stderr)
@@ -36,15 +66,24 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: scenario {args.scenario}: {exc}", file=sys.stderr)
         return 2
-    server = StandInServer(
-        ScenarioHandler(Instance(scenario), user=args.user, password=password), args.host, args.port
-    )
+    handler = ScenarioHandler(Instance(scenario), user=args.user, password=password)
+    server = StandInServer(handler, args.host, args.port)
     port = server.start()
     logging.info("SQL Server stand-in playing %r on %s:%d", scenario.name, args.host, port)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    schedule = FaultSchedule(handler, faults, denials, args.restart_every)
+    started = time.monotonic()
+    schedule.apply(0.0)
+    for spec in [*args.fault, *args.deny]:
+        logging.info("fault scheduled: %s", spec)
+    scheduler = threading.Thread(
+        target=schedule.run, args=(lambda: time.monotonic() - started, stop), daemon=True
+    )
+    scheduler.start()
     stop.wait()
+    scheduler.join(2)
     server.stop()
     return 0
 
