@@ -19,7 +19,7 @@ import pytest
 from mssql_memory_exporter import freetds
 
 from tests.conftest import TEST_PASSWORD, make_config, scrape, value
-from tests.standin.certs import Pem, issue_server, make_ca
+from tests.standin.certs import Pem, standard_pki
 from tests.standin.handler import ScenarioHandler
 from tests.standin.scenario import Clock, Instance, Scenario
 from tests.standin.server import StandInServer, tls_context
@@ -33,14 +33,7 @@ TARGET_METRIC = "mssql_page_life_expectancy_seconds"
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pem]:
-    root = tmp_path_factory.mktemp("pki")
-    ca, other = make_ca(root, "ca"), make_ca(root, "other-ca", "Some other CA")
-    return {
-        "ca": ca,
-        "other": other,
-        "server": issue_server(ca, root, "server", ("localhost", "127.0.0.1")),
-        "wrong-name": issue_server(ca, root, "wrong-name", ("db.example.org",)),
-    }
+    return standard_pki(tmp_path_factory.mktemp("pki"))
 
 
 @dataclass

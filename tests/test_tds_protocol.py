@@ -22,7 +22,7 @@ import pyodbc
 import pytest
 
 from tests.standin import tds
-from tests.standin.certs import Pem, issue_server, make_ca
+from tests.standin.certs import Pem, standard_pki
 from tests.standin.server import BatchAnswer, Session, StandInServer, driver_reply, tls_context
 from tests.standin.tds import (
     Column,
@@ -661,14 +661,7 @@ def test_drop_sessions_closes_every_connection_and_keeps_listening(server, handl
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pem]:
-    root = tmp_path_factory.mktemp("pki")
-    ca, other = make_ca(root, "ca"), make_ca(root, "other-ca", "Some other CA")
-    return {
-        "ca": ca,
-        "other": other,
-        "server": issue_server(ca, root, "server", ("localhost", "127.0.0.1")),
-        "wrong-name": issue_server(ca, root, "wrong-name", ("db.example.org",)),
-    }
+    return standard_pki(tmp_path_factory.mktemp("pki"))
 
 
 @pytest.fixture

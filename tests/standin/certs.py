@@ -94,3 +94,15 @@ def issue_server(ca: Pem, directory: Path, stem: str = "server", names: tuple[st
         .sign(ca._key_obj, hashes.SHA256())
     )
     return _write(directory, stem, cert, key)
+
+
+def standard_pki(directory: Path) -> dict[str, Pem]:
+    """What the TLS tests need: a CA, a stranger CA, a server certificate for localhost/127.0.0.1 from
+    the CA, and one from the CA for a name the tests never connect to."""
+    ca, other = make_ca(directory, "ca"), make_ca(directory, "other-ca", "Some other CA")
+    return {
+        "ca": ca,
+        "other": other,
+        "server": issue_server(ca, directory, "server", ("localhost", "127.0.0.1")),
+        "wrong-name": issue_server(ca, directory, "wrong-name", ("db.example.org",)),
+    }
