@@ -106,9 +106,10 @@ COUNTING_START_WRITTEN_HELP = (
     "or the known_written reading)."
 )
 WRITTEN_HELP = (
-    "Bytes written to the pool. source=sqlserver: SQL Server's file writes on the pool's volumes, since "
-    "SQL Server started (logical writes, counted once). source=host: the host's disk counters of the "
-    "pool's disks, since boot (each mirror member counts). Neither includes write amplification in the SSD."
+    "Bytes written to the pool. source=sqlserver: SQL Server's file writes on the pool's volumes, counted "
+    "by the exporter since it started (logical writes, counted once). source=host: the host's disk "
+    "counters of the pool's disks, since boot (each mirror member counts). Neither includes write "
+    "amplification in the SSD. Where counting starts: mssql_ssd_pool_counting_start_timestamp_seconds."
 )
 
 
