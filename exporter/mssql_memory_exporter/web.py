@@ -20,7 +20,7 @@ import socketserver
 import ssl
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, NamedTuple, cast
@@ -32,13 +32,12 @@ from prometheus_client import (
     GCCollector,
     PlatformCollector,
     ProcessCollector,
-    generate_latest,
 )
 from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
 
 from mssql_memory_exporter import __version__
 from mssql_memory_exporter.config import TARGET_NAME_MAX, ExporterConfig, TargetConfig
+from mssql_memory_exporter.exposition import render
 from mssql_memory_exporter.webconfig import AUTH_REALM, BasicAuthChecker, WebConfigSource, WebState
 
 __all__ = [
@@ -187,16 +186,6 @@ def _cut(text: str) -> str:
     return text if len(text) <= LOGGED_VALUE_MAX else text[:LOGGED_VALUE_MAX] + "..."
 
 
-class _Families(Collector):
-    """Hands ready-made families to a registry; the probe function has done the collecting."""
-
-    def __init__(self, families: Iterable[Metric]) -> None:
-        self._families = list(families)
-
-    def collect(self) -> Iterator[Metric]:
-        yield from self._families
-
-
 def merge_families(*groups: Iterable[Metric]) -> list[Metric]:
     """One family per name: the host collector and the default target both report
     mssql_exporter_collector_success, and an exposition with a name twice is invalid."""
@@ -215,12 +204,17 @@ def merge_families(*groups: Iterable[Metric]) -> list[Metric]:
     return list(merged.values())
 
 
-def _own_metrics_registry() -> CollectorRegistry:
+def _process_metrics_registry() -> CollectorRegistry:
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     return registry
+
+
+# The process, Python and GC collectors read /proc and the interpreter afresh on every collect(), so one
+# registry serves every request; building it per request only repeated their set-up.
+_PROCESS_METRICS = _process_metrics_registry()
 
 
 def _index_page(config: ExporterConfig) -> bytes:
@@ -474,24 +468,21 @@ class _Handler(BaseHTTPRequestHandler):
     def _metrics(self) -> Response:
         name = self._exporter.config.default_target
         target = self._exporter.config.targets[name] if name is not None else None
-        return self._expose(_own_metrics_registry(), target, own=True)
+        return self._expose(target, own=True)
 
     def _probe(self, target: TargetConfig) -> Response:
-        return self._expose(CollectorRegistry(), target)
+        return self._expose(target)
 
-    def _expose(
-        self, registry: CollectorRegistry, target: TargetConfig | None, own: bool = False
-    ) -> Response:
+    def _expose(self, target: TargetConfig | None, own: bool = False) -> Response:
         timeout = scrape_timeout(self.headers.get(SCRAPE_TIMEOUT_HEADER))
         try:
+            process: list[Metric] = list(_PROCESS_METRICS.collect()) if own else []
             groups: list[list[Metric]] = []
             if own and self._exporter.own_metrics is not None:
                 groups.append(self._exporter.own_metrics())
             if target is not None:
                 groups.append(self._exporter.probe(target, timeout))
-            if groups:
-                registry.register(_Families(merge_families(*groups)))
-            body = generate_latest(registry)
+            body = render([*process, *merge_families(*groups)])
         except Exception:
             # The probe is meant to turn SQL failures into mssql_up 0; reaching here is a bug, and
             # one target's bug must not take the server down.
