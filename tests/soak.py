@@ -10,9 +10,11 @@ back on the same port. After the last fault the run waits for every target to be
 a final healthy round whose answers must all be `mssql_up 1`.
 
 The printed report has the exporter's RSS, open descriptors, threads and sockets to the stand-ins (any
-TCP state) after warm-up and at the end. It fails on a bad answer (not a 200 with an `mssql_up` line), a
-final answer that is not up, anything but exactly one established connection per target at the end, any
-growth in threads or descriptors, RSS growth of 5 MB or more, or the test password in the exporter's log.
+TCP state) after warm-up and at the end. Threads are counted without the idle scrape workers the exporter
+keeps for reuse (it reports them on /metrics); those come and go with the number of overlapping scrapes.
+It fails on a bad answer (not a 200 with an `mssql_up` line), a final answer that is not up, anything but
+exactly one established connection per target at the end, any growth in threads or descriptors, a scrape
+worker still busy at rest, RSS growth of 5 MB or more, or the test password in the exporter's log.
 A shorter run is in the test suite (tests/test_soak.py).
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 import tempfile
 import time
@@ -76,8 +79,9 @@ class Target:
 class Snapshot:
     rss: int
     fds: int
-    threads: int
-    sockets: Counter[str]  # TCP state -> sockets from the exporter to a stand-in port
+    threads: int  # without idle scrape workers
+    sockets: Counter[str]
+    busy_workers: int  # TCP state -> sockets from the exporter to a stand-in port
 
     @property
     def connections(self) -> int:
@@ -132,7 +136,8 @@ class Report:
             f"  growth {(self.end.rss - self.start.rss) / 1e6:+.2f} MB"
             f"  (second half {self.second_half_growth() / 1e6:+.2f} MB)",
             f"open fds      start {self.start.fds}  end {self.end.fds}",
-            f"threads       start {self.start.threads}  end {self.end.threads}",
+            f"threads       start {self.start.threads}  end {self.end.threads}  (idle scrape workers"
+            f" not counted; busy ones at the end: {self.end.busy_workers})",
             f"sockets to SQL Server ({self.targets} targets)  start {self.start.connections}"
             f" ({self.start.describe_sockets()})  end {self.end.connections} ({self.end.describe_sockets()})",
             f"test password in exporter output: {'YES' if self.password_leaked else 'no'}",
@@ -153,6 +158,8 @@ class Report:
             )
         if self.end.threads > self.start.threads:
             problems.append(f"threads grew from {self.start.threads} to {self.end.threads}")
+        if self.end.busy_workers:
+            problems.append(f"{self.end.busy_workers} scrape workers still busy at rest")
         if self.end.fds > self.start.fds:
             problems.append(f"open fds grew from {self.start.fds} to {self.end.fds}")
         if self.end.rss - self.start.rss >= RSS_GROWTH_LIMIT:
@@ -162,16 +169,23 @@ class Report:
         return problems
 
 
-def _snapshot(proc: psutil.Process, ports: set[int], readings: int = 5) -> Snapshot:
+def _snapshot(proc: psutil.Process, ports: set[int], base: str, readings: int = 5) -> Snapshot:
     """The exporter at rest: the least of a few readings 0.1 s apart, so an HTTP handler thread or
     socket just finishing does not count while a leaked one (still there every time) does."""
     best: Snapshot | None = None
     for i in range(readings):
         if i:
             time.sleep(0.1)
+        workers = _scrape_workers(base)
         conns = proc.net_connections(kind="tcp")
         sockets = Counter(c.status for c in conns if c.raddr and c.raddr.port in ports)
-        now = Snapshot(proc.memory_info().rss, proc.num_fds(), proc.num_threads(), sockets)
+        now = Snapshot(
+            proc.memory_info().rss,
+            proc.num_fds(),
+            proc.num_threads() - workers["idle"],
+            sockets,
+            workers["busy"],
+        )
         if best is None:
             best = now
         else:
@@ -180,9 +194,23 @@ def _snapshot(proc: psutil.Process, ports: set[int], readings: int = 5) -> Snaps
                 min(best.fds, now.fds),
                 min(best.threads, now.threads),
                 min(best.sockets, now.sockets, key=lambda s: sum(s.values())),
+                min(best.busy_workers, now.busy_workers),
             )
     assert best is not None
     return best
+
+
+def _scrape_workers(base: str) -> dict[str, int]:
+    """The exporter's scrape workers by state, from its own /metrics."""
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    found = {
+        state: int(float(value))
+        for state, value in re.findall(r'^mssql_exporter_scrape_workers\{state="(\w+)"\} (\S+)$', text, re.M)
+    }
+    if set(found) != {"busy", "idle"}:
+        raise RuntimeError("the exporter's /metrics has no mssql_exporter_scrape_workers{state=busy|idle}")
+    return found
 
 
 def _probe(base: str, name: str) -> tuple[int, str]:
@@ -320,7 +348,7 @@ def _drive(
         if _wait_all_up(base, names) is None:
             raise RuntimeError(f"the targets were not all up within {RECOVERY_TIMEOUT_SECONDS:g} s of start")
         round_of(warmup)  # allocator arenas and caches settle before the start snapshot
-        report.start = _snapshot(exporter, ports)
+        report.start = _snapshot(exporter, ports, base)
         started = time.monotonic()
         done = 0
         schedule = soak.schedule()
@@ -344,7 +372,7 @@ def _drive(
         report.recovery_seconds = _wait_all_up(base, names)
         report.final_answers = [_verdict(*answer) for answer in round_of(len(names) * FINAL_ROUNDS)]
         report.seconds = time.monotonic() - started
-        report.end = _snapshot(exporter, ports)
+        report.end = _snapshot(exporter, ports, base)
 
 
 def _wait_all_up(base: str, names: list[str]) -> float | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.conftest import make_config, scrape, value
+from tests.conftest import exposition, make_config, samples_of, scrape, value
 from tests.standin.server import StandInServer
 
 TARGET_METRIC = "mssql_page_life_expectancy_seconds"
@@ -574,3 +574,21 @@ def test_vanished_required_counter_fails_its_collector_only(standin, scraper_for
     got = scrape(scraper, config)
     assert value(got, "mssql_up") == 1
     assert value(got, "mssql_exporter_collector_success", collector="memory_manager") == 0
+
+
+def test_a_worker_stuck_on_a_hung_target_shows_as_busy(standin, scraper_for):
+    from mssql_memory_exporter.connection import WORKERS
+    from mssql_memory_exporter.self_metrics import worker_families
+
+    s = standin("healthy-oltp")
+    config = make_config({"hung": s.target_yaml("hung", query_timeout_seconds=2)})
+    scraper = scraper_for(config)
+    assert value(scrape(scraper, config, target="hung"), "mssql_up") == 1
+    s.handler.faults.hang_batch = True
+    got, _ = timed_scrape(scraper, config, 1.5, target="hung")
+    assert value(got, "mssql_up") == 0
+    busy = samples_of(exposition(worker_families(WORKERS)))
+    assert value(busy, "mssql_exporter_scrape_workers", state="busy") >= 1
+    assert any(t.name == "scrape-hung" for t in threading.enumerate())
+    s.handler.faults.hang_batch = False
+    settle("hung")

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, samples_of, value
 from tests.e2e_stack import Stack
+from tests.test_failures import eventually
 
 
 @pytest.fixture
@@ -64,6 +65,12 @@ def test_probe_metrics_and_errors_over_http(exporter):
     got = samples_of(body)
     assert value(got, "mssql_up") == 1  # the default target
     assert any(name.startswith("process_") for name, _ in got)
+    # The round trips ran on reused workers, all idle again now; none is stuck.
+    assert value(got, "mssql_exporter_scrape_workers", state="idle") >= 1
+    def busy() -> float:
+        return value(samples_of(get(f"{base}/metrics")[1]), "mssql_exporter_scrape_workers", state="busy")
+
+    assert eventually(lambda: busy() == 0)
     status, body = get(f"{base}/probe?target=elsewhere.example.com")
     assert status == 400 and "elsewhere.example.com" in body
     assert len(healthy.server.sessions) == 1 and len(pressure.server.sessions) == 1

@@ -24,9 +24,11 @@ def test_short_soak_with_faults():
     assert report.failures() == [], report.lines()
 
 
-def _snapshot(threads: int = 10, fds: int = 20, sockets: Counter[str] | None = None) -> soak.Snapshot:
+def _snapshot(
+    threads: int = 10, fds: int = 20, sockets: Counter[str] | None = None, busy: int = 0
+) -> soak.Snapshot:
     sockets = Counter({"ESTABLISHED": 4}) if sockets is None else sockets
-    return soak.Snapshot(50_000_000, fds, threads, sockets)
+    return soak.Snapshot(50_000_000, fds, threads, sockets, busy)
 
 
 def _report(**changes: object) -> soak.Report:
@@ -45,6 +47,7 @@ def test_the_verdict_catches_each_kind_of_leak_and_a_stuck_target():
         "expected ESTABLISHED 4": _report(end=_snapshot(sockets=Counter())),
         "CLOSE_WAIT 1": _report(end=_snapshot(sockets=Counter({"ESTABLISHED": 4, "CLOSE_WAIT": 1}))),
         "threads grew from 10 to 11": _report(end=_snapshot(threads=11)),
+        "1 scrape workers still busy": _report(end=_snapshot(busy=1)),
         "open fds grew": _report(end=_snapshot(fds=21)),
         "bad answers": _report(bad_answers=["0: ConnectionResetError()"]),
         "password": _report(password_leaked=True),

@@ -10,6 +10,8 @@ import sys
 import threading
 from types import FrameType
 
+from prometheus_client.core import Metric
+
 from mssql_memory_exporter import __version__
 from mssql_memory_exporter.config import (
     ConfigError,
@@ -140,6 +142,16 @@ def _make_host(config: ExporterConfig, export: bool) -> tuple[object | None, Own
     return host, (lambda: host_families(host)) if export else None
 
 
+def _own_metrics(host_metrics: OwnMetricsFn | None) -> OwnMetricsFn:
+    from mssql_memory_exporter.connection import WORKERS
+    from mssql_memory_exporter.self_metrics import worker_families
+
+    def families() -> list[Metric]:
+        return [*worker_families(WORKERS), *(host_metrics() if host_metrics is not None else [])]
+
+    return families
+
+
 def _stop_on_signals() -> threading.Event:
     """Installed before "listening" is logged: whoever waits for that line may signal at once, and a
     SIGTERM before the handler exists would kill the process instead of stopping it cleanly."""
@@ -218,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     host, own_metrics = _make_host(config, args.collector_host)
     probe, scraper = _make_probe(config, host)
     try:
-        server = make_server(config, probe, args.listen_address, own_metrics, web=web)
+        server = make_server(config, probe, args.listen_address, _own_metrics(own_metrics), web=web)
     except OSError as exc:
         log.error("cannot listen", extra={"address": args.listen_address, "err": str(exc)})
         return EXIT_FAILURE

@@ -1,9 +1,9 @@
 """One persistent ODBC connection per target, used by one scrape at a time.
 
 The driver's own timeouts are whole seconds and, when a server stops answering mid-stream, are not
-always honoured promptly; the scrape therefore runs on a worker thread and the caller stops waiting at
-its deadline. A worker still stuck in the driver keeps the target's lock, so a later scrape reports the
-target down instead of opening a second connection behind its back.
+always honoured promptly; the scrape therefore runs on a worker thread (workers.py) and the caller stops
+waiting at its deadline. A worker still stuck in the driver keeps the target's lock, so a later scrape
+reports the target down instead of opening a second connection behind its back.
 
 A persistent connection can die while it sits idle between scrapes (the instance restarted, failed over,
 or killed the session). The driver only notices when the next batch is sent, so a scrape that finds its
@@ -14,6 +14,7 @@ otherwise every restart would cost one false `mssql_up 0`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import re
@@ -25,6 +26,7 @@ from concurrent.futures import Future
 import pyodbc
 
 from .batch import ResultSet
+from .workers import WorkerPool
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,10 @@ _FREETDS_SOCKET_ERRORS = frozenset({20004, 20006, 20017})
 _FREETDS_PROTOCOL_ERRORS = frozenset({20020})
 # pyodbc formats a diagnostic as "[STATE] [vendor][component]text (native) (SQLFunction)".
 _NATIVE_ERROR = re.compile(r"\((-?\d+)\) \(SQL\w+\)")
+
+
+# Shared by every target: a worker stuck on one target's silent server leaves the others to new threads.
+WORKERS = WorkerPool()
 
 
 class ScrapeFailed(Exception):
@@ -75,10 +81,7 @@ class TargetConnection:
     def run(self, sql: str, deadline: float) -> list[ResultSet]:
         """Send `sql` once and return every result set, or raise ScrapeFailed by `deadline` (monotonic)."""
         future: Future[list[ResultSet]] = Future()
-        worker = threading.Thread(
-            target=self._work, args=(sql, deadline, future), name=f"scrape-{self.name}", daemon=True
-        )
-        worker.start()
+        WORKERS.submit(functools.partial(self._work, sql, deadline, future), f"scrape-{self.name}")
         try:
             return future.result(timeout=max(0.0, deadline - time.monotonic()))
         except TimeoutError:
