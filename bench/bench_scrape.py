@@ -87,11 +87,13 @@ def main() -> int:
         )
         headers, rows = scrape_cost.table_b(costs)
         print_table(
-            "(b) Scrape latency in ms, in process (probe + exposition), vs the same batch and SELECT 1 on a"
-            " second connection",
+            "(b) Scrape latency in ms, in process (probe + exposition), vs the same batch and SELECT 1 on the"
+            " scraper's own connection",
             headers,
             rows,
-            "    exporter-side = scrape total - batch round trip, paired per scrape. Target: < 2 ms median.\n"
+            "    exporter-side = scrape total - round trip of the same batch on the same connection,"
+            " paired per scrape.\n    Target: < 2 ms median. exporter CPU: this process's CPU time during"
+            " the scrape (the stand-in runs in another).\n"
             + load_note(machine),
         )
 

@@ -1,11 +1,13 @@
 """(a) round trips and bytes per scrape; (b) scrape latency and exporter-side time vs a SELECT 1 floor.
 
-The scraper runs in this process (Scraper.probe plus rendering the exposition, no HTTP); the stand-in
-runs in its own process, so the two do not share a GIL. Exporter-side time is a scrape's total minus
-the driver round trip of the same batch on a second connection to the same stand-in, measured right
-after it; `SELECT 1` on that connection is the floor of any round trip. The three are interleaved, so
-machine noise hits all alike. Round trips and bytes are counted by the stand-in on the scraper's own
-session.
+The scraper runs in this process (Scraper.probe plus writing the exposition as the HTTP layer does, no
+HTTP); the stand-in runs in its own process, so the two do not share a GIL. Right after each scrape, the
+same batch and then `SELECT 1` run on the scraper's own connection (same session, same socket, no worker
+thread): exporter-side time is the scrape's total minus that plain round trip of the same batch, and
+`SELECT 1` is the floor of any round trip on that connection. The three are interleaved, so machine
+noise hits all alike. Exporter CPU is this process's CPU time during the scrape alone (the stand-in's is
+in its own process). Round trips and bytes are counted by the stand-in on the scraper's session, over
+scrapes with nothing else sent on it.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import time
 from dataclasses import dataclass
 
 import pyodbc
-from mssql_memory_exporter.config import build_connection_string
+from mssql_memory_exporter.batch import ResultSet
 from mssql_memory_exporter.connection import fetch_all
+from mssql_memory_exporter.exposition import render
 from mssql_memory_exporter.scrape import Scraper
 
 from bench.common import Farm, ms, pct, session_totals, target_yaml
-from tests.conftest import exposition, make_config
+from tests.conftest import make_config
 
 WARMUP = 20
 
@@ -37,6 +40,7 @@ class ScrapeCost:
     refresh_bytes_from_server: int
     refresh_rows: int
     total: list[float]
+    cpu: list[float]
     batch_rt: list[float]
     floor: list[float]
 
@@ -51,45 +55,41 @@ def measure(scenario: str, n: int) -> ScrapeCost:
         target = config.targets["bench"]
         scraper = Scraper(config)
         try:
-            exposition(scraper.probe(target, 10))  # session 0: the scraper's; this first one is a refresh
-            creds = config.credentials_for(target)
-            raw = pyodbc.connect(  # session 1: ours
-                build_connection_string(target, "FreeTDS", creds.password, username=creds.username),
-                autocommit=True,
-            )
-            cursor = raw.cursor()
+            render(scraper.probe(target, 10))  # session 0, the scraper's; this first one is a refresh
+            connection = scraper._states[target.name].connection
             fast_sql = scraper._batch_for(scraper._fast)  # what every scrape between refreshes sends
             for _ in range(WARMUP):
-                exposition(scraper.probe(target, 10))
-                cursor.execute(fast_sql)
-                fetch_all(cursor)
-                cursor.execute("SELECT 1 AS one")
-                cursor.fetchall()
-            # The refresh batch (file names, every volume_refresh_seconds), once, on our session.
-            before = session_totals(farm.stats(), 0, 1)
-            cursor.execute(scraper.batch_sql)
-            refresh_rows = sum(len(rs.rows) for rs in fetch_all(cursor))
-            after = session_totals(farm.stats(), 0, 1)
-            cursor.execute(fast_sql)
-            rows = sum(len(rs.rows) for rs in fetch_all(cursor))
-
+                render(scraper.probe(target, 10))
+            # (a): the scraper alone on its session.
             start = session_totals(farm.stats(), 0, 0)
-            total, batch_rt, floor = [], [], []
             for _ in range(n):
-                t0 = time.perf_counter()
-                exposition(scraper.probe(target, 10))
-                t1 = time.perf_counter()
-                cursor.execute(fast_sql)
-                fetch_all(cursor)
-                t2 = time.perf_counter()
-                cursor.execute("SELECT 1 AS one")
-                cursor.fetchall()
-                t3 = time.perf_counter()
-                total.append(t1 - t0)
-                batch_rt.append(t2 - t1)
-                floor.append(t3 - t2)
+                render(scraper.probe(target, 10))
             end = session_totals(farm.stats(), 0, 0)
-            raw.close()
+            with connection._lock:
+                raw = connection._cnxn
+                assert raw is not None, "the scraper's connection is open after its scrapes"
+                before = session_totals(farm.stats(), 0, 0)
+                refresh_rows = sum(len(rs.rows) for rs in _round_trip(raw, scraper.batch_sql))
+                after = session_totals(farm.stats(), 0, 0)
+                rows = sum(len(rs.rows) for rs in _round_trip(raw, fast_sql))
+            # (b): each scrape, then the same batch and SELECT 1 on the same connection.
+            total, cpu, batch_rt, floor = [], [], [], []
+            for _ in range(n):
+                c0 = time.process_time()
+                t0 = time.perf_counter()
+                render(scraper.probe(target, 10))
+                t1 = time.perf_counter()
+                c1 = time.process_time()
+                with connection._lock:
+                    t2 = time.perf_counter()
+                    _round_trip(raw, fast_sql)
+                    t3 = time.perf_counter()
+                    _round_trip(raw, "SELECT 1 AS one")
+                    t4 = time.perf_counter()
+                total.append(t1 - t0)
+                cpu.append(c1 - c0)
+                batch_rt.append(t3 - t2)
+                floor.append(t4 - t3)
         finally:
             scraper.close()
     return ScrapeCost(
@@ -103,9 +103,19 @@ def measure(scenario: str, n: int) -> ScrapeCost:
         refresh_bytes_from_server=after[2] - before[2],
         refresh_rows=refresh_rows,
         total=total,
+        cpu=cpu,
         batch_rt=batch_rt,
         floor=floor,
     )
+
+
+def _round_trip(raw: pyodbc.Connection, sql: str) -> list[ResultSet]:
+    cursor = raw.cursor()
+    try:
+        cursor.execute(sql)
+        return fetch_all(cursor)
+    finally:
+        cursor.close()
 
 
 def table_a(results: list[ScrapeCost]) -> tuple[list[str], list[list[object]]]:
@@ -142,6 +152,7 @@ def table_b(results: list[ScrapeCost]) -> tuple[list[str], list[list[object]]]:
         "scrape total p50/p99",
         "batch round trip p50/p99",
         "exporter-side p50/p99",
+        "exporter CPU p50/p99",
         "SELECT 1 p50/p99",
     ]
 
@@ -149,7 +160,7 @@ def table_b(results: list[ScrapeCost]) -> tuple[list[str], list[list[object]]]:
         return f"{ms(statistics.median(values), 3)} / {ms(pct(values, 99), 3)}"
 
     rows = [
-        [r.scenario, r.scrapes, pair(r.total), pair(r.batch_rt), pair(r.overhead), pair(r.floor)]
+        [r.scenario, r.scrapes, pair(r.total), pair(r.batch_rt), pair(r.overhead), pair(r.cpu), pair(r.floor)]
         for r in results
     ]
     return headers, rows
@@ -172,6 +183,7 @@ def summary(r: ScrapeCost) -> dict[str, object]:
                 ("total", r.total),
                 ("batch_round_trip", r.batch_rt),
                 ("exporter_side", r.overhead),
+                ("exporter_cpu", r.cpu),
                 ("select1", r.floor),
             )
         },
