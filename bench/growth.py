@@ -1,18 +1,20 @@
 """(c) How exporter-side time and RSS grow with databases (10, 500, 5,000) and NUMA nodes (1, 8, 64).
 
 Per scenario: a stand-in (its own process) and a fresh exporter process with one target, probed over
-HTTP on a keep-alive connection, as Prometheus does. Exporter-side time is each probe's HTTP time minus
-the driver round trip of the same batch, measured from this process on its own connection right
-after it (paired, so noise hits both). Exporter CPU per scrape is the exporter process's CPU time
-(psutil) over the measured scrapes divided by their number: it includes the driver decoding the rows,
-which the subtraction leaves out, and it is the steadier figure. RSS is the exporter process's own:
-after start-up, after the measured scrapes, and its peak (VmHWM).
+HTTP: first n probes on one keep-alive connection, as Prometheus scrapes, then n probes each on a new
+connection. Exporter-side time is each probe's HTTP time minus the driver round trip of the same batch,
+measured from this process on its own connection right after it (paired, so noise hits both).
+Exporter CPU per scrape is the exporter process's CPU time (psutil) over each set of probes divided by
+their number: it includes the driver decoding the rows, which the subtraction leaves out, and it is the
+steadier figure. RSS is the exporter process's own: after start-up, after the measured scrapes, and its
+peak (VmHWM).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyodbc
@@ -40,22 +42,24 @@ class Growth:
     bytes_from_server: float
     first_probe: float
     http: list[float]  # keep-alive connection, as Prometheus scrapes
+    batch_rt: list[float]  # paired with http
     fresh: list[float]  # a new connection per probe
-    batch_rt: list[float]
-    cpu_per_scrape: float
+    fresh_batch_rt: list[float]  # paired with fresh
+    cpu_per_scrape: float  # keep-alive
+    cpu_per_scrape_fresh: float
     rss_idle: float
     rss_after: float
     rss_peak: float
 
     @property
     def overhead(self) -> list[float]:
-        """Exporter-side time: probe on a new connection minus the driver round trip."""
-        return [h - b for h, b in zip(self.fresh, self.batch_rt, strict=True)]
+        """Exporter-side time: probe on the keep-alive connection minus the driver round trip."""
+        return [h - b for h, b in zip(self.http, self.batch_rt, strict=True)]
 
     @property
-    def keepalive_extra(self) -> list[float]:
-        """What a keep-alive probe takes beyond a probe on a new connection (paired)."""
-        return [k - f for k, f in zip(self.http, self.fresh, strict=True)]
+    def overhead_fresh(self) -> list[float]:
+        """Exporter-side time of a probe on a new connection (TCP set-up and a handler thread included)."""
+        return [h - b for h, b in zip(self.fresh, self.fresh_batch_rt, strict=True)]
 
 
 def measure(scenario: str, n: int) -> Growth:
@@ -88,21 +92,23 @@ def measure(scenario: str, n: int) -> Growth:
                 cursor.execute(fast_sql)
                 rows = sum(len(rs.rows) for rs in fetch_all(cursor))
             start = session_totals(farm.stats(), 0, 0)
-            cpu0 = exporter.cpu()
-            http, fresh, batch_rt = [], [], []
-            for _ in range(n):
-                t0 = time.perf_counter()
-                body = client.get(PROBE)
-                t1 = time.perf_counter()
-                get_new_connection(exporter.port, PROBE)
-                t2 = time.perf_counter()
-                cursor.execute(fast_sql)
-                fetch_all(cursor)
-                t3 = time.perf_counter()
-                http.append(t1 - t0)
-                fresh.append(t2 - t1)
-                batch_rt.append(t3 - t2)
-            cpu1 = exporter.cpu()
+
+            def paired(probe: Callable[[], str]) -> tuple[list[float], list[float], float, str]:
+                cpu0 = exporter.cpu()
+                probes, round_trips, body = [], [], ""
+                for _ in range(n):
+                    t0 = time.perf_counter()
+                    body = probe()
+                    t1 = time.perf_counter()
+                    cursor.execute(fast_sql)
+                    fetch_all(cursor)
+                    t2 = time.perf_counter()
+                    probes.append(t1 - t0)
+                    round_trips.append(t2 - t1)
+                return probes, round_trips, (exporter.cpu() - cpu0) / n, body
+
+            http, batch_rt, cpu_keepalive, body = paired(lambda: client.get(PROBE))
+            fresh, fresh_batch_rt, cpu_fresh, _ = paired(lambda: get_new_connection(exporter.port, PROBE))
             end = session_totals(farm.stats(), 0, 0)
             if "mssql_up 1.0" not in body:
                 raise RuntimeError(f"{scenario}: a measured probe failed")
@@ -120,9 +126,11 @@ def measure(scenario: str, n: int) -> Growth:
                 bytes_from_server=(end[2] - start[2]) / (2 * n),
                 first_probe=first_probe,
                 http=http,
-                fresh=fresh,
                 batch_rt=batch_rt,
-                cpu_per_scrape=(cpu1 - cpu0) / (2 * n),
+                fresh=fresh,
+                fresh_batch_rt=fresh_batch_rt,
+                cpu_per_scrape=cpu_keepalive,
+                cpu_per_scrape_fresh=cpu_fresh,
                 rss_idle=rss_idle,
                 rss_after=exporter.rss(),
                 rss_peak=exporter.peak_rss(),
@@ -135,9 +143,10 @@ HEADERS = [
     "bytes from server",
     "first probe",
     "round trip p50",
-    "HTTP probe p50 new conn/keep-alive",
+    "HTTP probe p50 keep-alive/new conn",
     "exporter-side p50/p99",
-    "exporter CPU/scrape",
+    "new conn: exporter-side p50",
+    "exporter CPU/scrape keep-alive/new conn",
     "RSS idle/after/peak MB",
 ]
 
@@ -149,9 +158,10 @@ def _cells(g: Growth) -> list[object]:
         f"{g.bytes_from_server:.0f}",
         f"{ms(g.first_probe, 1)}",
         f"{ms(statistics.median(g.batch_rt))}",
-        f"{ms(statistics.median(g.fresh))} / {ms(statistics.median(g.http))}",
+        f"{ms(statistics.median(g.http))} / {ms(statistics.median(g.fresh))}",
         f"{ms(statistics.median(g.overhead))} / {ms(pct(g.overhead, 99))}",
-        f"{ms(g.cpu_per_scrape)}",
+        f"{ms(statistics.median(g.overhead_fresh))}",
+        f"{ms(g.cpu_per_scrape)} / {ms(g.cpu_per_scrape_fresh)}",
         f"{mb(g.rss_idle)} / {mb(g.rss_after)} / {mb(g.rss_peak)}",
     ]
 
@@ -181,10 +191,12 @@ def summary(g: Growth) -> dict[str, object]:
         "http_probe_new_connection_ms_p99": pct(g.fresh, 99) * 1000,
         "http_probe_keepalive_ms_p50": statistics.median(g.http) * 1000,
         "http_probe_keepalive_ms_p99": pct(g.http, 99) * 1000,
-        "keepalive_minus_new_connection_ms_p50": statistics.median(g.keepalive_extra) * 1000,
         "exporter_side_ms_p50": statistics.median(g.overhead) * 1000,
         "exporter_side_ms_p99": pct(g.overhead, 99) * 1000,
+        "exporter_side_new_connection_ms_p50": statistics.median(g.overhead_fresh) * 1000,
+        "exporter_side_new_connection_ms_p99": pct(g.overhead_fresh, 99) * 1000,
         "exporter_cpu_ms_per_scrape": g.cpu_per_scrape * 1000,
+        "exporter_cpu_ms_per_scrape_new_connection": g.cpu_per_scrape_fresh * 1000,
         "rss_idle_mb": g.rss_idle / 1e6,
         "rss_after_mb": g.rss_after / 1e6,
         "rss_peak_mb": g.rss_peak / 1e6,

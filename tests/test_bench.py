@@ -1,0 +1,49 @@
+"""`make bench` stays runnable, and what it counts (not how fast) holds: one round trip per scrape and per
+probe, no failed probe. Its timings are read by people from its tables, never asserted here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_path):
+    out = tmp_path / "bench.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "exporter"), str(ROOT)])}
+    run = subprocess.run(
+        [
+            sys.executable,
+            "bench/bench_scrape.py",
+            "--quick",
+            "--only",
+            "abd",
+            "--fleet",
+            "5",
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    for title in ("(a) Round trips and bytes", "(b) Scrape latency", "(d) Fleet"):
+        assert title in run.stdout, run.stdout[-2000:]
+    results = json.loads(out.read_text())
+    for cost in results["a_b"]:
+        assert cost["round_trips_per_scrape"] == 1.0, cost
+        assert cost["bytes_from_server"] > 0 and cost["rows"] > 0, cost
+        # A refresh also reads file names and paths: more bytes, still one request.
+        assert cost["refresh_bytes_to_server"] > cost["bytes_to_server"], cost
+        for figure in ("total", "batch_round_trip", "exporter_cpu", "select1"):
+            assert cost["ms"][figure]["p50"] > 0, (figure, cost["ms"])
+    (fleet,) = results["d_fleet"]
+    assert fleet["targets"] == 5 and fleet["probes"] >= 5 and fleet["failed"] == 0, fleet
+    assert fleet["round_trips_per_probe"] == 1.0, fleet
