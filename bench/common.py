@@ -205,12 +205,13 @@ def wait_for_port(port: int, what: str, timeout: float = 60.0) -> None:
     raise RuntimeError(f"{what} did not start listening on port {port}")
 
 
-def child_env() -> dict[str, str]:
+def child_env(code: Path = ROOT) -> dict[str, str]:
+    """The environment of the processes the bench starts; `code` is the checkout whose exporter runs."""
     return {
         **os.environ,
         "MSSQL_STANDIN_PASSWORD": TEST_PASSWORD,
         PASSWORD_ENV: TEST_PASSWORD,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "exporter"), str(ROOT)]),
+        "PYTHONPATH": os.pathsep.join([str(code / "exporter"), str(ROOT)]),
     }
 
 
@@ -302,9 +303,10 @@ def target_yaml(port: int, query_timeout: float = 10, login_timeout: float = 5) 
 
 
 class Exporter:
-    """The exporter as users run it: its own process, configured by file, probed over HTTP."""
+    """The exporter as users run it: its own process, configured by file, probed over HTTP. `code` is the
+    checkout whose exporter package runs (another one for bench/compare.py)."""
 
-    def __init__(self, targets: dict[str, dict[str, object]], name: str) -> None:
+    def __init__(self, targets: dict[str, dict[str, object]], name: str, code: Path = ROOT) -> None:
         BUILD.mkdir(exist_ok=True)
         config_path = BUILD / f"bench-{name}.yml"
         config_path.write_text(
@@ -328,7 +330,7 @@ class Exporter:
                 "--log.level",
                 "warn",
             ],
-            env=child_env(),
+            env=child_env(code),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=None,  # warnings (failed scrapes) show up in the bench output

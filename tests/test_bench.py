@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,3 +50,31 @@ def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_
     (fleet,) = results["d_fleet"]
     assert fleet["targets"] == 5 and fleet["probes"] >= 5 and fleet["failed"] == 0, fleet
     assert fleet["round_trips_per_probe"] == 1.0, fleet
+
+
+def test_compare_runs_two_checkouts_side_by_side_and_cleans_up():
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: nothing to compare against")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "exporter"), str(ROOT)])}
+    argv = ["--ref", "HEAD", "--rounds", "2", "--probes", "5", "--warmup", "2"]
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.compare", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "this checkout" in run.stdout and "this / ref" in run.stdout, run.stdout
+    listed = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "compare-" not in listed.stdout, listed.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "bench.compare", "--ref", "no-such-revision"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0 and "'no-such-revision' is not a commit" in bad.stderr, bad.stderr
