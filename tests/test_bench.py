@@ -15,27 +15,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def run_python(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "exporter"), str(ROOT)])}
+    return subprocess.run(
+        [sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_path):
     out = tmp_path / "bench.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "exporter"), str(ROOT)])}
-    run = subprocess.run(
-        [
-            sys.executable,
-            "bench/bench_scrape.py",
-            "--quick",
-            "--only",
-            "abd",
-            "--fleet",
-            "5",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_python("bench/bench_scrape.py", "--quick", "--only", "abd", "--fleet", "5", "--json", str(out))
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     for title in ("(a) Round trips and bytes", "(b) Scrape latency", "(d) Fleet"):
         assert title in run.stdout, run.stdout[-2000:]
@@ -55,26 +44,10 @@ def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_
 def test_compare_runs_two_checkouts_side_by_side_and_cleans_up():
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: nothing to compare against")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "exporter"), str(ROOT)])}
-    argv = ["--ref", "HEAD", "--rounds", "2", "--probes", "5", "--warmup", "2"]
-    run = subprocess.run(
-        [sys.executable, "-m", "bench.compare", *argv],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_python("-m", "bench.compare", "--ref", "HEAD", "--rounds", "2", "--probes", "5", "--warmup=2")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "this checkout" in run.stdout and "this / ref" in run.stdout, run.stdout
     listed = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert "compare-" not in listed.stdout, listed.stdout
-    bad = subprocess.run(
-        [sys.executable, "-m", "bench.compare", "--ref", "no-such-revision"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    bad = run_python("-m", "bench.compare", "--ref", "no-such-revision", timeout=60)
     assert bad.returncode != 0 and "'no-such-revision' is not a commit" in bad.stderr, bad.stderr
