@@ -1,12 +1,12 @@
 """The Prometheus text format (0.0.4) for the families a scrape returns, written directly.
 
 prometheus_client's `generate_latest` checks and escapes every metric and label name again for every
-sample of every scrape, which was half of the exporter's own time per probe (0.65 of 1.3 ms, measured by
-`make bench`). Our names are fixed in the code, so here each name is checked once per process and the
-per-sample work is the label values and the number. The output is byte for byte what `generate_latest`
-writes (tests hold it to that); a family outside the plain gauge/counter/info shape (histograms,
-timestamps, exemplars, OpenMetrics-only samples, names that would need escaping) sends the whole body
-to `generate_latest`.
+sample of every scrape: 0.62 ms for a typical target, as long as all the collectors together (measured
+by replaying a scrape; docs/performance.md, finding 5). Our names are fixed in the code, so here each
+name is checked once per process and the per-sample work is the label values and the number. The
+output is byte for byte what `generate_latest` writes (tests hold it to that); a family outside the
+plain gauge/counter/info shape (histograms, timestamps, exemplars, OpenMetrics-only samples, names that
+would need escaping) sends the whole body to `generate_latest`.
 """
 
 from __future__ import annotations
