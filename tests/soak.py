@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import re
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
+from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, samples_of, value
 from tests.e2e_stack import Stack
 from tests.standin.handler import ScenarioHandler
 from tests.standin.scenario import Instance, Scenario
@@ -80,8 +79,8 @@ class Snapshot:
     rss: int
     fds: int
     threads: int  # without idle scrape workers
-    sockets: Counter[str]
-    busy_workers: int  # TCP state -> sockets from the exporter to a stand-in port
+    sockets: Counter[str]  # TCP state -> sockets from the exporter to a stand-in port
+    busy_workers: int
 
     @property
     def connections(self) -> int:
@@ -201,16 +200,12 @@ def _snapshot(proc: psutil.Process, ports: set[int], base: str, readings: int = 
 
 
 def _scrape_workers(base: str) -> dict[str, int]:
-    """The exporter's scrape workers by state, from its own /metrics."""
+    """The exporter's scrape workers by state, from its own /metrics (a missing one fails, named)."""
     with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    found = {
-        state: int(float(value))
-        for state, value in re.findall(r'^mssql_exporter_scrape_workers\{state="(\w+)"\} (\S+)$', text, re.M)
+        samples = samples_of(response.read().decode())
+    return {
+        state: int(value(samples, "mssql_exporter_scrape_workers", state=state)) for state in ("busy", "idle")
     }
-    if set(found) != {"busy", "idle"}:
-        raise RuntimeError("the exporter's /metrics has no mssql_exporter_scrape_workers{state=busy|idle}")
-    return found
 
 
 def _probe(base: str, name: str) -> tuple[int, str]:
