@@ -11,6 +11,10 @@ from mssql_memory_exporter.workers import IDLE_NAME, WorkerPool
 from tests.test_failures import eventually
 
 
+def idle(pool: WorkerPool) -> int:
+    return pool.counts()[1]
+
+
 def run_and_wait(pool: WorkerPool, name: str = "scrape-a") -> tuple[int, str]:
     seen: list[tuple[int, str]] = []
     done = threading.Event()
@@ -27,13 +31,13 @@ def run_and_wait(pool: WorkerPool, name: str = "scrape-a") -> tuple[int, str]:
 def test_sequential_jobs_reuse_one_thread_named_after_the_job():
     pool = WorkerPool(idle_seconds=30)
     first = run_and_wait(pool, "scrape-a")
-    assert eventually(lambda: pool.idle_count == 1, 5)
+    assert eventually(lambda: idle(pool) == 1, 5)
     idents = {run_and_wait(pool, f"scrape-{i}")[0] for i in range(50)}
     assert idents == {first[0]}
     assert first[1] == "scrape-a"
     assert run_and_wait(pool, "scrape-b")[1] == "scrape-b"
     # Parked, it no longer carries the target's name (tests wait on that name to see a worker settle).
-    assert eventually(lambda: pool.idle_count == 1, 5)
+    assert eventually(lambda: idle(pool) == 1, 5)
     assert not any(t.name == "scrape-b" for t in threading.enumerate())
     assert any(t.name == IDLE_NAME and t.ident == first[0] for t in threading.enumerate())
 
@@ -63,7 +67,7 @@ def test_idle_workers_exit():
     pool = WorkerPool(idle_seconds=0.2)
     ident, _ = run_and_wait(pool)
     assert eventually(lambda: not any(t.ident == ident for t in threading.enumerate()), 5)
-    assert pool.idle_count == 0
+    assert idle(pool) == 0
     run_and_wait(pool)  # and a new one starts when needed
 
 
@@ -92,7 +96,7 @@ def test_every_job_runs_once_when_workers_time_out_as_jobs_arrive():
 def test_a_failing_job_is_logged_and_the_worker_lives_on(caplog):
     pool = WorkerPool(idle_seconds=30)
     ident, _ = run_and_wait(pool)
-    assert eventually(lambda: pool.idle_count == 1, 5)
+    assert eventually(lambda: idle(pool) == 1, 5)
 
     def boom() -> None:
         raise RuntimeError("bug in a job")
@@ -100,5 +104,5 @@ def test_a_failing_job_is_logged_and_the_worker_lives_on(caplog):
     with caplog.at_level(logging.ERROR, logger="mssql_memory_exporter.workers"):
         pool.submit(boom, "scrape-boom")
         assert eventually(lambda: any("job failed" in r.getMessage() for r in caplog.records), 5)
-    assert eventually(lambda: pool.idle_count == 1, 5)
+    assert eventually(lambda: idle(pool) == 1, 5)
     assert run_and_wait(pool)[0] == ident

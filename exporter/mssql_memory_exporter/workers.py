@@ -45,11 +45,6 @@ class WorkerPool:
         else:
             worker.give(job, name)
 
-    @property
-    def idle_count(self) -> int:
-        with self._lock:
-            return len(self._idle)
-
     def counts(self) -> tuple[int, int]:
         """(busy, idle) workers. A busy one that stays busy is stuck in the driver on a silent server."""
         with self._lock:
