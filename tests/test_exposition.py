@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from mssql_memory_exporter import exposition
 from mssql_memory_exporter.batch import ResultSet, render_batch, route, sections_of
 from mssql_memory_exporter.collectors import COLLECTORS
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext
 from mssql_memory_exporter.web import _PROCESS_METRICS
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -27,6 +26,7 @@ from prometheus_client.samples import Exemplar, Sample
 from tests.conftest import exposition as reference
 from tests.standin.scenario import Clock, Instance, Scenario
 from tests.standin.tsql import Interpreter
+from tests.test_fuzz import collected_families
 
 SCENARIOS = sorted(p.stem for p in (Path(__file__).parent / "standin" / "scenarios").glob("*.yml"))
 SECTIONS = sections_of(COLLECTORS)
@@ -40,18 +40,7 @@ def scenario_families(scenario: str, labels: dict[str, str]) -> list[Metric]:
     sets = [
         ResultSet(tuple(c.name for c in r.columns), list(r.rows)) for r in Interpreter(instance).run(BATCH)
     ]
-    results = route(sets, SECTIONS)
-    out = FamilyBuilder(labels)
-    ctx = ScrapeContext(now=1_700_000_000.0, workload="oltp", memo={})
-    for module in COLLECTORS:
-        if all(results[tag].error is None for tag in module.sections):
-            scratch = out.child()
-            try:
-                module.collect(results, ctx, scratch)
-            except Exception:
-                continue
-            out.merge(scratch)
-    return out.families()
+    return collected_families(route(sets, SECTIONS), labels)
 
 
 @pytest.fixture
