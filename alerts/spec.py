@@ -65,6 +65,10 @@ class Spec:
     def selector(self) -> str:
         return str(self.get("selector"))
 
+    @property
+    def exporter_selector(self) -> str:
+        return str(self.get("exporter_selector"))
+
     def runbook(self, alert: str) -> str:
         return f"{str(self.get('runbook_base_url')).rstrip('/')}/{alert}.md"
 
