@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .spec import Spec, load
+from .spec import Spec, duration_seconds, load
 
 RULES_DIR = Path(__file__).resolve().parent / "rules"
 HEADER = (
@@ -27,6 +27,42 @@ INSTANCE = "job, instance"
 
 def _m(spec: Spec, metric: str) -> str:
     return f"{metric}{{{spec.selector}}}"
+
+
+# Where a series' first sample is looked for: fine steps close to now, coarse ones further back. A step
+# finds a sample only at or after the first one, so each tier errs late by at most its step (a shorter span,
+# a higher rate: never an understated projection): at most 1 minute while the data is under 2 hours old,
+# 10 minutes (8% at 2 h, less later) up to a day, an hour (4% at 1 d) beyond. 432 subquery steps per
+# series and evaluation for a 7-day window, against 10,080 for 1-minute steps throughout.
+_COVERAGE_TIERS = ((7200, "1m"), (86400, "10m"), (None, "1h"))
+
+
+def _first_sample_timestamp(series: str, window: str) -> str:
+    seconds = duration_seconds(window)
+    tiers: list[str] = []
+    for reach, step in _COVERAGE_TIERS:
+        span = window if reach is None or reach >= seconds else f"{reach // 3600}h"
+        if duration_seconds(step) * 10 > seconds:  # the end-to-end tests' short windows
+            step = f"{max(1, int(seconds // 60))}s"
+        tiers.append(f"min_over_time(timestamp({series})[{span}:{step}])")
+        if reach is None or reach >= seconds:
+            break
+    # Each tier's result is the timestamp of a real sample, so the earliest of them is the best estimate.
+    first = tiers[0]
+    for tier in tiers[1:]:
+        first = f"({first} <= {tier}\n  or {tier})"
+    return first
+
+
+def _coverage(series: str, window: str) -> str:
+    """Seconds of data `series` has in Prometheus within the last `window`: from its first sample there
+    to its latest, capped at the window. A young Prometheus (or a new target) has less than the window.
+    The latest sample, not now: increase() stops extrapolating half an interval after it, so during a
+    scrape gap a span up to now would make the rate read low."""
+    return (
+        f"clamp_max(\n  timestamp({series})\n  - {_first_sample_timestamp(series, window)},\n"
+        f"  {_num(duration_seconds(window))}\n)"
+    )
 
 
 def _num(value: float) -> str:
@@ -83,14 +119,29 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
         },
     ]
     tempdb = _m(spec, "mssql_tempdb_file_written_bytes_total")
-    for key in ("short_rate_window", "long_rate_window"):
-        name = spec.get(f"tempdb.{key}")
-        rules.append(
-            {
-                "record": f"instance:mssql_tempdb_written_bytes:rate{name}",
-                "expr": f"sum without (file, volume) (rate({tempdb}[{spec.window(f'tempdb.{key}')}]))",
-            }
-        )
+    short_name, long_name = spec.get("tempdb.short_rate_window"), spec.get("tempdb.long_rate_window")
+    long_window = spec.window("tempdb.long_rate_window")
+    tempdb_long = f"instance:mssql_tempdb_written_bytes:rate{long_name}"
+    rules += [
+        {
+            "record": f"instance:mssql_tempdb_written_bytes:rate{short_name}",
+            "expr": f"sum without (file, volume) (rate({tempdb}[{spec.window('tempdb.short_rate_window')}]))",
+        },
+        {
+            # The instance's span (mssql_up, one series per instance, rather than every file's): a file
+            # added later wrote nothing before it existed, and its counter's increase says so.
+            "record": f"{tempdb_long}_coverage_seconds",
+            "expr": _coverage(_m(spec, "mssql_up"), long_window),
+        },
+        {
+            # Over the span observed, not the whole window: a young Prometheus must not understate it.
+            "record": tempdb_long,
+            "expr": (
+                f"sum without (file, volume) (increase({tempdb}[{long_window}]))\n"
+                f"/ on ({INSTANCE}) group_left () ({tempdb_long}_coverage_seconds > 0)"
+            ),
+        },
+    ]
     rules.append(
         {
             "record": f"volume:mssql_written_bytes:{suffix}",
@@ -117,12 +168,35 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
     # without one (the exporter's config keeps the reading on or after that date; the filter takes the
     # later of the two anyway).
     anchor = f"(\n      {known_at}\n      >= on ({pool}) {in_service}\n    )\n    or on ({pool}) {in_service}"
-    return [
+    long_window, short_window = (
+        spec.window("endurance.projection_rate_window"),
+        spec.window("endurance.short_rate_window"),
+    )
+    if duration_seconds(short_window) > duration_seconds(long_window):
+        raise ValueError("endurance.short_rate_window must not be longer than projection_rate_window")
+    rates: list[dict[str, Any]] = [
+        {"record": f"{long_rate}_coverage_seconds", "expr": _coverage(written, long_window)},
         {
-            "record": f"pool:mssql_ssd_written_bytes:rate{short_name}",
-            "expr": f"rate({written}[{spec.window('endurance.short_rate_window')}])",
+            # The short window's span is the long one's, capped: one subquery per series, not two.
+            "record": f"pool:mssql_ssd_written_bytes:rate{short_name}_coverage_seconds",
+            "expr": f"clamp_max({long_rate}_coverage_seconds, {_num(duration_seconds(short_window))})",
         },
-        {"record": long_rate, "expr": f"rate({written}[{spec.window('endurance.projection_rate_window')}])"},
+    ]
+    for name, window in ((short_name, short_window), (long_name, long_window)):
+        rate = f"pool:mssql_ssd_written_bytes:rate{name}"
+        rates += [
+            {
+                # increase() over the window / the span of it Prometheus holds: rate() would divide a
+                # young series' few minutes of writes by the whole window and understate it 100-fold.
+                # The span runs from the first sample found (at most one subquery step late) to the
+                # latest, and increase() extrapolates up to half a scrape interval beyond both ends: all
+                # of it errs high (by under 1% after an hour of 15 s scrapes), never low.
+                "record": rate,
+                "expr": f"increase({written}[{window}])\n/ ({rate}_coverage_seconds > 0)",
+            },
+        ]
+    return [
+        *rates,
         {
             # write rate x planned lifetime / rated endurance: the Micron brief's projection, in bytes.
             "record": "pool:mssql_ssd_endurance_projected_used:ratio",
@@ -138,7 +212,8 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # restart moves the counting start together with the counter's return to 0.
             "record": counted,
             "expr": (
-                f"{written}\n- on ({pool}, source) {_m(spec, 'mssql_ssd_pool_counting_start_written_bytes')}"
+                f"{written}\n- on ({pool}, source) group_left ()"
+                f" {_m(spec, 'mssql_ssd_pool_counting_start_written_bytes')}"
             ),
         },
         {
@@ -146,7 +221,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # that gap (and a previous exporter process's count, which the counter no longer holds).
             "record": unobserved,
             "expr": (
-                f"{long_rate}\n* on ({pool}, source) clamp_min(\n"
+                f"{long_rate}\n* on ({pool}, source) group_left () clamp_min(\n"
                 f"  {_m(spec, 'mssql_ssd_pool_counting_start_timestamp_seconds')}\n"
                 f"  - on ({pool}) group_left () (\n    {anchor}\n  ),\n  0\n)"
             ),
@@ -155,7 +230,8 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # Known (the drives' reading, 0 without one) + unobserved (extrapolated) + counted.
             "record": "pool:mssql_ssd_written_bytes_since_in_service:estimate",
             "expr": (
-                f"{counted}\n+ on ({pool}, source) {unobserved}\n+ on ({pool}) group_left () (\n"
+                f"{counted}\n+ on ({pool}, source) group_left () {unobserved}\n"
+                f"+ on ({pool}) group_left () (\n"
                 f"  {_m(spec, 'mssql_ssd_pool_known_written_bytes')}\n"
                 f"  or on ({pool}) 0 * {in_service}\n)"
             ),
@@ -163,9 +239,11 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
         {
             "record": "pool:mssql_ssd_endurance_remaining_seconds",
             "expr": (
+                # Both joins keep the left side's labels (the target's own, env included): a one-to-one
+                # `on (...)` keeps only the `on` labels, and the next join then matches nothing.
                 f"clamp_min(\n  (\n    {_m(spec, 'mssql_ssd_pool_rated_endurance_bytes')}\n"
                 f"    - on ({pool}) group_right () pool:mssql_ssd_written_bytes_since_in_service:estimate\n"
-                f"  )\n  / {long_rate},\n  0\n)"
+                f"  )\n  / on ({pool}, source) group_left () {long_rate},\n  0\n)"
             ),
         },
     ]
@@ -209,7 +287,9 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     free_min = spec.number("memory.free_memory_bytes.min")
     grants = spec.number("memory.memory_grants_pending.max")
     node_ple = _m(spec, "mssql_buffer_node_page_life_expectancy_seconds")
-    under_floor = f"{node_ple}\n  < on ({INSTANCE}, node) node:mssql_page_life_expectancy_floor:seconds"
+    under_floor = (
+        f"{node_ple}\n  < on ({INSTANCE}, node) group_left () node:mssql_page_life_expectancy_floor:seconds"
+    )
     # After a restart PLE can be no higher than the uptime: a node counts only once the instance has been
     # up longer than the node's floor.
     warmed_up = (
@@ -391,16 +471,24 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
     remaining = "pool:mssql_ssd_endurance_remaining_seconds"
     window = spec.get("endurance.projection_rate_window")
     pool = f"{INSTANCE}, pool"
+    # A projection from a few hours of data is shown on the dashboards but never pages: a bursty first
+    # hour of a new install would otherwise read as a pool worn out in days.
+    enough_data = (
+        f"\nand on ({pool}, source)\n"
+        f"  pool:mssql_ssd_written_bytes:rate{window}_coverage_seconds"
+        f" >= {_num(duration_seconds(spec.get('endurance.alert_min_coverage')))}"
+    )
     # Seconds until the end of the pool's planned life: wearing out after that is no concern.
     life_left = (
         f"(\n    {_m(spec, 'mssql_ssd_pool_in_service_timestamp_seconds')}\n"
-        f"    + on ({pool}) {_m(spec, 'mssql_ssd_pool_planned_lifetime_seconds')}\n    - time()\n  )"
+        f"    + on ({pool}) group_left () {_m(spec, 'mssql_ssd_pool_planned_lifetime_seconds')}\n"
+        "    - time()\n  )"
     )
     rules = [
         _alert(
             spec,
             "MSSQLSSDEnduranceExhaustionProjected",
-            f"{share} > {_num(spec.number('endurance.exhaustion_share'))}",
+            f"{share} > {_num(spec.number('endurance.exhaustion_share'))}{enough_data}",
             "endurance.for",
             "warning",
             "SSD pool {{ $labels.pool }} wears out before its planned life ends",
@@ -413,7 +501,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
         _alert(
             spec,
             "MSSQLSSDEnduranceBudgetHigh",
-            f"{share} > {_num(spec.number('endurance.budget_high_share'))}",
+            f"{share} > {_num(spec.number('endurance.budget_high_share'))}{enough_data}",
             "endurance.for",
             "warning",
             "SSD pool {{ $labels.pool }} uses most of its endurance budget",
@@ -434,7 +522,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
                 # service past its planned life is alerted like any other.
                 f"{remaining} < {_num(limit)}\nunless on ({pool}, source) (\n"
                 f"  {remaining} > on ({pool}) group_left () {life_left}\n"
-                f"  and on ({pool}) {life_left} > 0\n)",
+                f"  and on ({pool}) {life_left} > 0\n){enough_data}",
                 "endurance.remaining_for",
                 severity,
                 "SSD pool {{ $labels.pool }} runs out of rated endurance soon",

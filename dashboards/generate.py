@@ -949,7 +949,8 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             "Bps",
             [
                 Query(
-                    f"sum by (instance, device) (rate(mssql_host_disk_written_bytes_total{{{HOST}}}"
+                    f"sum by (instance, device) (rate(mssql_host_disk_written_bytes_total"
+                    f"{{{lim.spec.exporter_selector}, {HOST}}}"
                     "[$__rate_interval]))",
                     "{{device}} ({{instance}})",
                 )
@@ -1030,8 +1031,11 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
     host_variable = query_variable(
         "host",
         "Host (exporter)",
-        f"query_result(\n  count by (instance) (mssql_host_disk_written_bytes_total{{{lim.spec.selector}}})\n"
-        f'  or label_replace(vector(1), "instance", "{NO_HOST}", "", "")\n)',
+        # One line: Grafana 9.3 recognises query_result(...) only on a single line; a multi-line one
+        # went to the series API (HTTP 400, a red toast on every load, the variable empty).
+        "query_result(count by (instance) "
+        f"(mssql_host_disk_written_bytes_total{{{lim.spec.exporter_selector}}})"
+        f' or label_replace(vector(1), "instance", "{NO_HOST}", "", ""))',
         "The exporter (its /metrics scrape) that runs with --collector.host on this SQL Server's host. "
         f"Not tied to the chosen instance (no metric links them): it starts at {NO_HOST}; pick the "
         "exporter on this instance's host.",

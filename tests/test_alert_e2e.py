@@ -47,7 +47,7 @@ from tests.standin.scenario import Scenario
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_ALERTMANAGER = ROOT / "alerts" / "alertmanager.yml"
 
-JOB = "mssql"  # matches the rules' selector job=~".*mssql.*", as the production job name does
+JOB = "mssql"  # the rules' selector job="mssql", as the production job name
 FOR = "5s"  # every `for:` of the generated rules
 WINDOW = "20s"  # every rate window: 20 scrapes at 1 s, so one slow scrape barely moves a rate
 PRESSURE_STARTS_AT = 20.0  # scenario second at which memory-pressure.yml turns bad

@@ -696,12 +696,41 @@ def rule_test_files() -> list[Path]:
     return sorted(RULE_TESTS.glob("*.test.yml"))
 
 
-@needs_promtool
-def test_promtool_unit_tests_pass() -> None:
-    files = [str(p.relative_to(ROOT)) for p in rule_test_files()]
+# Rule tests whose values or alert timings still differ under Prometheus 3.x (left-open range windows
+# drop the sample on a window's start; hourly or 5-minute samples put one exactly there). Until their inputs
+# are reshaped like real scrapes (issue 13), they run under 2.42 only; the test below fails as soon as one
+# passes under 3.x, so this list can only shrink.
+PENDING_UNDER_PROMETHEUS3 = {
+    "endurance.test.yml",
+    "endurance_history.test.yml",
+    "memory_rates.test.yml",
+    "recording.test.yml",
+    "recording_daily.test.yml",
+}
+
+
+def rule_test_files_for(promtool: tools.Versioned) -> list[Path]:
+    if promtool.version == tools.PROMETHEUS3_VERSION:
+        return [p for p in rule_test_files() if p.name not in PENDING_UNDER_PROMETHEUS3]
+    return rule_test_files()
+
+
+@pytest.mark.parametrize("promtool", tools.promtool_versions(), ids=str)
+def test_promtool_unit_tests_pass(promtool: tools.Versioned) -> None:
+    tools.check_binary(promtool)
+    files = [str(p.relative_to(ROOT)) for p in rule_test_files_for(promtool)]
     assert files, "no alerts/tests/*.test.yml"
-    result = run([PROMTOOL, "test", "rules", *files], timeout=240)
+    result = run([promtool.path, "test", "rules", *files], timeout=240)
     assert result.returncode == 0, output(result)
+
+
+@pytest.mark.parametrize("name", sorted(PENDING_UNDER_PROMETHEUS3))
+def test_rule_tests_pending_under_prometheus3_still_fail_there(name: str) -> None:
+    promtool = next(p for p in tools.promtool_versions() if p.version == tools.PROMETHEUS3_VERSION)
+    tools.check_binary(promtool)
+    assert (RULE_TESTS / name).exists(), f"{name} is listed as pending but does not exist"
+    result = run([promtool.path, "test", "rules", str(RULE_TESTS / name)], timeout=240)
+    assert result.returncode != 0, f"{name} passes under Prometheus 3 now: take it off the pending list"
 
 
 def load_rule_tests(paths: list[Path]) -> list[dict[str, Any]]:
@@ -731,15 +760,17 @@ def test_every_recording_rule_is_evaluated_by_a_unit_test() -> None:
 
 
 # Jobs of other exporters, used on purpose to prove that the selector ignores them.
-FOREIGN_JOBS = {"node", "other", "windows", "perfmon", "sqlagent"}
+# The exporter's own job (the spec's exporter_selector) is one of them: its /metrics must never count as
+# a SQL Server target.
+FOREIGN_JOBS = {"node", "other", "windows", "perfmon", "sqlagent", "mssql-exporter"}
 SERIES = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)\{(?P<labels>.*)\}$")
 LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 
 def test_input_series_carry_job_and_instance() -> None:
-    selector = re.fullmatch(r'job=~"(.*)"', load_spec().selector)
-    assert selector, "the lint expects the spec's selector to be a job regex"
-    job_regex = re.compile(selector.group(1))
+    selector = re.fullmatch(r'job(=~|=)"(.*)"', load_spec().selector)
+    assert selector, "the lint expects the spec's selector to be one job matcher"
+    job_regex = re.compile(selector.group(2) if selector.group(1) == "=~" else re.escape(selector.group(2)))
     paths = rule_test_files()
     for test in load_rule_tests(paths):
         for item in test.get("input_series", []):

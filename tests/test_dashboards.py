@@ -53,7 +53,7 @@ PROVISIONING = DASHBOARDS / "provisioning"
 DOCS = ROOT / "docs" / "dashboards.md"
 NINE_THREE_SCHEMA = 37  # the dashboard schema version Grafana 9.3 writes (9.1 to 9.4)
 
-JOB = "mssql"  # matches the rules' selector job=~".*mssql.*", as the production job name does
+JOB = "mssql"  # the rules' selector job="mssql", as the production job name
 HOST_JOB = "mssql-exporter"  # the scrape of the exporter's /metrics (host collector), as in the docs
 FOR, WINDOW = "5s", "20s"  # every `for:` and rate window of the generated rules
 # Grafana's built-in variables as Grafana would set them for a short range over 1 s scrapes.
