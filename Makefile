@@ -15,6 +15,7 @@ run:
 # REQUIRE_TEST_TOOLS=1: a missing promtool, amtool, Prometheus, Alertmanager or systemd-analyze fails its
 # tests instead of skipping them (tests/tools.py); bootstrap installs them.
 test: bootstrap lint
+	@bash scripts/prometheus3.sh   # Prometheus 3.13.3 for the rule tests, built once into ~/.cache
 	REQUIRE_TEST_TOOLS=1 bash scripts/test.sh
 
 lint: bootstrap

@@ -29,23 +29,18 @@ def _m(spec: Spec, metric: str) -> str:
     return f"{metric}{{{spec.selector}}}"
 
 
-# Where a series' first sample is looked for: fine steps close to now, coarse ones further back. A step
-# finds a sample only at or after the first one, so each tier errs late by at most its step (a shorter span,
-# a higher rate: never an understated projection): at most 1 minute while the data is under 2 hours old,
-# 10 minutes (8% at 2 h, less later) up to a day, an hour (4% at 1 d) beyond. 432 subquery steps per
-# series and evaluation for a 7-day window, against 10,080 for 1-minute steps throughout.
-_COVERAGE_TIERS = ((7200, "1m"), (86400, "10m"), (None, "1h"))
-
-
-def _first_sample_timestamp(series: str, window: str) -> str:
+def _first_sample_timestamp(spec: Spec, series: str, window: str) -> str:
+    # The spec's endurance.coverage_tiers: fine subquery steps close to now, coarse ones further back. A
+    # step finds a sample only at or after the first one, so each tier errs late by at most its step.
     seconds = duration_seconds(window)
     tiers: list[str] = []
-    for reach, step in _COVERAGE_TIERS:
-        span = window if reach is None or reach >= seconds else f"{reach // 3600}h"
+    for tier in spec.get("endurance.coverage_tiers"):
+        reach, step = str(tier["reach"]), str(tier["step"])
+        last = duration_seconds(reach) >= seconds
         if duration_seconds(step) * 10 > seconds:  # the end-to-end tests' short windows
             step = f"{max(1, int(seconds // 60))}s"
-        tiers.append(f"min_over_time(timestamp({series})[{span}:{step}])")
-        if reach is None or reach >= seconds:
+        tiers.append(f"min_over_time(timestamp({series})[{window if last else reach}:{step}])")
+        if last:
             break
     # Each tier's result is the timestamp of a real sample, so the earliest of them is the best estimate.
     first = tiers[0]
@@ -54,13 +49,13 @@ def _first_sample_timestamp(series: str, window: str) -> str:
     return first
 
 
-def _coverage(series: str, window: str) -> str:
+def _coverage(spec: Spec, series: str, window: str) -> str:
     """Seconds of data `series` has in Prometheus within the last `window`: from its first sample there
     to its latest, capped at the window. A young Prometheus (or a new target) has less than the window.
     The latest sample, not now: increase() stops extrapolating half an interval after it, so during a
     scrape gap a span up to now would make the rate read low."""
     return (
-        f"clamp_max(\n  timestamp({series})\n  - {_first_sample_timestamp(series, window)},\n"
+        f"clamp_max(\n  timestamp({series})\n  - {_first_sample_timestamp(spec, series, window)},\n"
         f"  {_num(duration_seconds(window))}\n)"
     )
 
@@ -131,7 +126,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # The instance's span (mssql_up, one series per instance, rather than every file's): a file
             # added later wrote nothing before it existed, and its counter's increase says so.
             "record": f"{tempdb_long}_coverage_seconds",
-            "expr": _coverage(_m(spec, "mssql_up"), long_window),
+            "expr": _coverage(spec, _m(spec, "mssql_up"), long_window),
         },
         {
             # Over the span observed, not the whole window: a young Prometheus must not understate it.
@@ -175,7 +170,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
     if duration_seconds(short_window) > duration_seconds(long_window):
         raise ValueError("endurance.short_rate_window must not be longer than projection_rate_window")
     rates: list[dict[str, Any]] = [
-        {"record": f"{long_rate}_coverage_seconds", "expr": _coverage(written, long_window)},
+        {"record": f"{long_rate}_coverage_seconds", "expr": _coverage(spec, written, long_window)},
         {
             # The short window's span is the long one's, capped: one subquery per series, not two.
             "record": f"pool:mssql_ssd_written_bytes:rate{short_name}_coverage_seconds",
@@ -473,10 +468,13 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
     pool = f"{INSTANCE}, pool"
     # A projection from a few hours of data is shown on the dashboards but never pages: a bursty first
     # hour of a new install would otherwise read as a pool worn out in days.
+    min_coverage = spec.number("endurance.alert_min_coverage_seconds")
+    if spec.window_override is not None:
+        # The end-to-end tests' windows are seconds long, and the coverage never exceeds the window.
+        min_coverage = min(min_coverage, duration_seconds(spec.window_override) / 2)
     enough_data = (
         f"\nand on ({pool}, source)\n"
-        f"  pool:mssql_ssd_written_bytes:rate{window}_coverage_seconds"
-        f" >= {_num(duration_seconds(spec.get('endurance.alert_min_coverage')))}"
+        f"  pool:mssql_ssd_written_bytes:rate{window}_coverage_seconds >= {_num(min_coverage)}"
     )
     # Seconds until the end of the pool's planned life: wearing out after that is no concern.
     life_left = (

@@ -22,6 +22,7 @@ from alerts.spec import Spec, load
 from .grafana import (
     BLUE,
     GREEN,
+    ORANGE,
     RED,
     Dashboard,
     Json,
@@ -29,6 +30,7 @@ from .grafana import (
     Panel,
     Query,
     Row,
+    Step,
     Thresholds,
     dashboard_link,
     datasource_variable,
@@ -132,6 +134,7 @@ class Limits:
     exhaustion_share: float
     remaining_warning: float
     remaining_critical: float
+    projection_min_coverage: float
 
     @classmethod
     def from_spec(cls, spec: Spec) -> Limits:
@@ -157,6 +160,7 @@ class Limits:
             exhaustion_share=spec.number("endurance.exhaustion_share"),
             remaining_warning=spec.number("endurance.remaining_warning_seconds"),
             remaining_critical=spec.number("endurance.remaining_critical_seconds"),
+            projection_min_coverage=spec.number("endurance.projection_min_coverage_seconds"),
         )
 
     # windows and recording-rule names (the names keep the spec's window, as alerts/generate.py writes them)
@@ -176,6 +180,9 @@ class Limits:
             "tempdb_long": f"instance:mssql_tempdb_written_bytes:rate{self.tempdb_long_window}",
             "pool_short": f"pool:mssql_ssd_written_bytes:rate{self.pool_short_window}",
             "pool_long": f"pool:mssql_ssd_written_bytes:rate{self.pool_long_window}",
+            # Seconds of data the same-named rate rests on (a young Prometheus holds less than the window).
+            "pool_long_coverage": f"pool:mssql_ssd_written_bytes:rate{self.pool_long_window}"
+            "_coverage_seconds",
             "ple_min": "instance:mssql_buffer_node_page_life_expectancy:min",
             "ple_floor": "node:mssql_page_life_expectancy_floor:seconds",
             "uptime": "instance:mssql_uptime:seconds",
@@ -253,9 +260,33 @@ def ple_floor_text(lim: Limits) -> str:
 # --- shared pieces -----------------------------------------------------------------------------------
 
 
-def variables(lim: Limits, multi: bool, extra: list[Json] | None = None) -> list[Json]:
+def variables(
+    lim: Limits, multi: bool, extra: list[Json] | None = None, pools_first: bool = False
+) -> list[Json]:
     selector = lim.spec.selector
     all_value = ".+" if multi else None
+    instance = query_variable(
+        "instance",
+        "Instance",
+        f'label_values(mssql_up{{{selector}, job=~"$job"}}, instance)',
+        "SQL Server targets, as the scrape job labels them (the exporter's target names).",
+        multi=multi,
+        all_value=all_value,
+    )
+    if pools_first:
+        # Instances with SSD pools first, so the dashboard opens on one whose SSD half has data: 1 + the
+        # number of pool series for those, 0 for the rest, sorted descending; one line for Grafana 9.3.
+        instance = query_variable(
+            "instance",
+            "Instance",
+            "query_result(sort_desc(count by (instance) "
+            f'(mssql_ssd_pool_rated_endurance_bytes{{{selector}, job=~"$job"}}) + 1'
+            f' or 0 * count by (instance) (mssql_up{{{selector}, job=~"$job"}})))',
+            "SQL Server targets, as the scrape job labels them; those with SSD pools (ssd_pools in the "
+            "exporter's config) are listed first.",
+            regex='/instance="([^"]+)"/',
+            sort=0,
+        )
     return [
         datasource_variable(),
         query_variable(
@@ -266,14 +297,7 @@ def variables(lim: Limits, multi: bool, extra: list[Json] | None = None) -> list
             multi=multi,
             all_value=all_value,
         ),
-        query_variable(
-            "instance",
-            "Instance",
-            f'label_values(mssql_up{{{selector}, job=~"$job"}}, instance)',
-            "SQL Server targets, as the scrape job labels them (the exporter's target names).",
-            multi=multi,
-            all_value=all_value,
-        ),
+        instance,
         *(extra or []),
     ]
 
@@ -730,7 +754,22 @@ def memory_dashboard(lim: Limits) -> Dashboard:
 
 
 POOL = 'pool=~"$pool"'
+NO_POOLS = "No SSD pools configured for this instance (ssd_pools in the exporter's config)"
 POOL_LABELS = "job, instance, pool, source"
+
+
+def enough_data(lim: Limits, expr: str, pool: str = POOL) -> str:
+    """`expr` only where its rate rests on endurance.projection_min_coverage of data: a projection from a
+    few minutes of a young Prometheus is noise, and must never read as a healthy green."""
+    return (
+        f"{expr}\nand on ({POOL_LABELS}) {m(lim.rule('pool_long_coverage'), pool)}"
+        f" >= {num(lim.projection_min_coverage)}"
+    )
+
+
+def coverage_thresholds(lim: Limits) -> Thresholds:
+    # Orange, not red: a young pool is not a fault, only too new to project.
+    return Thresholds((Step(ORANGE, None), Step(GREEN, lim.projection_min_coverage)))
 
 
 def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
@@ -738,6 +777,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
     Per instance (the fleet) it lists every pool of the selected instances; otherwise the chosen pools."""
     pool = "" if per_instance else POOL
     long_rate = m(lim.rule("pool_long"), pool)
+    coverage = m(lim.rule("pool_long_coverage"), pool)
 
     def per_source(config_metric: str, factor: str = "") -> str:
         # A pool's configured figure on each of its sources' rows: the rate's labels, the config's value.
@@ -757,8 +797,17 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
             "decbytes",
         ),
         ("Rated endurance", per_source("mssql_ssd_pool_rated_endurance_bytes"), "decbytes"),
-        ("Share of rating", f"max by ({POOL_LABELS}) ({m(lim.rule('share'), pool)})", "percentunit"),
-        ("Rating used up in", f"max by ({POOL_LABELS}) ({m(lim.rule('remaining'), pool)})", "s"),
+        (
+            "Share of rating",
+            f"max by ({POOL_LABELS}) ({enough_data(lim, m(lim.rule('share'), pool), pool)})",
+            "percentunit",
+        ),
+        (
+            "Rating used up in",
+            f"max by ({POOL_LABELS}) ({enough_data(lim, m(lim.rule('remaining'), pool), pool)})",
+            "s",
+        ),
+        ("Rate rests on", f"max by ({POOL_LABELS}) ({coverage})", "s"),
         (
             "In service since",
             per_source("mssql_ssd_pool_in_service_timestamp_seconds", " * 1000"),
@@ -783,6 +832,13 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
                 "thresholds",
                 Thresholds.healthy_above(lim.remaining_critical, warn=lim.remaining_warning).json(),
             ),
+            ("custom.displayMode", "color-text"),
+        )
+    )
+    overrides.append(
+        override(
+            "Rate rests on",
+            ("thresholds", coverage_thresholds(lim).json()),
             ("custom.displayMode", "color-text"),
         )
     )
@@ -965,8 +1021,9 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             f"Bytes per second written to each SSD pool, per source (sqlserver: SQL Server's database files "
             f"on the pool's volumes; host: the host's counters of the pool's disks), averaged over "
             f"{lim.pool_short_window} and {lim.pool_long_window}. The {lim.pool_long_window} rate drives the "
-            f"projection; a short window overstates bursty loads, and in a pool's first "
-            f"{lim.pool_long_window} the long rate understates. Healthy: a rate the gauge beside it keeps "
+            f"projection; a short window overstates bursty loads. While Prometheus holds less than the "
+            f"window (a new install, a new pool), each average is over the span it does hold: see "
+            f"'Data the projection rests on'. Healthy: a rate the gauge beside it keeps "
             f"under {pct(lim.budget_share)} of the rating.",
             "Bps",
             [
@@ -975,16 +1032,20 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
                 ),
                 Query(m(lim.rule("pool_long"), POOL), f"{{{{pool}}}} {{{{source}}}}, {lim.pool_long_window}"),
             ],
+            width=8,
             min=0,
+            no_value=NO_POOLS,
         ),
         Panel(
             "gauge",
             "Projected share of rated endurance over the planned life",
             f"Per pool and source: {lim.pool_long_window} write rate x planned lifetime ÷ rated endurance. "
-            f"{share_text} The marks sit at {pct(lim.budget_share)} and {pct(lim.exhaustion_share)}.",
+            f"{share_text} The marks sit at {pct(lim.budget_share)} and {pct(lim.exhaustion_share)}. "
+            f"Shown once the rate rests on {duration(lim.projection_min_coverage)} of data.",
             "percentunit",
-            [Query(m(lim.rule("share"), POOL), "{{pool}} ({{source}})", instant=True)],
+            [Query(enough_data(lim, m(lim.rule("share"), POOL)), "{{pool}} ({{source}})", instant=True)],
             width=6,
+            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
             thresholds=share_thresholds,
             min=0,
             max=lim.exhaustion_share * GAUGE_HEADROOM,
@@ -997,13 +1058,37 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             "extrapolated over the gaps) ÷ the "
             f"{lim.pool_long_window} write rate. Healthy: more than {duration(lim.remaining_warning)} "
             f"(orange under it: order drives; red under {duration(lim.remaining_critical)}). Infinite when "
-            "nothing is written.",
+            f"nothing is written. Shown once the rate rests on {duration(lim.projection_min_coverage)} of "
+            "data.",
             "s",
-            [Query(m(lim.rule("remaining"), POOL), "{{pool}} ({{source}})", instant=True)],
-            width=6,
+            [
+                Query(
+                    enough_data(lim, m(lim.rule("remaining"), POOL)), "{{pool}} ({{source}})", instant=True
+                )
+            ],
+            width=5,
             thresholds=remaining_thresholds,
             options={"textMode": "value_and_name"},
             links=[lim.runbook(ENDURANCE_REMAINING)],
+            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
+        ),
+        Panel(
+            "stat",
+            "Data the projection rests on",
+            f"Per pool and source: the span of data the {lim.pool_long_window} write rate averages over, "
+            f"from the pool's first sample in Prometheus (at most {lim.pool_long_window}). A young "
+            "Prometheus or a new pool holds less; the rate is then over what it holds, never spread over "
+            f"the whole window. Projections show from {duration(lim.projection_min_coverage)} (orange "
+            "under it); the endurance alerts wait for "
+            f"{duration(lim.spec.number('endurance.alert_min_coverage_seconds'))}. Healthy: at least "
+            f"{duration(lim.projection_min_coverage)}; the full {lim.pool_long_window} once the pool has "
+            "been watched that long.",
+            "s",
+            [Query(m(lim.rule("pool_long_coverage"), POOL), "{{pool}} ({{source}})", instant=True)],
+            width=5,
+            thresholds=coverage_thresholds(lim),
+            options={"textMode": "value_and_name"},
+            no_value=NO_POOLS,
         ),
         Panel(
             "timeseries",
@@ -1048,7 +1133,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         "SSD pool the write rate, the projected share of rated endurance and the time left.",
         tags=[*TAGS, "endurance"],
         items=items,
-        variables=variables(lim, multi=False, extra=[pool_variable, host_variable]),
+        variables=variables(lim, multi=False, extra=[pool_variable, host_variable], pools_first=True),
         annotations=annotations(),
         links=header_links(lim, ENDURANCE_UID),
         time_from="now-7d",

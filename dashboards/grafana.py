@@ -201,6 +201,7 @@ class Panel:
     transformations: list[Json] = field(default_factory=list)
     options: Json = field(default_factory=dict)  # merged over the type's defaults
     custom: Json = field(default_factory=dict)  # fieldConfig.defaults.custom, merged over the defaults
+    no_value: str | None = None  # what the panel says instead of "No data": why it is empty
 
     def json(self, panel_id: int, x: int, y: int) -> Json:
         if len(self.queries) > 26:
@@ -215,6 +216,8 @@ class Panel:
         if self.type == "timeseries":
             mode = "line+area" if self.thresholds is not None else "off"
             defaults["custom"]["thresholdsStyle"] = {"mode": mode}
+        if self.no_value is not None:
+            defaults["noValue"] = self.no_value
         for key, value in (("min", self.min), ("max", self.max), ("decimals", self.decimals)):
             if value is not None:
                 defaults[key] = value
@@ -332,10 +335,12 @@ def query_variable(
     multi: bool = False,
     all_value: str | None = None,
     regex: str = "",
+    sort: int = 1,
 ) -> Json:
     """A variable filled from Prometheus with `label_values(...)` (or `query_result(...)` and a `regex`
     that picks the value out of each result line), refreshed when the time range changes. Multi-value
-    variables offer "All", which matches with `all_value` (a regex) instead of a long list."""
+    variables offer "All", which matches with `all_value` (a regex) instead of a long list. `sort` 1 is
+    alphabetical; 0 keeps the query's own order (the first option is the default)."""
     variable: Json = {
         "current": {},
         "datasource": dict(DS),
@@ -351,7 +356,7 @@ def query_variable(
         "refresh": 2,
         "regex": regex,
         "skipUrlSync": False,
-        "sort": 1,
+        "sort": sort,
         "type": "query",
     }
     if multi and all_value is not None:

@@ -253,6 +253,11 @@ class Soak:
                     "encryption": "off",
                     "login_timeout_seconds": 1,
                     "query_timeout_seconds": 1,
+                    # Short login back-off bounds: the soak clears a bad_login fault and expects the
+                    # target back within RECOVERY_TIMEOUT_SECONDS; the default (30 s doubling to 15 min)
+                    # would hold it down for minutes, as it should for a real refused password.
+                    "login_backoff_seconds": 1,
+                    "login_backoff_max_seconds": 2,
                     "auth_module": "standin",
                 }
                 for t in self.targets

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -369,3 +370,21 @@ def test_open_files_limit_is_raised_and_a_short_one_is_reported(caplog):
             assert [r for r in caplog.records if "open files limit" in r.getMessage()]
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_two_signals_stop_once(good_config: Path):
+    """Ctrl-C followed by systemd's SIGTERM, or an impatient operator: one "stopping" line, a clean
+    exit, no traceback."""
+    exporter = Exporter(["--config.file", str(good_config), "--web.listen-address", "127.0.0.1:0"])
+    try:
+        exporter.address()
+        exporter.proc.send_signal(signal.SIGINT)
+        exporter.proc.send_signal(signal.SIGTERM)
+        assert exporter.proc.wait(timeout=20) == 0
+    finally:
+        if exporter.proc.poll() is None:
+            exporter.proc.kill()
+    time.sleep(0.2)  # the reader thread drains stderr
+    text = "\n".join(exporter.lines)
+    assert len(re.findall(r"msg=stopping", text)) == 1, text
+    assert "Traceback" not in text

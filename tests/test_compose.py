@@ -958,9 +958,18 @@ def test_kubernetes_objects_reference_each_other(tmp_path: Path) -> None:
     assert "USER 65532:65532" in DOCKERFILE_TEXT
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
 
-    # The ServiceMonitor's job is the Service's name; the rules must select it.
-    job = service["metadata"]["name"] if "jobLabel" not in monitor["spec"] else None
-    assert job and job_matches_selector(job, load_spec().selector)
+    # Every endpoint's job is the Service's name unless a relabeling sets it: the /probe endpoints must
+    # land on the rules' SQL Server selector and /metrics on the exporter's own, never the other way.
+    spec = load_spec()
+    assert "jobLabel" not in monitor["spec"]
+    for endpoint in monitor["spec"]["endpoints"]:
+        job = service["metadata"]["name"]
+        for relabel in endpoint.get("relabelings", []):
+            if relabel.get("targetLabel") == "job":
+                job = relabel["replacement"]
+        probe = endpoint["path"] == "/probe"
+        assert job_matches_selector(job, spec.selector) is probe, (endpoint["path"], job)
+        assert job_matches_selector(job, spec.exporter_selector) is not probe, (endpoint["path"], job)
 
     # The ConfigMap's exporter config loads; its password file is the mounted Secret's key.
     config_map = objects["ConfigMap"]
@@ -984,8 +993,8 @@ def test_kubernetes_objects_reference_each_other(tmp_path: Path) -> None:
     assert sorted(probed) == sorted(config.targets), "one /probe endpoint per configured target"
     for endpoint in monitor["spec"]["endpoints"]:
         if endpoint.get("path") == "/probe":
-            [relabel] = endpoint["relabelings"]
-            assert relabel == {"targetLabel": "instance", "replacement": endpoint["params"]["target"][0]}
+            instance = [r for r in endpoint["relabelings"] if r["targetLabel"] == "instance"]
+            assert instance == [{"targetLabel": "instance", "replacement": endpoint["params"]["target"][0]}]
 
 
 def test_systemd_unit_and_its_config_agree() -> None:

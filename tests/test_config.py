@@ -164,7 +164,7 @@ def test_direct_construction_of_a_target():
     tgt = TargetConfig(name="x", host="h", auth_module="m")
     assert tgt.port == 1433
     assert tgt.username is None
-    assert build_connection_string(tgt, FREETDS, "pw", username="u").endswith("UID=u;PWD=pw")
+    assert build_connection_string(tgt, FREETDS, "pw", username="u").endswith("UID=u;PWD=pw;")
     with pytest.raises(ConfigError, match="no username"):
         build_connection_string(tgt, FREETDS, "pw")
 
@@ -282,6 +282,16 @@ def test_empty_password_file(tmp_path: Path):
         config.credentials_for("t")
 
 
+@pytest.mark.parametrize("content", ["", "\n", "\r\n"])
+def test_empty_password_file_is_refused_at_load(tmp_path: Path, content: str):
+    secret = tmp_path / "secret"
+    secret.write_text(content)
+    data = minimal()
+    data["auth_modules"]["monitor"] = {"username": "u", "password_file": str(secret)}
+    with pytest.raises(ConfigError, match=r"auth_modules\.monitor\.password_file: file .*secret is empty"):
+        parse_config(data)
+
+
 def test_unreadable_password_file_at_load(tmp_path: Path):
     secret = tmp_path / "secret"
     secret.write_text("pw")
@@ -365,7 +375,7 @@ def test_microsoft_full_string():
     conn = build_connection_string(target(database="mon"), ODBC18, "pw")
     assert conn == (
         "Driver={ODBC Driver 18 for SQL Server};Server=tcp:sql.example.com,1433;Database=mon;"
-        "Encrypt=yes;TrustServerCertificate=no;APP=mssql-memory-exporter;UID=prometheus_monitor;PWD=pw"
+        "Encrypt=yes;TrustServerCertificate=no;APP=mssql-memory-exporter;UID=prometheus_monitor;PWD=pw;"
     )
 
 
@@ -381,7 +391,7 @@ def test_freetds_full_string_without_tls():
     conn = build_connection_string(target(port=1533, encryption="off"), FREETDS, "pw")
     assert conn == (
         "Driver={FreeTDS};Server=sql.example.com;Port=1533;Database=master;TDS_Version=7.4;"
-        "Encryption=off;ClientCharset=UTF-8;APP=mssql-memory-exporter;UID=prometheus_monitor;PWD=pw"
+        "Encryption=off;ClientCharset=UTF-8;APP=mssql-memory-exporter;UID=prometheus_monitor;PWD=pw;"
     )
 
 
@@ -392,7 +402,7 @@ def test_freetds_full_string_when_the_certificate_is_checked():
     conn = build_connection_string(tgt, FREETDS, "pw")
     assert conn == (
         f"Driver={{FreeTDS}};Servername={name};Database=master;TDS_Version=7.4;"
-        "Encryption=require;ClientCharset=UTF-8;APP=mssql-memory-exporter;UID=prometheus_monitor;PWD=pw"
+        "Encryption=require;ClientCharset=UTF-8;APP=mssql-memory-exporter;UID=prometheus_monitor;PWD=pw;"
     )
 
 
@@ -497,7 +507,7 @@ def test_strict_needs_odbc18():
 )
 def test_brace_quoting(value: str, quoted: str):
     conn = build_connection_string(target(), FREETDS, value)
-    assert conn.endswith(f";PWD={quoted}")
+    assert conn.endswith(f";PWD={quoted};")
 
 
 def test_username_and_database_are_quoted_too():

@@ -30,7 +30,11 @@ def only_scrape_metrics(samples: dict) -> set[str]:
 def assert_down_and_nothing_stale(samples: dict) -> None:
     assert value(samples, "mssql_up") == 0
     # Never the last scrape's values: a down target exports only what describes the scrape itself.
-    assert only_scrape_metrics(samples) == {"mssql_up", "mssql_scrape_duration_seconds"}
+    assert only_scrape_metrics(samples) == {
+        "mssql_up",
+        "mssql_scrape_duration_seconds",
+        "mssql_exporter_login_backoff_seconds",
+    }
 
 
 def eventually(check: Callable[[], bool], seconds: float = 3.0) -> bool:

@@ -185,3 +185,16 @@ def test_start_up_names_what_freetds_checks_the_certificate_against(pki, caplog)
     }
     assert lines == {"own-ca": str(pki["ca"].cert), "system": "system trust store"}
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_trust_server_certificate_against_a_server_without_tls_says_why(standin, scraper_for, caplog):
+    """`trust_server_certificate: true` skips the certificate check, not encryption: against a server
+    that offers none, FreeTDS says only "Unable to connect to data source"; the exporter says why."""
+    s = standin("healthy-oltp")  # no TLS
+    config = make_config({"standin": s.target_yaml(encryption="require", trust_server_certificate=True)})
+    got = scrape(scraper_for(config), config, timeout=4)
+    assert value(got, "mssql_up") == 0
+    err = failure(caplog)
+    assert "Unable to connect to data source" in err, err
+    assert "the server offers no encryption" in err and "set encryption: off" in err, err
+    assert TEST_PASSWORD not in err

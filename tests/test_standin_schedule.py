@@ -83,7 +83,10 @@ def test_standalone_stand_in_refuses_logins_then_denies_a_section_on_schedule(sc
     try:
         os.environ[PASSWORD_ENV] = TEST_PASSWORD
         body = {"host": "127.0.0.1", "port": port, "driver": "freetds", "encryption": "off"}
-        config = make_config({"standin": {**body, "auth_module": "standin", "query_timeout_seconds": 6}})
+        # A short login back-off: the refused logins of the first 4 s must not hold the target down
+        # for the default 30 s once the schedule lets logins through.
+        target = {**body, "auth_module": "standin", "query_timeout_seconds": 6, "login_backoff_seconds": 1}
+        config = make_config({"standin": {**target, "login_backoff_max_seconds": 2}})
         scraper = scraper_for(config)
         started = time.monotonic()
         states = []

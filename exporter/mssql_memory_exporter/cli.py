@@ -21,6 +21,7 @@ from mssql_memory_exporter.config import (
     load_config,
     resolve_driver,
 )
+from mssql_memory_exporter.driver_version import unsendable_password_reason
 from mssql_memory_exporter.logsetup import LEVELS, setup_logging
 from mssql_memory_exporter.web import (
     ExporterHTTPServer,
@@ -122,6 +123,29 @@ def _warn_about_drivers(config: ExporterConfig) -> None:
             )
 
 
+def _unsendable_passwords(config: ExporterConfig) -> list[str]:
+    """Targets whose password the resolved driver cannot send (FreeTDS before 1.4 and '}'): every scrape
+    would be one more failed login, which a lockout policy counts, so start-up refuses them."""
+    try:
+        import pyodbc
+    except ImportError:
+        return []
+    available = pyodbc.drivers()
+    problems = []
+    for target in config.targets.values():
+        try:
+            driver = resolve_driver(target.driver, available, encryption=target.encryption)
+            if driver_kind(driver) != "freetds":
+                continue
+            password = config.credentials_for(target).password.get_secret_value()
+        except ConfigError:
+            continue  # no driver or no readable password: warned about, and each scrape says so
+        reason = unsendable_password_reason(driver, password)
+        if reason is not None:
+            problems.append(f"targets.{target.name} (auth_modules.{target.auth_module}): {reason}")
+    return problems
+
+
 def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, object]:
     # Imported here so the CLI, the config and the web layer stay usable on their own (tests, --version).
     from mssql_memory_exporter.scrape import Scraper
@@ -158,6 +182,10 @@ def _stop_on_signals() -> threading.Event:
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:
+        # A second signal (systemd's SIGTERM after Ctrl-C, an impatient operator) while stopping is
+        # already under way changes nothing: one "stopping" line, and shutdown carries on.
+        if stop.is_set():
+            return
         log.info("stopping", extra={"signal": signal.Signals(signum).name})
         stop.set()
 
@@ -225,6 +253,11 @@ def main(argv: list[str] | None = None) -> int:
             for line in exc.lines:
                 print(f"error: {line}", file=sys.stderr)
             return EXIT_USAGE
+    unsendable = _unsendable_passwords(config)
+    if unsendable:
+        for line in unsendable:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_USAGE
     log.info("starting", extra={"version": __version__, "targets": len(config.targets)})
     _warn_about_drivers(config)
     host, own_metrics = _make_host(config, args.collector_host)

@@ -158,9 +158,15 @@ SqlName = Annotated[str, Field(min_length=1, max_length=128)]
 Seconds = Annotated[float, Field(gt=0)]
 
 
+# `rack: 12` is a label value of "12", not a type error: the one place numbers become strings.
+LabelValue = Annotated[str, Field(strict=False)]
+
+
 class _Strict(BaseModel):
     # YAML turns `rack: 12` into an int; accepting it as "12" is what an operator expects.
-    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True, allow_inf_nan=False)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, coerce_numbers_to_str=True, allow_inf_nan=False, strict=True
+    )
 
 
 class AuthModule(_Strict):
@@ -193,6 +199,15 @@ class AuthModule(_Strict):
             raise PydanticCustomError(
                 "secret_source", "file {path} does not exist or is not readable", {"path": resolved}
             )
+        # Refused at start-up like an empty environment variable: an empty secret would only show up as
+        # failed logins (and a lockout policy counts those). Read as read_password() reads it.
+        try:
+            with open(resolved, encoding="utf-8") as fh:
+                empty = not fh.read().removesuffix("\n").removesuffix("\r")
+        except (OSError, UnicodeDecodeError):
+            empty = False  # read_password() names the problem on the first login
+        if empty:
+            raise PydanticCustomError("secret_source", "file {path} is empty", {"path": resolved})
         return resolved
 
     @model_validator(mode="after")
@@ -395,11 +410,18 @@ def _not_in_future(what: str) -> Callable[[date], date]:
     return check
 
 
+# Lax (strict=False) after _calendar_date: a quoted "2021-11-30" is as clear as an unquoted date.
 InServiceDate = Annotated[
-    date, BeforeValidator(_calendar_date), AfterValidator(_not_in_future("the drives went into service"))
+    date,
+    Field(strict=False),
+    BeforeValidator(_calendar_date),
+    AfterValidator(_not_in_future("the drives went into service")),
 ]
 ReadDate = Annotated[
-    date, BeforeValidator(_calendar_date), AfterValidator(_not_in_future("the counters were read"))
+    date,
+    Field(strict=False),
+    BeforeValidator(_calendar_date),
+    AfterValidator(_not_in_future("the counters were read")),
 ]
 NonNegativeNumber = Annotated[float, Field(ge=0, strict=True)]
 
@@ -460,8 +482,12 @@ class TargetConfig(_Strict):
     ca_file: str | None = None
     login_timeout_seconds: Seconds = 5.0
     query_timeout_seconds: Seconds = 10.0
+    # After a refused login (18456) the next one waits this long, doubling up to the max: a lockout
+    # policy counts every failed login, and Prometheus would otherwise bring one per scrape.
+    login_backoff_seconds: Seconds = 30.0
+    login_backoff_max_seconds: Seconds = 900.0
     workload: Literal["oltp", "olap"] = "oltp"
-    labels: dict[LabelName, str] = Field(default_factory=dict)
+    labels: dict[LabelName, LabelValue] = Field(default_factory=dict)
     auth_module: SqlName
     # The exporter runs on this SQL Server's host, so it may read the host's mount table and disk counters.
     colocated: bool = False
@@ -484,6 +510,16 @@ class TargetConfig(_Strict):
         if isinstance(data, Mapping) and data.get("port") is None and data.get("instance") is None:
             return {**data, "port": 1433}
         return data
+
+    @model_validator(mode="after")
+    def _backoff_bounds(self) -> TargetConfig:
+        if self.login_backoff_max_seconds < self.login_backoff_seconds:
+            raise _error_at(
+                ("login_backoff_max_seconds",),
+                f"{self.login_backoff_max_seconds:g} is less than login_backoff_seconds "
+                f"({self.login_backoff_seconds:g})",
+            )
+        return self
 
     @field_validator("ca_file")
     @classmethod
@@ -693,9 +729,41 @@ _GENERIC_TYPES = {
 }
 
 
+# Type checks are strict (no "1433" for a port, no `true` for a number, no "yes" for a boolean): the error
+# names what YAML made of the value, since that is what the operator must change.
+_STRICT_TYPES = {
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "string_type": "a string",
+}
+
+
+def _yaml_type(value: Any) -> str:
+    """What YAML made of a value, for an error message. Strings are not echoed: a misplaced secret
+    could be one."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, int):
+        return f"an integer ({value})"
+    if isinstance(value, float):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return "a string (quoted in YAML, or not a plain number or true/false)"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
 def _describe(error: Mapping[str, Any]) -> str:
     """pydantic's wording ("Input should be ...") rephrased for someone editing a YAML file."""
     kind = error["type"]
+    if kind in _STRICT_TYPES:
+        return f"expected {_STRICT_TYPES[kind]}, got {_yaml_type(error.get('input'))}"
     loc = error["loc"]
     if kind == "extra_forbidden":
         return INLINE_PASSWORD_MESSAGE if loc and loc[-1] == "password" else "unknown key"
@@ -722,7 +790,11 @@ def _error_line(source: str, error: Mapping[str, Any]) -> str:
 
 
 def _to_config_error(source: str, exc: ValidationError) -> ConfigError:
-    errors = exc.errors(include_url=False, include_input=False)
+    # Inputs are kept only for the type errors, where _yaml_type shows a string's type but never its text.
+    errors = [
+        error if error["type"] in _STRICT_TYPES else {k: v for k, v in error.items() if k != "input"}
+        for error in exc.errors(include_url=False, include_input=True)
+    ]
     return ConfigError([_error_line(source, error) for error in errors])
 
 
@@ -868,9 +940,11 @@ def _connection_pairs(
 
 
 def _join(pairs: list[tuple[str, str]]) -> str:
-    # The driver name is always braced: that is the form every driver manager documents.
-    return ";".join(
-        f"{key}={{{value.replace('}', '}}')}}}" if key == "Driver" else f"{key}={_odbc_value(value)}"
+    # The driver name is always braced: that is the form every driver manager documents. The closing
+    # `;` matters: without it FreeTDS 1.3 keeps a last braced value's closing brace, so a password with
+    # `;` or leading/trailing blanks (the values that need braces) never logged in.
+    return "".join(
+        (f"{key}={{{value.replace('}', '}}')}}}" if key == "Driver" else f"{key}={_odbc_value(value)}") + ";"
         for key, value in pairs
     )
 

@@ -33,6 +33,8 @@ from .config import (
     resolve_driver,
 )
 from .connection import ScrapeFailed, TargetConnection, describe
+from .driver_version import unsendable_password_reason
+from .login_backoff import LoginBackoff, fingerprint, is_login_refused
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ DEFAULT_REFRESH_SECONDS = 300.0
 @dataclass
 class _TargetState:
     connection: TargetConnection
+    backoff: LoginBackoff
     memo: dict[str, object] = field(default_factory=dict)
     next_slow_at: float = 0.0  # monotonic time the slow sections are due again
 
@@ -121,6 +124,11 @@ class Scraper:
                 self._run_collector(module, results, ctx, out, target.name)
         out.gauge("mssql_up", "1 if the last scrape of SQL Server succeeded, 0 otherwise.", up)
         out.gauge(
+            "mssql_exporter_login_backoff_seconds",
+            "Seconds until the exporter tries this target's login again after a refused one (0: none).",
+            state.backoff.seconds_left(),
+        )
+        out.gauge(
             "mssql_scrape_duration_seconds",
             "Seconds the scrape of this target took.",
             time.monotonic() - started,
@@ -178,13 +186,17 @@ class Scraper:
         with self._states_lock:
             state = self._states.get(target.name)
             if state is None:
+                backoff = LoginBackoff(
+                    target.name, target.login_backoff_seconds, target.login_backoff_max_seconds
+                )
+                opener = self._opener(target, backoff)
                 state = _TargetState(
-                    TargetConnection(target.name, self._opener(target), target.query_timeout_seconds)
+                    TargetConnection(target.name, opener, target.query_timeout_seconds), backoff
                 )
                 self._states[target.name] = state
             return state
 
-    def _opener(self, target: TargetConfig):  # noqa: ANN202 - returns connection.OpenFn
+    def _opener(self, target: TargetConfig, backoff: LoginBackoff):  # noqa: ANN202 - connection.OpenFn
         def open_connection(login_timeout: int) -> pyodbc.Connection:
             checked_against = None
             try:
@@ -192,17 +204,41 @@ class Scraper:
                 if driver_kind(driver) == "freetds" and freetds_verifies(target):
                     checked_against = _freetds_ready(target)
                 creds = self._config.credentials_for(target)
+                if driver_kind(driver) == "freetds":
+                    # Checked again here: the password file may have changed since start-up.
+                    unsendable = unsendable_password_reason(driver, creds.password.get_secret_value())
+                    if unsendable is not None:
+                        raise ScrapeFailed(f"target {target.name}: {unsendable}")
                 conn_str = build_connection_string(target, driver, creds.password, username=creds.username)
             except (ConfigError, freetds.FreeTdsConfError) as exc:
                 # e.g. the password file vanished: say so, by name, not by value
                 raise ScrapeFailed(str(exc)) from None
+            credential = fingerprint(creds.username, creds.password.get_secret_value())
+            left = backoff.blocked_for(credential)
+            if left > 0:
+                raise ScrapeFailed(
+                    f"login refused earlier; next login attempt in {math.ceil(left)} s (back-off, so a "
+                    "lockout policy is not tripped; changing the password ends it)"
+                )
             timeout = max(1, min(login_timeout, math.ceil(target.login_timeout_seconds)))
             try:
-                return pyodbc.connect(conn_str, timeout=timeout, autocommit=True)
+                cnxn = pyodbc.connect(conn_str, timeout=timeout, autocommit=True)
+                backoff.succeeded()
+                return cnxn
             except pyodbc.Error as exc:
-                # FreeTDS reports a refused certificate as a bare "Unable to connect to data source".
-                if checked_against is None or "Unable to connect to data source" not in str(exc):
+                if is_login_refused(exc):
+                    backoff.refused(credential)
+                # FreeTDS reports a failed TLS setup as a bare "Unable to connect to data source".
+                if "Unable to connect to data source" not in str(exc):
                     raise
+                if checked_against is None:
+                    if driver_kind(driver) != "freetds" or target.encryption == "off":
+                        raise
+                    raise ScrapeFailed(
+                        f"{describe(exc)}; FreeTDS could not set up TLS: the server offers no encryption "
+                        "(trust_server_certificate: true skips only the certificate check; encryption: "
+                        f"{target.encryption} still needs TLS; set encryption: off for a server without it)"
+                    ) from None
                 raise ScrapeFailed(
                     f"{describe(exc)}; FreeTDS could not set up TLS: the server offers no encryption, or "
                     f"its certificate is not signed by {checked_against} or not issued for {target.host}"

@@ -186,8 +186,11 @@ def parse_go_duration(value: Any) -> float:
 
 
 class _Model(BaseModel):
-    # Go's YAML decoder turns `X-XSS-Protection: 0` into the string "0"; do the same.
-    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True, allow_inf_nan=False)
+    # Go's YAML decoder turns `X-XSS-Protection: 0` into the string "0"; do the same. Booleans and numbers
+    # are strict, as in the exporter's own config: `http2: "no"` is a mistake, not false.
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, coerce_numbers_to_str=True, allow_inf_nan=False, strict=True
+    )
 
 
 def _resolve(path: str | None, info: ValidationInfo) -> str | None:
@@ -293,7 +296,8 @@ class TlsServerConfig(_Model):
 
 class HttpServerConfig(_Model):
     http2: bool = True
-    headers: dict[str, str] = Field(default_factory=dict)
+    # `X-XSS-Protection: 0` is the header value "0" (Go's YAML decoder does the same).
+    headers: dict[str, Annotated[str, Field(strict=False)]] = Field(default_factory=dict)
 
     @field_validator("headers", mode="before")
     @classmethod

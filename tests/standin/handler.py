@@ -71,7 +71,8 @@ class ScenarioHandler:
         self.faults = Faults()
         self.interpreter = Interpreter(instance)
         self.exporter_batches = 0  # batches that were not driver housekeeping
-        self.logins = 0
+        self.logins = 0  # successful
+        self.login_attempts = 0  # every LOGIN7 received, refused ones included
         self.sql_seen: list[str] = []
         self._lock = threading.Lock()
         if strict:
@@ -88,7 +89,13 @@ class ScenarioHandler:
     def on_connect(self) -> Hang | None:
         return Hang() if self.faults.hang_connect else None
 
+    def set_password(self, password: str) -> None:
+        """The password the next logins must send (tests of awkward passwords and of changes)."""
+        self._password = password
+
     def on_login(self, login: LoginInfo) -> SqlError | Hang | None:
+        with self._lock:
+            self.login_attempts += 1
         if self.faults.hang_login:
             return Hang()
         if self.faults.bad_login or login.user != self.user or login.password != self._password:
