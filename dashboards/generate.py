@@ -83,6 +83,7 @@ GAUGE_HEADROOM = 1.5  # the share gauge's scale ends this far past the exhaustio
 AT_FLOOR = 1  # a value divided by its own floor is healthy from 100%, whatever the floor is
 ANY = 1  # a count of firing alerts or of minutes under pressure: one is already too many
 UNIT_PAGES = "suffix: pages/s"
+UNIT_STALLS = "suffix: stalls/s"  # not "reqps": Grafana would call free list stalls HTTP requests
 
 
 def m(metric: str, extra: str = "") -> str:
@@ -106,9 +107,10 @@ def pct(ratio: float) -> str:
 
 
 def duration(seconds: float) -> str:
-    for unit, size in (("days", 86400), ("hours", 3600), ("minutes", 60)):
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
         if seconds >= size and seconds % size == 0:
-            return f"{num(seconds / size)} {unit}"
+            count = seconds / size
+            return f"{num(count)} {unit}{'' if count == 1 else 's'}"
     return f"{num(seconds)} s"
 
 
@@ -387,7 +389,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         ),
         Panel(
             "stat",
-            "Lowest node PLE ÷ its floor",
+            "Worst PLE ÷ floor",
             "Page life expectancy of the worst NUMA node divided by that node's floor "
             f"({ple_floor_text(lim)}). Healthy: 100% or more. Under 100% one node is evicting pages faster "
             "than the floor allows, even when the instance-wide PLE looks fine.",
@@ -415,7 +417,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             f"Free list stalls ({w})",
             f"Requests per second that waited for a free buffer page, averaged over {w}. Healthy (Dell Table "
             f"4): under {num(lim.stalls_max)}/s; any sustained value above 0 means free pages run out.",
-            "reqps",
+            UNIT_STALLS,
             [Query(m(lim.rule("stalls")), instant=True)],
             width=3,
             height=4,
@@ -424,11 +426,11 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         ),
         Panel(
             "stat",
-            f"Lookups per batch ({w})",
+            f"Lookups/batch ({w})",
             f"Buffer pool page lookups per batch request, averaged over {w}. Healthy (Dell Table 4, OLTP): "
             f"under {num(lim.lookups_max)}; red from there on an OLTP target only, since analytic (OLAP) "
             "targets scan by design and the alert ignores them. Empty while the instance runs no batches.",
-            "suffix: lookups/batch",
+            "short",
             [Query(with_workload(m(lim.rule("lookups_ratio"))), "{{workload}} target", instant=True)],
             width=3,
             height=4,
@@ -440,7 +442,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         ),
         Panel(
             "stat",
-            "Memory grants pending",
+            "Grants pending",
             f"Queries waiting for a workspace memory grant now. Healthy: {num(lim.grants_max)}; the alert "
             f"fires when more than {num(lim.grants_max)} wait for "
             f"{lim.for_('memory.memory_grants_pending.for')}.",
@@ -470,7 +472,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             f"Desired range (Dell Table 4): under {num(lim.stalls_max)}/s, drawn as the red area; the alert "
             f"fires after {lim.for_('memory.free_list_stalls_per_second.for')} over it. Stalls with low page "
             "life expectancy are memory pressure.",
-            "reqps",
+            UNIT_STALLS,
             [
                 Query(rate("mssql_free_list_stalls_total"), "stalls/s"),
                 Query(m(lim.rule("stalls")), alert_input),
@@ -793,7 +795,8 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
             "Projected writes over the planned life",
             f"max by ({POOL_LABELS}) (\n  {long_rate}\n"
             "  * on (job, instance, pool) group_left () "
-            f"{m('mssql_ssd_pool_planned_lifetime_seconds', pool)}\n)",
+            f"{m('mssql_ssd_pool_planned_lifetime_seconds', pool)}\n"
+            f"  and on ({POOL_LABELS}) {coverage} >= {num(lim.projection_min_coverage)}\n)",
             "decbytes",
         ),
         ("Rated endurance", per_source("mssql_ssd_pool_rated_endurance_bytes"), "decbytes"),
@@ -1038,7 +1041,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         ),
         Panel(
             "gauge",
-            "Projected share of rated endurance over the planned life",
+            "Projected share of the rating",
             f"Per pool and source: {lim.pool_long_window} write rate x planned lifetime ÷ rated endurance. "
             f"{share_text} The marks sit at {pct(lim.budget_share)} and {pct(lim.exhaustion_share)}. "
             f"Shown once the rate rests on {duration(lim.projection_min_coverage)} of data.",
@@ -1093,9 +1096,10 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         Panel(
             "timeseries",
             "Projected share of rated endurance, over time",
-            f"The projection of the gauge as it moved: {share_text}",
+            f"The projection of the gauge as it moved: {share_text} Drawn once its rate rests on "
+            f"{duration(lim.projection_min_coverage)} of data.",
             "percentunit",
-            [Query(m(lim.rule("share"), POOL), "{{pool}} ({{source}})")],
+            [Query(enough_data(lim, m(lim.rule("share"), POOL)), "{{pool}} ({{source}})")],
             width=24,
             thresholds=share_thresholds,
             min=0,
@@ -1204,7 +1208,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
         (
             f"Free list stalls ({w})",
             f"{by} ({m(lim.rule('stalls'))})",
-            "reqps",
+            UNIT_STALLS,
             Thresholds.healthy_below(lim.stalls_max),
         ),
         (

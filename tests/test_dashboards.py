@@ -550,7 +550,7 @@ TITLES = {(uid, panel["id"]): panel["title"] for uid, board in BOARDS.items() fo
 # named constants. A value divided by its own floor is healthy from 100% (AT_FLOOR), and of a count of
 # firing alerts or of minutes under pressure one is already too many (ANY).
 CONSTANT_STEPS = {
-    ("Lowest node PLE ÷ its floor", None): generate.AT_FLOOR,
+    ("Worst PLE ÷ floor", None): generate.AT_FLOOR,
     ("Firing alerts", None): generate.ANY,
     ("Instances", "Lowest node PLE ÷ floor"): generate.AT_FLOOR,
     ("Instances", "Under memory pressure"): generate.ANY,
@@ -750,7 +750,7 @@ def _series_thresholds(panel: dict[str, Any], display_name: str) -> tuple[list[A
         ),
         ("Page lookups per batch request", "memory.page_lookups_per_batch_request.max", None),
         (
-            f"Lookups per batch ({load_spec().get('rate_window')})",
+            f"Lookups/batch ({load_spec().get('rate_window')})",
             "memory.page_lookups_per_batch_request.max",
             None,
         ),

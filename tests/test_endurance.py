@@ -251,11 +251,11 @@ def test_bad_host_disk_names(name: str, error: str):
         (pool_body(drives={"tbw_per_drive_tb": 7000}), "targets.t.ssd_pools.p.drives.count: is required"),
         (
             pool_body(drives={"count": True, "tbw_per_drive_tb": 7000}),
-            "targets.t.ssd_pools.p.drives.count: must be a valid integer",
+            "targets.t.ssd_pools.p.drives.count: expected an integer, got a boolean (true)",
         ),
         (
             pool_body(drives={"count": 2.5, "tbw_per_drive_tb": 7000}),
-            "targets.t.ssd_pools.p.drives.count: must be a valid integer",
+            "targets.t.ssd_pools.p.drives.count: expected an integer, got a number (2.5)",
         ),
         (
             pool_body(drives={"count": -1, "tbw_per_drive_tb": 7000}),
@@ -263,7 +263,7 @@ def test_bad_host_disk_names(name: str, error: str):
         ),
         (
             pool_body(drives={"count": 1, "tbw_per_drive_tb": "7000"}),
-            "targets.t.ssd_pools.p.drives.tbw_per_drive_tb: must be a valid number",
+            "targets.t.ssd_pools.p.drives.tbw_per_drive_tb: expected a number, got a string",
         ),
         (
             pool_body(drives={"count": 1, "tbw_per_drive_tb": float("inf")}),
@@ -322,7 +322,7 @@ def test_bad_host_disk_names(name: str, error: str):
         ),
         (
             pool_body(known_written={"written_tb": "9460.8 TB", "read_date": "2024-01-01"}),
-            "targets.t.ssd_pools.p.known_written.written_tb: must be a valid number",
+            "targets.t.ssd_pools.p.known_written.written_tb: expected a number, got a string",
         ),
         (
             pool_body(known_written={"read_date": "2024-01-01"}),
@@ -489,7 +489,7 @@ def test_volume_map_and_pmem_volumes():
             {"volume_refresh_seconds": float("nan")},
             "targets.t.volume_refresh_seconds: must be a finite number",
         ),
-        ({"colocated": "perhaps"}, "targets.t.colocated: must be a valid boolean"),
+        ({"colocated": "perhaps"}, "targets.t.colocated: expected true or false, got a string"),
         ({"ssd_pools": ["p"]}, "targets.t.ssd_pools: must be a mapping (key: value)"),
     ],
 )
