@@ -4,8 +4,9 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
+## bootstrap: everything any target needs (each target installs only its own part: scripts/bootstrap.sh)
 bootstrap:
-	@bash scripts/bootstrap.sh
+	@bash scripts/bootstrap.sh test
 
 ## run: the exporter; CONFIG=path/to/config.yml for real servers, otherwise a demo against the stand-in
 run:
@@ -14,25 +15,28 @@ run:
 ## test: everything CI runs (lint, unit, integration over TDS, promtool)
 # REQUIRE_TEST_TOOLS=1: a missing promtool, amtool, Prometheus, Alertmanager or systemd-analyze fails its
 # tests instead of skipping them (tests/tools.py); bootstrap installs them.
-test: bootstrap lint
-	@bash scripts/prometheus3.sh   # Prometheus 3.13.3 for the rule tests, built once into ~/.cache
+test: lint
 	REQUIRE_TEST_TOOLS=1 bash scripts/test.sh
 
-lint: bootstrap
+lint:
+	@bash scripts/bootstrap.sh test
 	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose
 
 ## bench: benchmarks that print tables (not timed tests)
-bench: bootstrap
+bench:
+	@bash scripts/bootstrap.sh standin
 	PYTHONPATH=. $(PY) bench/bench_scrape.py
 
 ## generate: rules, dashboards and the Kubernetes PrometheusRule from the one thresholds spec
-generate: bootstrap
+generate:
+	@bash scripts/bootstrap.sh runtime
 	$(PY) -m alerts.generate
 	$(PY) -m dashboards.generate
 	$(PY) -m deploy.prometheusrule
 
 ## soak: 20,000 scrapes of the real exporter across stand-ins with injected faults; prints RSS, fds, connections
-soak: bootstrap
+soak:
+	@bash scripts/bootstrap.sh standin
 	PYTHONPATH=. $(PY) -m tests.soak --scrapes 20000
 
 clean:

@@ -1,15 +1,42 @@
 #!/usr/bin/env bash
-# Makes a fresh Debian 12 machine ready: system packages (only those missing) and the project venv.
+# Makes a fresh Debian 12 machine ready for one purpose, installing only what that purpose needs:
+#
+#   bootstrap.sh runtime   the exporter: FreeTDS ODBC driver, unixODBC, python3-venv, the venv (`make run
+#                          CONFIG=...`, `make generate`)
+#   bootstrap.sh standin   + the stand-in's Python packages (sqlfluff, ...): the demo, `make bench`, `make soak`
+#   bootstrap.sh test      + Prometheus, promtool, Alertmanager, amtool, systemd-analyze and Prometheus
+#                          3.13.3 (scripts/prometheus3.sh): `make test`, `make lint`
+#   bootstrap.sh --list MODE   print the Debian packages MODE needs, install nothing
+#
 # Idempotent and quiet when nothing is to do, so every make target can call it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+list_only=0
+if [ "${1:-}" = "--list" ]; then
+    list_only=1
+    shift
+fi
+mode=${1:-test}
+
+# tdsodbc: FreeTDS ODBC driver; unixodbc: the driver manager pyodbc links to; python3-venv: the venv.
+runtime_packages=(tdsodbc unixodbc python3-venv)
+# prometheus: promtool and the Prometheus the alerting tests run; prometheus-alertmanager: amtool and
+# Alertmanager; systemd: systemd-analyze, which checks the shipped unit file (minimal images lack it).
+test_packages=(prometheus prometheus-alertmanager systemd)
+case "$mode" in
+    runtime | standin) packages=("${runtime_packages[@]}"); extras="" ;;
+    test) packages=("${runtime_packages[@]}" "${test_packages[@]}"); extras="[test]" ;;
+    *) echo "bootstrap.sh: unknown mode '$mode' (runtime, standin or test)" >&2; exit 2 ;;
+esac
+[ "$mode" = standin ] && extras="[test]"  # the stand-in's packages are the test extras
+if [ "$list_only" -eq 1 ]; then
+    echo "${packages[*]}"
+    exit 0
+fi
+
 need=()
-# tdsodbc: FreeTDS ODBC driver (tests and fallback); unixodbc: driver manager pyodbc links to;
-# prometheus: promtool for `promtool check metrics` and `promtool test rules`; prometheus-alertmanager:
-# amtool and the Alertmanager that tests/test_alerting.py runs; python3-venv: the venv below; systemd:
-# systemd-analyze, which checks the shipped unit file (minimal images leave it out).
-for pkg in tdsodbc unixodbc python3-venv prometheus prometheus-alertmanager systemd; do
+for pkg in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "ok installed" || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
@@ -18,6 +45,15 @@ if [ "${#need[@]}" -gt 0 ]; then
     [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+    # Debian enables and starts the Prometheus and Alertmanager services on install. The tests run their
+    # own instances; a system-wide Prometheus left running on :9090 is not what a developer asked for.
+    if [ -d /run/systemd/system ]; then
+        for unit in prometheus prometheus-alertmanager; do
+            if printf '%s\n' "${need[@]}" | grep -qx "$unit"; then
+                $sudo_cmd systemctl disable --now "$unit" >/dev/null 2>&1 || true
+            fi
+        done
+    fi
 fi
 
 # The FreeTDS package registers its driver in odbcinst.ini; make sure it is there under the name we use.
@@ -27,12 +63,20 @@ if ! odbcinst -q -d -n FreeTDS >/dev/null 2>&1; then
     odbcinst -i -d -f /tmp/freetds-odbcinst.ini >&2
 fi
 
+# One stamp per set of Python extras and per dependency digest; the test extras include the runtime.
 PY=${PYTHON:-python3}
-stamp=.venv/.installed-$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
-if [ ! -f "$stamp" ]; then
+digest=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
+full=.venv/.installed-test-$digest
+stamp=$full
+[ -n "$extras" ] || stamp=.venv/.installed-runtime-$digest
+if [ ! -f "$stamp" ] && [ ! -f "$full" ]; then
     [ -x .venv/bin/python ] || "$PY" -m venv .venv
     .venv/bin/pip install -q --upgrade pip >&2
-    .venv/bin/pip install -q -c requirements/constraints.txt -e ".[test]" >&2
-    rm -f .venv/.installed-*
+    .venv/bin/pip install -q -c requirements/constraints.txt -e ".${extras}" >&2
+    find .venv -maxdepth 1 -name '.installed-*' ! -name "*-$digest" -delete
     touch "$stamp"
+fi
+
+if [ "$mode" = test ]; then
+    bash scripts/prometheus3.sh  # Prometheus 3.13.3 for the rule tests, built once into ~/.cache
 fi

@@ -3,12 +3,14 @@
 # the exporter reading the bundled SQL Server stand-in, which plays a scenario over real TDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
 listen=${LISTEN:-:9399}
 if [ -n "${CONFIG:-}" ]; then
+    # Running the exporter needs the driver and the venv, not the test tools (Prometheus, Alertmanager).
+    bash scripts/bootstrap.sh runtime
     exec .venv/bin/mssql-memory-exporter --config.file "$CONFIG" --web.listen-address "$listen"
 fi
 
+bash scripts/bootstrap.sh standin  # the demo also runs the stand-in
 scenario=${SCENARIO:-memory-pressure}
 port=${STANDIN_PORT:-14330}
 mkdir -p build

@@ -1,0 +1,77 @@
+"""What each front-door target installs: `make run CONFIG=...` must not install Prometheus, Alertmanager or
+systemd (about 150 MB; on a systemd host Debian also enables the prometheus service). The scripts run for
+real, with apt-get, dpkg-query and odbcinst replaced on PATH by recorders, so nothing is installed here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_TOOLS = {"prometheus", "prometheus-alertmanager", "systemd"}
+RUNTIME = {"tdsodbc", "unixodbc", "python3-venv"}
+
+
+@pytest.fixture
+def recorder(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A PATH on which no Debian package is installed and apt-get only writes down what it was asked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "apt.log"
+    scripts = {
+        "dpkg-query": "exit 1",  # nothing installed
+        "apt-get": f'echo "$*" >> {log}',
+        "odbcinst": "exit 0",  # the FreeTDS driver counts as registered
+        "systemctl": f'echo "systemctl $*" >> {log}',
+    }
+    for name, body in scripts.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return env, log
+
+
+def installed(log: Path) -> set[str]:
+    words: set[str] = set()
+    for line in log.read_text().splitlines() if log.exists() else []:
+        if line.startswith("install"):
+            words |= {w for w in line.split()[1:] if not w.startswith("-")}
+    return words
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"), [("runtime", RUNTIME), ("standin", RUNTIME), ("test", RUNTIME | TEST_TOOLS)]
+)
+def test_each_mode_lists_its_packages(mode: str, expected: set[str]):
+    result = subprocess.run(
+        ["bash", "scripts/bootstrap.sh", "--list", mode], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert set(result.stdout.split()) == expected
+
+
+def test_make_run_with_a_config_installs_only_what_the_exporter_needs(recorder, tmp_path: Path):
+    env, log = recorder
+    config = tmp_path / "bad.yml"
+    config.write_text("targets: {}\n")  # start-up stops at once: only the bootstrap before it matters
+    result = subprocess.run(
+        ["bash", "scripts/run.sh"], cwd=ROOT, env={**env, "CONFIG": str(config)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr  # the exporter ran and refused the config
+    assert installed(log) == RUNTIME, log.read_text()
+
+
+def test_the_test_bootstrap_installs_the_tools_and_leaves_their_services_off(recorder):
+    env, log = recorder
+    result = subprocess.run(
+        ["bash", "scripts/bootstrap.sh", "test"], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert installed(log) == RUNTIME | TEST_TOOLS, log.read_text()
+    if Path("/run/systemd/system").is_dir():  # only a systemd host enables services on install
+        assert "systemctl disable --now prometheus" in log.read_text()
