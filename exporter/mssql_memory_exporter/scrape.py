@@ -35,6 +35,7 @@ from .config import (
 from .connection import ScrapeFailed, TargetConnection, describe
 from .driver_version import unsendable_password_reason
 from .login_backoff import LoginBackoff, fingerprint, is_login_refused
+from .repeat_log import RepeatLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class Scraper:
         self._rendered_lock = threading.Lock()
         self._states: dict[str, _TargetState] = {}
         self._states_lock = threading.Lock()
+        self._warnings = RepeatLimitedLog(log)
         # Here, before any worker thread exists: it may set FREETDSCONF (see freetds.py).
         freetds.prepare(config.targets.values())
 
@@ -105,7 +107,7 @@ class Scraper:
             results = route(result_sets, sections)
             up = 1.0
         except (ScrapeFailed, BatchShapeError) as exc:
-            log.warning("scrape failed", extra={"target": target.name, "err": str(exc)})
+            self._warnings.failed(target.name, "scrape", str(exc), "scrape failed")
             if isinstance(exc, BatchShapeError):
                 # The session's state is unknown after an answer we cannot read; never wait for the
                 # lock here, a concurrent probe's worker may be stuck in the driver holding it.
@@ -113,6 +115,7 @@ class Scraper:
             if len(sections) > len(self._fast):
                 state.memo[FORCE_SLOW] = True  # the refresh did not happen; try again next time
         if up:
+            self._warnings.succeeded(target.name, "scrape", "scrape succeeded again")
             if len(sections) > len(self._fast):
                 refresh = getattr(target, "volume_refresh_seconds", DEFAULT_REFRESH_SECONDS)
                 state.next_slow_at = time.monotonic() + refresh
@@ -144,13 +147,12 @@ class Scraper:
         ]
         ok = not errors
         if errors:
-            log.warning(
+            self._warnings.failed(
+                target,
+                f"collector:{module.name}",
+                f"{errors[0].number}: {errors[0].message}",
                 "section failed",
-                extra={
-                    "target": target,
-                    "collector": module.name,
-                    "err": f"{errors[0].number}: {errors[0].message}",
-                },
+                collector=module.name,
             )
         else:
             # Collect into a scratch builder so a collector that fails half-way leaves nothing behind.
@@ -168,6 +170,9 @@ class Scraper:
                 log.exception("collector failed", extra={"target": target, "collector": module.name})
             else:
                 out.merge(scratch)
+                self._warnings.succeeded(
+                    target, f"collector:{module.name}", "section succeeded again", collector=module.name
+                )
         labels = {"collector": module.name}
         out.gauge(
             "mssql_exporter_collector_success",
