@@ -6,13 +6,16 @@ are exposed from a registry built for this request only, so concurrent scrapes n
 
 With `--web.config.file` (webconfig.py) it also serves TLS, checks client certificates and basic auth on
 every path, and adds the configured response headers. Requests are bounded before anything else runs:
-request line, URL and header sizes, and no request bodies.
+request line, URL and header sizes, the time the request line and headers may take to arrive, and no
+request bodies. A plain-HTTP request to the TLS port is answered with a 400 that says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import http.client
+import io
 import logging
 import math
 import socket
@@ -42,6 +45,7 @@ from mssql_memory_exporter.webconfig import AUTH_REALM, BasicAuthChecker, WebCon
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",
+    "HEADER_TIMEOUT_SECONDS",
     "MAX_HEADER_BYTES",
     "MAX_REQUEST_LINE",
     "MAX_TIMEOUT_SECONDS",
@@ -83,6 +87,18 @@ MAX_HEADER_BYTES = 16 * 1024
 MAX_QUERY_FIELDS = 16  # /probe needs one; a scanner's hundreds are refused before parsing
 # A client that connects and never finishes the TLS handshake holds a thread until this runs out.
 TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
+# The request line and headers must be complete this many seconds after the request began (after the
+# connection was set up, for its first request; after the first byte, for the next ones on a kept-alive
+# connection). A socket timeout alone restarts with every byte, so a client trickling one byte a second
+# held a thread for ever. Prometheus sends its few hundred bytes in one packet.
+HEADER_TIMEOUT_SECONDS = 10.0
+# Every TLS record a client starts with is a handshake record; plain HTTP starts with a method name.
+TLS_HANDSHAKE_RECORD = 0x16
+PLAIN_HTTP_TO_TLS = "Client sent an HTTP request to an HTTPS server."
+# After that answer, the client's unread request is drained (bounded) before closing: closing with unread
+# bytes makes the kernel send a reset, which can destroy the answer before the client reads it.
+DRAIN_BYTES = MAX_REQUEST_LINE + MAX_HEADER_BYTES
+DRAIN_SECONDS = 1.0
 
 # Sent with every response (errors from the stdlib parser included). Nothing here is meant to be
 # embedded, cached by a proxy or run as a script. The index page has no scripts or styles either.
@@ -236,27 +252,54 @@ def _index_page(config: ExporterConfig) -> bytes:
 
 
 class _HeadReader:
-    """Stands in for the request's rfile while the stdlib parses the header section, so the section as a
-    whole is bounded (the stdlib bounds only each line and the line count)."""
+    """Reads the request line and the header section by a deadline: before each receive the socket's
+    timeout is set to the time left, so trickling bytes cannot extend it. Also stands in for the request's
+    rfile while the stdlib parses the headers, so the section as a whole is bounded (the stdlib bounds
+    only each line and the line count)."""
 
-    def __init__(self, raw: Any, budget: int) -> None:
-        self._raw = raw
-        self._left = budget
+    def __init__(self, buffered: io.BufferedReader, sock: socket.socket, deadline: float) -> None:
+        self._buffered = buffered
+        self._sock = sock
+        self._deadline = deadline
+        self._left = MAX_HEADER_BYTES
+
+    def request_line(self) -> bytes:
+        return self._read_line(MAX_REQUEST_LINE + 1)
 
     def readline(self, size: int = -1) -> bytes:
         limit = self._left + 1 if size < 0 else min(size, self._left + 1)
-        line: bytes = self._raw.readline(limit)
+        line = self._read_line(limit)
         self._left -= len(line)
         if self._left < 0:
             # parse_request answers LineTooLong with 431 Request Header Fields Too Large.
             raise http.client.LineTooLong(f"header section over {MAX_HEADER_BYTES} bytes")
         return line
 
+    def _read_line(self, limit: int) -> bytes:
+        line = bytearray()
+        while len(line) < limit:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("request line and headers not received in time")
+            self._sock.settimeout(left)
+            # peek() receives at most once, and only when nothing is buffered; read() then takes only
+            # buffered bytes, so no receive ever runs without the deadline's timeout.
+            chunk = self._buffered.peek(1)[: limit - len(line)]
+            if not chunk:
+                break  # the client closed the connection
+            end = chunk.find(b"\n")
+            line += self._buffered.read(end + 1 if end >= 0 else len(chunk))
+            if end >= 0:
+                break
+        return bytes(line)
+
 
 class ExporterHTTPServer(ThreadingHTTPServer):
     """ThreadingHTTPServer that carries the config, probe function and web config for its handlers."""
 
     daemon_threads = True
+    # Seconds for a request line and headers to arrive (see HEADER_TIMEOUT_SECONDS); tests shorten it.
+    header_timeout: float = HEADER_TIMEOUT_SECONDS
 
     def __init__(
         self,
@@ -302,6 +345,8 @@ class ExporterHTTPServer(ThreadingHTTPServer):
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         if isinstance(request, ssl.SSLSocket):
+            if not self._starts_tls(request, client_address):
+                return
             request.settimeout(TLS_HANDSHAKE_TIMEOUT_SECONDS)
             try:
                 request.do_handshake()
@@ -314,6 +359,36 @@ class ExporterHTTPServer(ThreadingHTTPServer):
                 log.debug("client certificate has no allowed SAN", extra={"remote": client_address[0]})
                 return
         super().finish_request(request, client_address)
+
+    def _starts_tls(self, sock: ssl.SSLSocket, client_address: Any) -> bool:
+        """Peek at the client's first byte before the handshake: plain HTTP gets a 400 saying it reached
+        the TLS port (as Go exporters answer) instead of a silent close. False when the connection is
+        done with. The SSLSocket's own recv refuses flags, so the plain socket methods read the
+        not-yet-encrypted stream."""
+        sock.settimeout(self.header_timeout)
+        try:
+            first = socket.socket.recv(sock, 1, socket.MSG_PEEK)
+        except OSError as exc:  # TimeoutError included: a client that never speaks
+            log.debug("no TLS handshake", extra={"remote": client_address[0], "err": str(exc) or "timed out"})
+            return False
+        if not first:
+            return False
+        if first[0] == TLS_HANDSHAKE_RECORD or not first.isalpha():
+            return True  # TLS, or something the handshake will refuse (and log) as before
+        log.debug("plain HTTP request on the TLS port", extra={"remote": client_address[0]})
+        body = (PLAIN_HTTP_TO_TLS + "\n").encode()
+        head = [
+            "HTTP/1.0 400 Bad Request",
+            f"Content-Type: {TEXT}",
+            f"Content-Length: {len(body)}",
+            "Connection: close",
+            *(f"{name}: {value}" for name, value in self.response_headers(html_page=False)),
+        ]
+        with contextlib.suppress(OSError):
+            socket.socket.sendall(sock, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+            socket.socket.shutdown(sock, socket.SHUT_WR)
+            _drain(sock)
+        return False
 
     def response_headers(self, *, html_page: bool) -> list[tuple[str, str]]:
         """Safe defaults, replaced by the web config's headers of the same name."""
@@ -349,6 +424,21 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
 
 
+def _drain(sock: socket.socket) -> None:
+    """Read what the client sent, bounded in bytes and time, so closing does not reset the connection."""
+    deadline = time.monotonic() + DRAIN_SECONDS
+    received = 0
+    while received < DRAIN_BYTES:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        sock.settimeout(left)
+        chunk = socket.socket.recv(sock, 4096)
+        if not chunk:
+            return
+        received += len(chunk)
+
+
 class _Handler(BaseHTTPRequestHandler):
     # Keep-alive: Prometheus reuses connections between scrapes.
     protocol_version = "HTTP/1.1"
@@ -363,6 +453,9 @@ class _Handler(BaseHTTPRequestHandler):
     error_message_format = "%(code)d %(message)s\n"
     # Per response: whether end_headers() sends the HTML page's CSP.
     _html_page = False
+    # Whether a request was read on this connection: the first one's header deadline starts when the
+    # connection does, the next ones' after the idle wait.
+    _idle_before_next = False
 
     @property
     def _exporter(self) -> ExporterHTTPServer:
@@ -371,12 +464,21 @@ class _Handler(BaseHTTPRequestHandler):
     def version_string(self) -> str:
         return self.server_version  # without the Python version the default adds
 
+    def setup(self) -> None:
+        self._connected_at = time.monotonic()
+        super().setup()
+
     def handle_one_request(self) -> None:
-        # The stdlib's loop body, with tighter limits on the request line and the header section, and every
-        # method sent to _handle (which answers 405 for the ones the exporter does not serve).
+        # The stdlib's loop body, with tighter limits on the request line and the header section, a
+        # deadline for both, and every method sent to _handle (which answers 405 for the ones the
+        # exporter does not serve).
         self._html_page = False
         try:
-            self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
+            head = self._head_reader()
+            if head is None:
+                self.close_connection = True
+                return
+            self.raw_requestline = head.request_line()
             if len(self.raw_requestline) > MAX_REQUEST_LINE:
                 self.requestline = self.request_version = self.command = ""
                 self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG, f"URL longer than {MAX_URL_LENGTH} bytes")
@@ -385,11 +487,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             raw = self.rfile
-            self.rfile = cast(Any, _HeadReader(raw, MAX_HEADER_BYTES))
+            self.rfile = cast(Any, head)
             try:
                 parsed = self.parse_request()
             finally:
                 self.rfile = raw
+                self.connection.settimeout(self.timeout)  # writing the answer: the stdlib's own timeout
             if not parsed:
                 return  # parse_request has sent the error
             self._handle()
@@ -397,6 +500,24 @@ class _Handler(BaseHTTPRequestHandler):
         except TimeoutError as exc:
             self.log_error("Request timed out: %r", exc)
             self.close_connection = True
+
+    def _head_reader(self) -> _HeadReader | None:
+        """The reader for this request's line and headers, with its deadline; None when the client
+        closed a kept-alive connection instead of sending another request."""
+        header_timeout = self._exporter.header_timeout
+        if not self._idle_before_next:
+            self._idle_before_next = True
+            return _HeadReader(self._buffered, self.connection, self._connected_at + header_timeout)
+        # Kept alive: the client may stay silent for up to `timeout` between requests (TimeoutError
+        # after that), and the next request's deadline starts with its first byte.
+        self.connection.settimeout(self.timeout)
+        if not self._buffered.peek(1):
+            return None
+        return _HeadReader(self._buffered, self.connection, time.monotonic() + header_timeout)
+
+    @property
+    def _buffered(self) -> io.BufferedReader:
+        return cast(io.BufferedReader, self.rfile)  # makefile("rb") with the default buffering
 
     def handle_expect_100(self) -> bool:
         # No request body is ever read, so never invite the client to send one; the final answer follows.
