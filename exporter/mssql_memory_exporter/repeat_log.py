@@ -36,7 +36,7 @@ class RepeatLimitedLog:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._log = logger
-        self._interval = interval
+        self.interval = interval  # seconds between lines for one streak; 0 logs every failure
         self._clock = clock
         self._streaks: dict[tuple[str, str], _Streak] = {}
         self._lock = threading.Lock()
@@ -51,7 +51,7 @@ class RepeatLimitedLog:
             else:
                 streak.failures += 1
                 streak.unlogged += 1
-                if now - streak.logged_at < self._interval:
+                if now - streak.logged_at < self.interval:
                     return
                 repeats = (streak.unlogged, streak.since)
                 streak.unlogged = 0

@@ -71,7 +71,7 @@ class Scraper:
         self._rendered_lock = threading.Lock()
         self._states: dict[str, _TargetState] = {}
         self._states_lock = threading.Lock()
-        self._warnings = RepeatLimitedLog(log)
+        self.repeat_log = RepeatLimitedLog(log)  # repeated failures logged once, then counted
         # Here, before any worker thread exists: it may set FREETDSCONF (see freetds.py).
         freetds.prepare(config.targets.values())
 
@@ -107,7 +107,7 @@ class Scraper:
             results = route(result_sets, sections)
             up = 1.0
         except (ScrapeFailed, BatchShapeError) as exc:
-            self._warnings.failed(target.name, "scrape", str(exc), "scrape failed")
+            self.repeat_log.failed(target.name, "scrape", str(exc), "scrape failed")
             if isinstance(exc, BatchShapeError):
                 # The session's state is unknown after an answer we cannot read; never wait for the
                 # lock here, a concurrent probe's worker may be stuck in the driver holding it.
@@ -115,7 +115,7 @@ class Scraper:
             if len(sections) > len(self._fast):
                 state.memo[FORCE_SLOW] = True  # the refresh did not happen; try again next time
         if up:
-            self._warnings.succeeded(target.name, "scrape", "scrape succeeded again")
+            self.repeat_log.succeeded(target.name, "scrape", "scrape succeeded again")
             if len(sections) > len(self._fast):
                 refresh = getattr(target, "volume_refresh_seconds", DEFAULT_REFRESH_SECONDS)
                 state.next_slow_at = time.monotonic() + refresh
@@ -147,7 +147,7 @@ class Scraper:
         ]
         ok = not errors
         if errors:
-            self._warnings.failed(
+            self.repeat_log.failed(
                 target,
                 f"collector:{module.name}",
                 f"{errors[0].number}: {errors[0].message}",
@@ -170,7 +170,7 @@ class Scraper:
                 log.exception("collector failed", extra={"target": target, "collector": module.name})
             else:
                 out.merge(scratch)
-                self._warnings.succeeded(
+                self.repeat_log.succeeded(
                     target, f"collector:{module.name}", "section succeeded again", collector=module.name
                 )
         labels = {"collector": module.name}
