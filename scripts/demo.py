@@ -7,11 +7,16 @@ root. Settings come from the environment, as `make run VAR=value` passes them:
   STANDIN_PORT  the stand-in's TCP port on 127.0.0.1 (default 14330)
   SCENARIO      the scenario the stand-in plays (default memory-pressure; tests/standin/scenarios/*.yml)
   STANDIN_ARGS  faults on a timetable, e.g. "--fault hang_batch@60-90" (tests/standin/schedule.py)
+  DEMO_READY_TIMEOUT  seconds the stand-in gets to listen (default 60)
 
 The two run as one: the stand-in starts first and the exporter only once the stand-in listens (so the
 first probe reads it), either one exiting stops the other and the demo exits non-zero, and SIGTERM,
 SIGINT or SIGHUP stops both before the demo itself dies of that signal. A bash script could not do this
 reliably: `wait` returns on the first child only with job control, and a trap runs only between commands.
+
+Under `make run`, GNU make passes SIGTERM on to its recipe (so `kill <make's pid>` stops the demo), and
+Ctrl-C or a closed terminal signal the whole process group. SIGINT or SIGHUP sent to make's pid alone
+reach nobody else: make then waits for the demo to end by itself.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "build" / "demo-config.yml"
 PASSWORD_ENV = "MSSQL_STANDIN_PASSWORD"
 # The stand-in imports sqlfluff before it listens: a second or two here, far more on a loaded machine.
-READY_TIMEOUT = 60.0
+READY_TIMEOUT_DEFAULT = "60"
 # Each process gets this long to stop after SIGTERM before it is killed.
 STOP_TIMEOUT = 10.0
 POLL = 0.2
@@ -54,6 +59,17 @@ def port_setting(name: str, default: str) -> int:
     if not text.isdigit() or not 1 <= int(text) <= 65535:
         raise DemoError(f"{name} must be a TCP port number (1-65535), got {text!r}")
     return int(text)
+
+
+def seconds_setting(name: str, default: str) -> float:
+    text = os.environ.get(name) or default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise DemoError(f"{name} must be a positive number of seconds, got {text!r}")
+    return seconds
 
 
 def listen_port(listen: str) -> str:
@@ -134,29 +150,32 @@ class Demo:
             if code is not None:
                 raise DemoError(f"the {name} exited ({exit_text(code)})")
 
-    def wait_for_standin(self, ready_fd: int, port: int) -> None:
+    def wait_for_standin(self, ready_fd: int, port: int, limit: float) -> None:
         """Until the stand-in says it listens (on the descriptor it was given) and accepts a connection.
 
         Its own word comes first: a port that accepts could be another program's, which the stand-in then
         fails to bind."""
-        deadline = time.monotonic() + READY_TIMEOUT
+        deadline = time.monotonic() + limit
         said = b""
         while b"\n" not in said:
             self.check()
             if time.monotonic() > deadline:
                 raise DemoError(
-                    f"the stand-in did not listen on 127.0.0.1:{port} within {READY_TIMEOUT:.0f} s; "
-                    "is the machine very busy?"
+                    f"the stand-in did not listen on 127.0.0.1:{port} within {limit:g} s "
+                    "(a very busy machine? DEMO_READY_TIMEOUT gives it longer)"
                 )
-            readable, _, _ = select.select([ready_fd], [], [], POLL)
+            readable, _, _ = select.select(
+                [ready_fd], [], [], min(POLL, max(0.0, deadline - time.monotonic()))
+            )
             if readable:
                 chunk = os.read(ready_fd, 64)
                 if not chunk:  # it closed the descriptor without a word: it is exiting
                     name, process = self.children[0]
-                    code = process.wait(STOP_TIMEOUT)
-                    raise DemoError(
-                        f"the {name} did not start ({exit_text(code)}); the exporter was not started"
-                    )
+                    try:
+                        status = exit_text(process.wait(STOP_TIMEOUT))
+                    except subprocess.TimeoutExpired:
+                        status = "closed its ready descriptor without listening"
+                    raise DemoError(f"the {name} did not start ({status}); the exporter was not started")
                 said += chunk
         while True:
             self.check()
@@ -199,6 +218,7 @@ def run(demo: Demo) -> None:
     http_port = listen_port(listen)
     port = port_setting("STANDIN_PORT", "14330")
     scenario = os.environ.get("SCENARIO") or "memory-pressure"
+    ready_timeout = seconds_setting("DEMO_READY_TIMEOUT", READY_TIMEOUT_DEFAULT)
     standin_args = shlex.split(os.environ.get("STANDIN_ARGS", ""))
     env = dict(os.environ, PYTHONPATH=str(ROOT), **{PASSWORD_ENV: secrets.token_urlsafe(18)})
     write_config(port, scenario)
@@ -215,7 +235,7 @@ def run(demo: Demo) -> None:
             )
         finally:
             os.close(ready_w)  # the stand-in holds the only write end now: its exit reads as end of file
-        demo.wait_for_standin(ready_r, port)
+        demo.wait_for_standin(ready_r, port, ready_timeout)
     finally:
         os.close(ready_r)
 

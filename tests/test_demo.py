@@ -202,6 +202,17 @@ def test_standin_that_cannot_bind_fails_the_demo_before_the_exporter(launch) -> 
         assert not listening(demo.http_port)
 
 
+def test_standin_that_does_not_listen_in_time_fails_the_demo(launch) -> None:
+    # A millisecond is shorter than any Python start-up: a real stand-in, genuinely not listening yet.
+    demo = launch(MAKE_RUN, DEMO_READY_TIMEOUT="0.001")
+    code = demo.wait_for_exit(START_TIMEOUT)
+    text = demo.text()
+    assert code != 0, text
+    assert f"the stand-in did not listen on 127.0.0.1:{demo.standin_port} within 0.001 s" in text, text
+    assert "msg=starting" not in text, "the exporter was started against a stand-in that is not ready"
+    demo.assert_gone()
+
+
 def test_standin_death_stops_the_exporter(launch) -> None:
     demo = launch(MAKE_RUN)
     demo.wait_for_line(r"msg=listening")
