@@ -144,7 +144,13 @@ SCRIPT = ["bash", "scripts/run.sh"]
 
 
 def probe(port: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/probe?target=demo", timeout=30) as response:
+    # The stand-in parses the exporter's first batch with sqlfluff: seconds of CPU on a busy machine, so the
+    # probe offers a long scrape timeout, as Prometheus does with this header. A stand-in that is not there
+    # yet refuses the connection at once, whatever the timeout.
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/probe?target=demo", headers={"X-Prometheus-Scrape-Timeout-Seconds": "60"}
+    )
+    with urllib.request.urlopen(request, timeout=90) as response:
         return samples_of(response.read().decode())
 
 
