@@ -47,6 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--restart-every", type=float, default=None, metavar="SECONDS", help="restart, dropping sessions"
     )
+    parser.add_argument(
+        "--ready-fd",
+        type=int,
+        default=None,
+        metavar="FD",
+        help="once listening, write the port and a newline to this inherited descriptor and close it",
+    )
     args = parser.parse_args(argv)
     try:
         faults = [parse_fault(spec) for spec in args.fault]
@@ -68,11 +75,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     handler = ScenarioHandler(Instance(scenario), user=args.user, password=password)
     server = StandInServer(handler, args.host, args.port)
-    port = server.start()
+    try:
+        port = server.start()
+    except OSError as exc:
+        # A port in use is an everyday mistake, not a bug: one line that names the address, no traceback.
+        reason = exc.strerror or exc
+        print(f"error: stand-in cannot listen on {args.host}:{args.port}: {reason}", file=sys.stderr)
+        return 1
     logging.info("SQL Server stand-in playing %r on %s:%d", scenario.name, args.host, port)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if args.ready_fd is not None:
+        # The demo (scripts/demo.py) waits for this before it starts the exporter: a port that merely
+        # accepts could be another program's, and the stand-in's imports take seconds on a busy machine.
+        with os.fdopen(args.ready_fd, "w") as ready:
+            ready.write(f"{port}\n")
     schedule = FaultSchedule(handler, faults, denials, args.restart_every)
     started = time.monotonic()
     schedule.apply(0.0)

@@ -492,8 +492,12 @@ class StandInServer:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         # Tests restart servers quickly; TIME_WAIT from a previous run must not block the bind.
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((self.host, self.port))
-        listener.listen(64)
+        try:
+            listener.bind((self.host, self.port))
+            listener.listen(64)
+        except OSError:
+            listener.close()  # a port in use must not leak the socket into the caller's error path
+            raise
         self._listener = listener
         self.port = listener.getsockname()[1]
         # accept() cannot be interrupted portably; a socket pair lets stop() wake the selector.
