@@ -20,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,3 +246,34 @@ def test_bytes_written_at_start_up_grow_linearly_with_the_fleet(start, tmp_path:
     assert small <= small_size + page_slack, (small, small_size)
     assert large <= large_size + page_slack, (large, large_size)
     assert large <= 10 * small + page_slack, (small, large)  # ten times the targets, ten times the bytes
+
+
+# tgkill(2): a signal to one thread of another process. Python has no binding for it.
+_TGKILL = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)
+
+
+def signal_thread(pid: int, tid: int, signum: int) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.syscall(_TGKILL, pid, tid, signum) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill failed")
+
+
+@pytest.mark.skipif(_TGKILL is None or not Path("/proc/self/task").exists(), reason="needs Linux tgkill")
+def test_sigterm_delivered_to_the_http_thread_stops_the_exporter(start, tmp_path: Path):
+    """The kernel hands a process-directed SIGTERM to any thread; Python runs the handler on the main
+    thread only. The exporter used to wait for its stop event in a lock wait that such a signal does not
+    interrupt, so it hung (28 of 80 stops sent just as it began listening) until SIGKILL, which left
+    the private directory behind. Here the signal goes to the HTTP thread on purpose."""
+    run = start(write_config(tmp_path / "fleet.yml", 10), hooked=False)
+    run.wait_for("msg=listening")
+    pid = run.proc.pid
+    deadline = time.monotonic() + 20
+    while not (others := [int(t) for t in os.listdir(f"/proc/{pid}/task") if int(t) != pid]):
+        assert time.monotonic() < deadline, "the HTTP thread never started"
+        time.sleep(0.05)
+    time.sleep(0.5)  # the main thread is waiting for the stop by now
+    signal_thread(pid, others[0], signal.SIGTERM)
+    assert run.proc.wait(timeout=20) == 0, run.log()
+    assert run.leftovers() == [] and "msg=stopped" in run.log()
