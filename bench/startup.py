@@ -37,6 +37,7 @@ from bench.common import BUILD, ROOT, free_port, peak_rss, print_table
 SIZES = (1000, 10_000, 50_000)
 QUICK_SIZES = (100, 1000)
 TIMEOUT = 300.0
+STOP_TIMEOUT = 20.0  # after SIGTERM; the exporter stops within a second
 PASSWORD_ENV = "MSSQL_EXPORTER_BENCH_PASSWORD"  # any value: nothing logs in during start-up
 
 
@@ -129,7 +130,7 @@ def measure(
         rss = peak_rss(proc.pid)
         proc.send_signal(signal.SIGTERM)
         try:
-            exit_status: int | None = proc.wait(60)
+            exit_status: int | None = proc.wait(STOP_TIMEOUT)
         except subprocess.TimeoutExpired:
             exit_status = None
     finally:
@@ -161,7 +162,7 @@ def _bytes(n: float) -> str:
 
 def _exit(status: int | None) -> str:
     if status is None:
-        return "killed (no exit in 60 s)"
+        return f"hung, SIGKILL after {STOP_TIMEOUT:g} s"
     if status < 0:
         return f"killed by {signal.Signals(-status).name}"
     return str(status)
@@ -197,6 +198,7 @@ def table(results: list[StartUp], timeout: float) -> tuple[list[str], list[list[
     return headers, rows
 
 
+TITLE = "(e) Start-up with N targets: a fresh exporter process per row"
 NOTES = (
     "    N FreeTDS targets with encryption: require (one freetds.conf section each); nothing is contacted.\n"
     "    seconds: process start to the port accepting. written to disk: /proc/PID/io write_bytes at that\n"
@@ -239,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             remove_worktree(path)
     headers, rows = table(results, args.timeout)
-    print_table("(e) Start-up with N targets: a fresh exporter process per row", headers, rows, NOTES)
+    print_table(TITLE, headers, rows, NOTES)
     return 0
 
 
