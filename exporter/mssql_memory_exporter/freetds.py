@@ -7,6 +7,11 @@ strings that name a section (`Servername=`). So each FreeTDS target that encrypt
 
 The environment is changed once, from the thread that builds the Scraper, before any connection is
 opened: setenv while another thread is inside the driver's getenv is not safe.
+
+The file is written once at start-up with every section (not once per target: that grew with the
+square of the fleet), and again only when a section changes or the file on disk is no longer the one
+written (checked by stat at each login). remove_directory() removes it; the CLI calls it on every way
+out of main(), and atexit covers other users of this module.
 """
 
 from __future__ import annotations
