@@ -277,3 +277,38 @@ def test_sigterm_delivered_to_the_http_thread_stops_the_exporter(start, tmp_path
     signal_thread(pid, others[0], signal.SIGTERM)
     assert run.proc.wait(timeout=20) == 0, run.log()
     assert run.leftovers() == [] and "msg=stopped" in run.log()
+
+
+def _read_bytes() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs Linux /proc/self/io")
+def test_logins_check_the_file_without_reading_or_rewriting_it(tmp_path: Path):
+    """Every FreeTDS login of a checking target calls freetds.ensure(). It used to read the whole file
+    back and compare it: a fleet's first round of logins read sections x targets bytes (150 MB at
+    1,000 targets). Now it compares two lstat() results with what was written."""
+    from mssql_memory_exporter import freetds
+    from mssql_memory_exporter.config import load_config
+
+    os.environ[PASSWORD_ENV] = "pw"
+    config = load_config(str(write_config(tmp_path / "fleet.yml", 1000)))
+    targets = list(config.targets.values())
+    conf = freetds.prepare(targets)
+    assert conf is not None
+    written = conf.stat()
+    before = _read_bytes()
+    for target in targets:
+        freetds.ensure(target)
+    assert _read_bytes() - before < 100_000  # the file is about 160 kB; reading it once would exceed this
+    after = conf.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)  # not rewritten
+
+    # A file put in its place (same name, other content) is not the one written: rewritten at a login.
+    text = conf.read_text()
+    conf.write_text("[mssql-exporter-x]\n\thost = elsewhere.example.net\n")
+    freetds.ensure(targets[0])
+    assert conf.read_text() == text
