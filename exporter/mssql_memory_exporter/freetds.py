@@ -92,6 +92,7 @@ class _Conf:
         if self.closed:
             raise FreeTdsConfError(f"{self.path} was removed: the exporter is stopping")
         text = HEADER + "\n".join(self.sections[name] for name in sorted(self.sections))
+        tmp = None
         try:
             self._own_directory()
             fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".freetds.conf.")
@@ -101,6 +102,9 @@ class _Conf:
                 written = os.fstat(fh.fileno())
             os.replace(tmp, self.path)
         except OSError as exc:
+            if tmp is not None:  # a full disk, say: no half-written file left beside the real one
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
             raise FreeTdsConfError(f"cannot write {self.path}: {exc.strerror or exc}") from None
         self._written = _identity(written)
 
