@@ -4,6 +4,7 @@
 (b) scrape latency and exporter-side time vs SELECT 1    bench/scrape_cost.py
 (c) growth with databases and NUMA nodes (exporter process: time, CPU, RSS)   bench/growth.py
 (d) a fleet of targets through /probe of one exporter process                  bench/fleet.py
+(e) start-up with 1k/10k/50k targets: seconds to listening, bytes written, RSS  bench/startup.py
 
 Prints the tables and writes every figure to build/bench-results.json. `--quick` is a smoke run
 (seconds, not minutes) whose numbers mean little. docs/performance.md explains the method.
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import fleet, growth, scrape_cost  # noqa: E402
+from bench import fleet, growth, scrape_cost, startup  # noqa: E402
 from bench.common import BUILD, MachineLoad, load_note, machine_info, print_table, raise_fd_limit  # noqa: E402
 
 COST_SCENARIOS = ("healthy-oltp", "numa-4-nodes")
@@ -43,12 +44,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--only", default="abcd", help="tables to run, e.g. 'cd' (a and b run together)")
+    parser.add_argument("--only", default="abcde", help="tables to run, e.g. 'cd' (a and b run together)")
     parser.add_argument("--scrapes", type=int, default=1000, help="scrapes per scenario in (a)/(b)")
     parser.add_argument("--fleet", type=int, action="append", help="fleet sizes for (d); default 100 and 500")
     parser.add_argument("--interval", type=float, default=15.0, help="scrape interval of the fleet, seconds")
     parser.add_argument(
         "--rounds", type=int, default=3, help="measured scrape rounds per fleet (after 1 warm-up)"
+    )
+    parser.add_argument(
+        "--startup-targets", type=int, action="append", help="fleet sizes for (e); default 1k, 10k, 50k"
+    )
+    parser.add_argument(
+        "--startup-timeout", type=float, default=startup.TIMEOUT, help="seconds a start-up in (e) may take"
     )
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: few scrapes, small fleet, short interval"
@@ -148,6 +155,13 @@ def main() -> int:
                 for f in fleet_results
             ),
         )
+
+    if "e" in args.only:
+        sizes = args.startup_targets or list(startup.QUICK_SIZES if args.quick else startup.SIZES)
+        starts = [startup.measure(n, timeout=args.startup_timeout) for n in sizes]
+        results["e_startup"] = [startup.summary(r) for r in starts]
+        headers, rows = startup.table(starts, args.startup_timeout)
+        print_table(startup.TITLE, headers, rows, startup.NOTES)
 
     elapsed = time.monotonic() - started
     results["elapsed_seconds"] = elapsed

@@ -41,6 +41,20 @@ def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_
     assert fleet["round_trips_per_probe"] == 1.0, fleet
 
 
+def test_quick_start_up_table_counts_bytes_written_and_what_is_left_behind(tmp_path):
+    out = tmp_path / "bench.json"
+    run = run_python("bench/bench_scrape.py", "--quick", "--only", "e", "--json", str(out))
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "(e) Start-up with N targets" in run.stdout, run.stdout[-2000:]
+    small, large = json.loads(out.read_text())["e_startup"]
+    assert (small["targets"], large["targets"]) == (100, 1000)
+    for row in (small, large):
+        assert row["listened"] and row["exit_status"] == 0 and row["left_behind"] == [], row
+        assert row["write_bytes"] > 0 and row["rss_peak_bytes"] > 0, row
+    # Linear in the fleet (whole pages of slack): the quadratic start-up wrote 1 MB and 80 MB here.
+    assert large["write_bytes"] <= 10 * small["write_bytes"] + 64 * 1024, (small, large)
+
+
 def test_compare_runs_two_checkouts_side_by_side_and_cleans_up():
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: nothing to compare against")

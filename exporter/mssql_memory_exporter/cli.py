@@ -9,10 +9,11 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import Any
 
 from prometheus_client.core import Metric
 
-from mssql_memory_exporter import __version__
+from mssql_memory_exporter import __version__, freetds
 from mssql_memory_exporter.config import (
     ConfigError,
     ExporterConfig,
@@ -39,6 +40,9 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+
+# How soon a stop signal that landed on another thread is acted on (Python runs handlers on the main one).
+STOP_POLL_SECONDS = 0.2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,6 +180,33 @@ def _own_metrics(host_metrics: OwnMetricsFn | None) -> OwnMetricsFn:
     return families
 
 
+class StartupInterrupted(BaseException):
+    """SIGTERM or SIGINT before the exporter listens. A BaseException, like KeyboardInterrupt, so no
+    `except Exception` on the way up swallows it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signal_name = signal.Signals(signum).name
+
+
+def _abort_start_on_signals() -> dict[signal.Signals, Any]:
+    """Until _stop_on_signals() takes over, SIGTERM and SIGINT abandon start-up at once (a large config
+    can take a while to read) and main() cleans up; without a handler SIGTERM would kill the process and
+    leave the private FreeTDS directory behind. Returns the handlers it replaced."""
+
+    def abort(signum: int, _frame: FrameType | None) -> None:
+        # Later signals are ignored: what is left is removing one directory, and a second exception
+        # raised in the middle of that cleanup would leave the directory half-removed.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        raise StartupInterrupted(signum)
+
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in previous:
+        signal.signal(sig, abort)
+    return previous
+
+
 def _stop_on_signals() -> threading.Event:
     """Installed before "listening" is logged: whoever waits for that line may signal at once, and a
     SIGTERM before the handler exists would kill the process instead of stopping it cleanly."""
@@ -207,7 +238,7 @@ def _serve_until(server: ExporterHTTPServer, stop: threading.Event) -> None:
     # Wait in short slices: the kernel may deliver SIGTERM to any thread, and Python runs its handler
     # only when the main thread returns to the interpreter. An untimed wait() then never returns (seen as
     # a stop that hung 1 run in 8 of the two-signal test, with neither signal handled).
-    while not stop.wait(timeout=0.5):
+    while not stop.wait(timeout=STOP_POLL_SECONDS):
         pass
     server.shutdown()
     server.server_close()
@@ -240,6 +271,23 @@ def raise_open_files_limit(targets: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging(args.log_level, args.log_format)
+    previous = _abort_start_on_signals()
+    try:
+        return _run(args)
+    except StartupInterrupted as exc:
+        log.info("stopping", extra={"signal": exc.signal_name, "during": "start-up"})
+        log.info("stopped")
+        return EXIT_OK
+    finally:
+        # Every way out: a normal stop, a signal before or after "listening", a config or listen error,
+        # an exception. atexit would miss a SIGTERM that kills the process before a handler exists.
+        freetds.remove_directory()
+        for signum, handler in previous.items():
+            if handler is not None:  # None: set outside Python, cannot be put back
+                signal.signal(signum, handler)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config_file)
     except ConfigError as exc:
