@@ -390,7 +390,22 @@ def test_parse_listen_address(listen: str, expected: tuple[str, int]):
     assert parse_listen_address(listen) == expected
 
 
-@pytest.mark.parametrize("listen", ["9399", "::1:9399", "host:", "host:abc", "host:70000", "host:-1", ""])
+@pytest.mark.parametrize(
+    "listen",
+    [
+        "9399",
+        "::1:9399",
+        "host:",
+        "host:abc",
+        "host:70000",
+        "host:-1",
+        "",
+        ":\u0663\u0663",
+        ":\u00b2",
+        ":+80",
+        ": 80",
+    ],
+)
 def test_parse_listen_address_rejects(listen: str):
     with pytest.raises(ValueError, match="listen address"):
         parse_listen_address(listen)

@@ -149,7 +149,8 @@ def parse_listen_address(listen: str) -> tuple[str, int]:
         host = host[1:-1]
     elif ":" in host:
         raise ValueError(f"listen address {listen!r}: put IPv6 addresses in brackets, e.g. [::1]:9399")
-    if not port_text.isdigit() or not 0 <= int(port_text) <= 65535:
+    # isdigit() alone also takes other scripts' digits ("٣٣" was port 33) and "²" (which int() refuses).
+    if not (port_text.isascii() and port_text.isdigit()) or not 0 <= int(port_text) <= 65535:
         raise ValueError(f"listen address {listen!r}: port must be a number from 0 to 65535")
     return host, int(port_text)
 
