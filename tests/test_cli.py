@@ -107,6 +107,19 @@ def test_inline_password_is_not_echoed():
     assert "s3cr3t-inline-value" not in result.stderr
 
 
+def test_password_pasted_as_env_name_is_not_echoed(tmp_path: Path):
+    # A password written where the variable's name belongs is a valid name that is not set: the error
+    # must point at the field without repeating what it holds.
+    pasted = "Hunter2_W1nter"
+    path = tmp_path / "c.yml"
+    path.write_text(GOOD_CONFIG.replace(PASSWORD_ENV, pasted))
+    assert pasted in path.read_text()
+    result = run_cli("--config.file", str(path), env={PASSWORD_ENV: "pw"})
+    assert result.returncode == 2
+    assert "password_env: the environment variable it names is not set or is empty" in result.stderr
+    assert pasted not in result.stderr + result.stdout
+
+
 def test_missing_config_file(tmp_path: Path):
     result = run_cli("--config.file", str(tmp_path / "absent.yml"))
     assert result.returncode == 2

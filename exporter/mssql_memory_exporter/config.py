@@ -94,6 +94,8 @@ DriverChoice = Literal["auto", "odbc18", "odbc17", "freetds"]
 Encryption = Literal["off", "request", "require", "strict"]
 DriverKind = Literal["odbc18", "odbc17", "freetds"]
 
+# Never names the variable (see AuthModule._env_is_set).
+ENV_UNSET_MESSAGE = "the environment variable it names is not set or is empty"
 INLINE_PASSWORD_MESSAGE = "inline passwords are not allowed; use password_env or password_file"
 
 
@@ -177,10 +179,10 @@ class AuthModule(_Strict):
     @field_validator("password_env")
     @classmethod
     def _env_is_set(cls, name: str | None) -> str | None:
+        # The name is not repeated: a password pasted here by mistake would otherwise end up in the
+        # error, in a terminal, a CI log or the journal. The field path says which line to look at.
         if name is not None and not os.environ.get(name):
-            raise PydanticCustomError(
-                "secret_source", "environment variable {name} is not set or is empty", {"name": name}
-            )
+            raise PydanticCustomError("secret_source", ENV_UNSET_MESSAGE)
         return name
 
     @field_validator("password_file")
@@ -221,7 +223,7 @@ class AuthModule(_Strict):
         if self.password_env is not None:
             value = os.environ.get(self.password_env, "")
             if not value:
-                raise CredentialError(f"environment variable {self.password_env} is not set or is empty")
+                raise CredentialError(f"password_env: {ENV_UNSET_MESSAGE}")
             return SecretStr(value)
         assert self.password_file is not None  # guaranteed by _exactly_one_source
         try:
