@@ -19,17 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext
-from mssql_memory_exporter.config import (
-    ConfigError,
-    KnownWritten,
-    SsdDrives,
-    SsdPool,
-    load_config,
-    normalize_host_disk,
-    normalize_volume,
-    parse_config,
-)
-from mssql_memory_exporter.endurance import (
+from mssql_memory_exporter.collectors.endurance import (
     COUNTING_MEMO_KEY,
     TB,
     CountingStart,
@@ -42,6 +32,16 @@ from mssql_memory_exporter.endurance import (
     rated_endurance_bytes,
     remaining_seconds,
     written_so_far,
+)
+from mssql_memory_exporter.config import (
+    ConfigError,
+    KnownWritten,
+    SsdDrives,
+    SsdPool,
+    load_config,
+    normalize_host_disk,
+    normalize_volume,
+    parse_config,
 )
 
 from tests.conftest import exposition, scrape, value

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 
-from .collectors.base import Row, Section, SectionError, SectionResult
+from .collectors.base import CollectorRecord, Row, Section, SectionError, SectionResult
 from .collectors.perf import PerfObject, perf_section
 
 ERROR_TAG = "section_error"
@@ -42,19 +41,15 @@ def render_section(section: Section) -> str:
     return f"BEGIN TRY\n{body}\nEND TRY\nBEGIN CATCH\n    {caught}\nEND CATCH;"
 
 
-def sections_of(collectors: Iterable[ModuleType]) -> list[Section]:
+def sections_of(collectors: Iterable[CollectorRecord]) -> list[Section]:
     """Sections in collector order; all perf objects share one perf section where the first needs it."""
     sections: dict[str, Section] = {}
     perf_objects: list[PerfObject] = []
-    for module in collectors:
-        obj = getattr(module, "OBJECT", None)
-        if isinstance(obj, PerfObject):
-            perf_objects.append(obj)
+    for record in collectors:
+        if record.perf_object is not None:
+            perf_objects.append(record.perf_object)
             sections.setdefault("perf", Section(tag="perf", sql=""))  # placeholder keeps the order
-        declared = list(getattr(module, "SECTIONS", ()))
-        if isinstance(getattr(module, "SECTION", None), Section):
-            declared.insert(0, module.SECTION)
-        for section in declared:
+        for section in record.defines:
             sections.setdefault(section.tag, section)
     if perf_objects:
         sections["perf"] = perf_section(perf_objects)

@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import ModuleType
 
 import pyodbc
 from prometheus_client.core import Metric
@@ -22,7 +21,15 @@ from prometheus_client.core import Metric
 from . import freetds
 from .batch import BatchShapeError, render_batch, route, sections_of
 from .collectors import COLLECTORS
-from .collectors.base import EXTRA_SECTIONS, FORCE_SLOW, FamilyBuilder, MissingData, ScrapeContext, Section
+from .collectors.base import (
+    EXTRA_SECTIONS,
+    FORCE_SLOW,
+    CollectorRecord,
+    FamilyBuilder,
+    MissingData,
+    ScrapeContext,
+    Section,
+)
 from .config import (
     ConfigError,
     ExporterConfig,
@@ -57,7 +64,7 @@ class Scraper:
     def __init__(
         self,
         config: ExporterConfig,
-        collectors: Sequence[ModuleType] = COLLECTORS,
+        collectors: Sequence[CollectorRecord] = COLLECTORS,
         host: object | None = None,
     ) -> None:
         self._config = config
@@ -123,8 +130,8 @@ class Scraper:
             ctx = ScrapeContext(
                 now=time.time(), workload=target.workload, memo=state.memo, target=target, host=host
             )
-            for module in self._collectors:
-                self._run_collector(module, results, ctx, out, target.name)
+            for record in self._collectors:
+                self._run_collector(record, results, ctx, out, target.name)
         out.gauge("mssql_up", "1 if the last scrape of SQL Server succeeded, 0 otherwise.", up)
         out.gauge(
             "mssql_exporter_login_backoff_seconds",
@@ -139,7 +146,7 @@ class Scraper:
         return out.families()
 
     def _run_collector(
-        self, module: ModuleType, results: dict, ctx: ScrapeContext, out: FamilyBuilder, target: str
+        self, module: CollectorRecord, results: dict, ctx: ScrapeContext, out: FamilyBuilder, target: str
     ) -> None:
         started = time.monotonic()
         errors = [

@@ -1,12 +1,10 @@
 """The collector modules, in the order their sections appear in the batch.
 
 To add a metric: edit one module here (and its stand-in fixture and docs/metrics.md). To add a module:
-list it below.
+give it a `COLLECTOR = CollectorRecord(...)` and list it below.
 """
 
 from __future__ import annotations
-
-from types import ModuleType
 
 from . import (
     buffer_manager,
@@ -21,19 +19,23 @@ from . import (
     tempdb,
     volumes,
 )
+from .base import CollectorRecord
 
 # Each collector reads only the rows of this scrape (volumes reads the start tick from sys_info's rows
 # itself), so the order matters only where noted.
-COLLECTORS: tuple[ModuleType, ...] = (
-    server_properties,
-    sys_info,
-    buffer_manager,
-    buffer_node,
-    memory_manager,
-    sql_statistics,
-    tempdb,
-    volumes,
-    ssd_pools,  # after volumes: it sums the volume totals of this scrape
-    hybrid_buffer_pool,
-    buffer_pool_extension,
+COLLECTORS: tuple[CollectorRecord, ...] = tuple(
+    module.COLLECTOR
+    for module in (
+        server_properties,
+        sys_info,
+        buffer_manager,
+        buffer_node,
+        memory_manager,
+        sql_statistics,
+        tempdb,
+        volumes,
+        ssd_pools,  # after volumes: it sums the volume totals of this scrape
+        hybrid_buffer_pool,
+        buffer_pool_extension,
+    )
 )

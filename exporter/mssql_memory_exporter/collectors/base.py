@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from .view import NO_TARGET, HostView, TargetView
+
+if TYPE_CHECKING:  # perf builds on this module
+    from .perf import PerfObject
 
 Row = Mapping[str, object]
 
@@ -84,8 +89,8 @@ class ScrapeContext:
     now: float  # unix time of the scrape, from the exporter's clock
     workload: str
     memo: dict[str, object]  # survives between scrapes of the same target
-    target: Any = None  # the TargetConfig (typed loosely: collectors must not import config)
-    host: Any = None  # the HostCollector when the exporter runs on this target's host, else None
+    target: TargetView = NO_TARGET  # the target's config, seen through what collectors read
+    host: HostView | None = None  # the exporter's host when it is the target's host, else None
 
 
 class FamilyBuilder:
@@ -152,19 +157,25 @@ class ImpossibleValue(MissingData):
     """A reading no SQL Server can give (a negative counter or size): the collector fails, naming it."""
 
 
-class Collector(Protocol):
-    """A collector module turns the rows of its sections into metric families.
+CollectFn = Callable[[Mapping[str, "SectionResult"], ScrapeContext, FamilyBuilder], None]
 
-    It must not raise for odd data it can skip; if it raises anyway, the scrape marks only this
-    collector as failed and the others still export.
+
+@dataclass(frozen=True)
+class CollectorRecord:
+    """What one collector module declares, once, as its `COLLECTOR`: the batch and the scrape read these
+    records and nothing else of the module.
+
+    `collect` turns the rows of its sections into families. It must not raise for odd data it can skip;
+    if it raises anyway, the scrape marks only this collector as failed and the others still export.
     """
 
-    name: str
-    sections: Sequence[str]
-
-    def collect(
-        self, results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder
-    ) -> None: ...
+    name: str  # the `collector` label of mssql_exporter_collector_success
+    sections: tuple[str, ...]  # tags of the sections it reads: an error in one of them fails it
+    collect: CollectFn
+    # SQL sections it brings to the batch; two collectors may bring the same one (first one wins).
+    defines: tuple[Section, ...] = ()
+    # Its object in the one shared performance-counter section, if it reads perf counters.
+    perf_object: PerfObject | None = None
 
 
 def rows_of(results: Mapping[str, SectionResult], tag: str) -> Iterable[Row]:

@@ -6,10 +6,8 @@ from collections.abc import Mapping
 
 from ..perfcounters import CounterKind, PerfIndex
 from . import perf
-from .base import FamilyBuilder, ScrapeContext, SectionResult
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
 
-name = "buffer_manager"
-sections = (perf.PERF_TAG,)
 OBJECT = perf.PerfObject("Buffer Manager")
 
 G, C = CounterKind.GAUGE, CounterKind.CUMULATIVE
@@ -82,3 +80,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
             "Share of page requests served from the buffer pool, 0..1 (read-ahead counts as hits).",
             ratio,
         )
+
+
+COLLECTOR = CollectorRecord(
+    name="buffer_manager",
+    sections=(perf.PERF_TAG,),
+    collect=collect,
+    perf_object=OBJECT,
+)

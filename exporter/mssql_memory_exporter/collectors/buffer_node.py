@@ -7,10 +7,8 @@ from collections.abc import Mapping
 
 from ..perfcounters import CounterKind, PerfIndex
 from . import perf
-from .base import FamilyBuilder, ScrapeContext, SectionResult
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
 
-name = "buffer_node"
-sections = (perf.PERF_TAG,)
 OBJECT = perf.PerfObject("Buffer Node")
 
 G, C = CounterKind.GAUGE, CounterKind.CUMULATIVE
@@ -48,3 +46,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     index = PerfIndex(perf.perf_rows(results, OBJECT.name))
     for instance in index.instances():
         perf.export(out, ctx, index, METRICS, instance=instance, labels={"node": node_label(instance)})
+
+
+COLLECTOR = CollectorRecord(
+    name="buffer_node",
+    sections=(perf.PERF_TAG,),
+    collect=collect,
+    perf_object=OBJECT,
+)

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
 
-name = "buffer_pool_extension"
 TAG = "bpe"
-sections = (TAG,)
 ENABLED_STATE = 5  # "BUFFER POOL EXTENSION ENABLED"
 
 SECTION = Section(
@@ -32,3 +30,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     out.gauge(
         "mssql_buffer_pool_extension_size_bytes", "Size of the Buffer Pool Extension file.", size_kb * 1024.0
     )
+
+
+COLLECTOR = CollectorRecord(
+    name="buffer_pool_extension",
+    sections=(TAG,),
+    collect=collect,
+    defines=(SECTION,),
+)

@@ -16,8 +16,8 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from .collectors.base import FamilyBuilder, ScrapeContext
-from .config import SsdDrives, SsdPool
+from .base import FamilyBuilder, ScrapeContext
+from .view import DrivesView, PoolView
 
 __all__ = [
     "COUNTING_MEMO_KEY",
@@ -52,13 +52,13 @@ DAYS_PER_RATED_YEAR = 365
 DAYS_PER_PLANNED_YEAR = 365.25
 
 
-def rated_endurance_bytes(drives: SsdDrives) -> float:
+def rated_endurance_bytes(drives: DrivesView) -> float:
     """The pool's rated write endurance in bytes: count x TBW x 10^12, or, for a DWPD rating,
     count x DWPD x capacity_tb x 10^12 x 365 x warranty_years."""
     if drives.tbw_per_drive_tb is not None:
         per_drive = drives.tbw_per_drive_tb * TB
     else:
-        # The config guarantees all three when tbw_per_drive_tb is absent (SsdDrives._one_rating).
+        # The config guarantees all three when tbw_per_drive_tb is absent (config SsdDrives._one_rating).
         assert drives.dwpd is not None and drives.capacity_tb is not None
         assert drives.warranty_years is not None
         per_drive = drives.dwpd * drives.capacity_tb * TB * DAYS_PER_RATED_YEAR * drives.warranty_years
@@ -121,7 +121,7 @@ def _check_written(source: str, value: float) -> None:
 
 def pool_metrics(
     pool_name: str,
-    pool: SsdPool,
+    pool: PoolView,
     sqlserver_written: float | None,
     host_written: float | None,
     out: FamilyBuilder,
@@ -174,7 +174,7 @@ class CountingStart:
     last: float  # the counter's value at the previous reading, to notice it going down
 
 
-def anchor_timestamp(pool: SsdPool) -> float:
+def anchor_timestamp(pool: PoolView) -> float:
     """Unix time from which the pool's bytes written are not known otherwise: the known_written reading's
     day, or the in-service date without one (the config keeps the reading on or after that date)."""
     day = pool.known_written.read_date if pool.known_written is not None else pool.in_service_date
@@ -203,7 +203,7 @@ def counting_start(
 
 def counting_metrics(
     pool_name: str,
-    pool: SsdPool,
+    pool: PoolView,
     sqlserver_written: float | None,
     host_written: float | None,
     ctx: ScrapeContext,

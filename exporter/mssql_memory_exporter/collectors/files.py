@@ -98,7 +98,7 @@ class FileCatalog:
         self.generation += 1
 
     def _resolve(self, f: DbFile, ctx: ScrapeContext) -> str | None:
-        mapped = _longest_prefix(f.path, getattr(ctx.target, "volume_map", None) or {}, f.windows)
+        mapped = _longest_prefix(f.path, ctx.target.volume_map, f.windows)
         if mapped is not None:
             return normalise_volume(mapped)
         if ctx.host is not None:
@@ -249,7 +249,7 @@ def _settle_volume_lookups(
         log.warning(
             "volume lookup failed; files keep their drive root as volume until a later refresh",
             extra={
-                "target": getattr(ctx.target, "name", None),
+                "target": ctx.target.name,
                 "directories": len(failed),
                 "directory": failed[0][0],
                 "err": failed[0][1],
@@ -288,8 +288,8 @@ def _plan_volume_lookups(cat: FileCatalog, ctx: ScrapeContext) -> None:
     if ctx.host is not None:
         cat.lookups_pending.clear()
         return
-    volume_map = getattr(ctx.target, "volume_map", None) or {}
-    retry_after = float(getattr(ctx.target, "volume_refresh_seconds", 300.0)) / 2
+    volume_map = ctx.target.volume_map
+    retry_after = ctx.target.volume_refresh_seconds / 2
     wanted: dict[str, list[DbFile]] = {}
     for f in cat.files.values():
         directory = f.directory.casefold()

@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import files
-from .base import FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
 
-name = "hybrid_buffer_pool"
 CONFIG_TAG = "hbp"
 DATABASES_TAG = "hbp_databases"
-sections = (CONFIG_TAG, DATABASES_TAG)
 HBP_VIEW = "sys.server_memory_optimized_hybrid_buffer_pool_configuration"
 
 SECTIONS = (
@@ -46,7 +44,7 @@ ENABLED_KEY = "hbp_enabled_databases"  # ctx.memo: database ids of the last refr
 
 
 def _pmem_volumes(ctx: ScrapeContext) -> set[str]:
-    volumes = {files.normalise_volume(v) for v in getattr(ctx.target, "pmem_volumes", None) or ()}
+    volumes = {files.normalise_volume(v) for v in ctx.target.pmem_volumes}
     if ctx.host is not None:
         volumes |= {files.normalise_volume(v) for v in ctx.host.dax_mount_points()}
     return volumes
@@ -98,3 +96,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
             size,
             {"volume": volume},
         )
+
+
+COLLECTOR = CollectorRecord(
+    name="hybrid_buffer_pool",
+    sections=(CONFIG_TAG, DATABASES_TAG),
+    collect=collect,
+    defines=SECTIONS,
+)

@@ -10,10 +10,7 @@ from collections.abc import Mapping
 
 from ..perfcounters import CounterKind, PerfIndex
 from . import perf
-from .base import FamilyBuilder, ScrapeContext, SectionResult
-
-name = "memory_manager"
-sections = (perf.PERF_TAG,)
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
 
 G = CounterKind.GAUGE
 KIB = 1024.0
@@ -67,3 +64,11 @@ OBJECT = perf.PerfObject("Memory Manager", tuple(m.counter for m in METRICS))
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     perf.export(out, ctx, PerfIndex(perf.perf_rows(results, OBJECT.name)), METRICS)
+
+
+COLLECTOR = CollectorRecord(
+    name="memory_manager",
+    sections=(perf.PERF_TAG,),
+    collect=collect,
+    perf_object=OBJECT,
+)

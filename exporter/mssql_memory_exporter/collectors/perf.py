@@ -149,4 +149,4 @@ def export(
 
 
 def target_name(ctx: ScrapeContext) -> str:
-    return str(getattr(ctx.target, "name", "") or "")
+    return ctx.target.name

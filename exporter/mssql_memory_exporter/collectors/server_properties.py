@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
 
-name = "server_properties"
 TAG = "server"
-sections = (TAG,)
 
 PROPERTIES = {
     "version": "ProductVersion",
@@ -43,3 +41,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         1.0,
         {"workload": ctx.workload},
     )
+
+
+COLLECTOR = CollectorRecord(
+    name="server_properties",
+    sections=(TAG,),
+    collect=collect,
+    defines=(SECTION,),
+)

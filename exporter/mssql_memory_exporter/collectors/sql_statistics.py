@@ -6,10 +6,7 @@ from collections.abc import Mapping
 
 from ..perfcounters import CounterKind, PerfIndex
 from . import perf
-from .base import FamilyBuilder, ScrapeContext, SectionResult
-
-name = "sql_statistics"
-sections = (perf.PERF_TAG,)
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
 
 METRICS = (
     perf.PerfMetric(
@@ -24,3 +21,11 @@ OBJECT = perf.PerfObject("SQL Statistics", tuple(m.counter for m in METRICS))
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     perf.export(out, ctx, PerfIndex(perf.perf_rows(results, OBJECT.name)), METRICS)
+
+
+COLLECTOR = CollectorRecord(
+    name="sql_statistics",
+    sections=(perf.PERF_TAG,),
+    collect=collect,
+    perf_object=OBJECT,
+)

@@ -11,19 +11,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from .. import endurance
-from . import file_stats, files, volumes
-from .base import FamilyBuilder, MissingData, ScrapeContext, SectionResult
+from . import endurance, file_stats, files, volumes
+from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, SectionResult
 
 log = logging.getLogger(__name__)
 
-name = "ssd_pools"
-sections = (file_stats.TAG,)
 CHECKED_KEY = "ssd_pools_checked_generation"
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
-    pools = getattr(ctx.target, "ssd_pools", None) or {}
+    pools = ctx.target.ssd_pools
     if not pools:
         return
     totals = volumes.totals_of_this_scrape(ctx)
@@ -59,5 +56,12 @@ def _warn_unmatched(pools: Mapping, configured: set[str], cat: files.FileCatalog
             if volume in unmatched:
                 log.warning(
                     "ssd pool volume holds no database file; it adds 0 to the pool",
-                    extra={"target": getattr(ctx.target, "name", None), "pool": pool_name, "volume": volume},
+                    extra={"target": ctx.target.name, "pool": pool_name, "volume": volume},
                 )
+
+
+COLLECTOR = CollectorRecord(
+    name="ssd_pools",
+    sections=(file_stats.TAG,),
+    collect=collect,
+)

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
 
-name = "sys_info"
 TAG = "sys_info"
-sections = (TAG,)
 
 # Uptime comes from two readings of the same millisecond tick counter, and "now" from the server's
 # own UTC clock in the same statement, so network latency and time zones (sqlserver_start_time is
@@ -54,3 +52,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         ctx.memo[MEMO_KEY] = float(start)
         out.gauge("mssql_start_time_seconds", "Unix time the SQL Server instance started.", float(start))
         return
+
+
+COLLECTOR = CollectorRecord(
+    name="sys_info",
+    sections=(TAG,),
+    collect=collect,
+    defines=(SECTION,),
+)

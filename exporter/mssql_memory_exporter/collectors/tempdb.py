@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import file_stats, files
-from .base import FamilyBuilder, MissingData, ScrapeContext, SectionResult
+from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, SectionResult
 
-name = "tempdb"
-sections = (file_stats.TAG,)
 SECTIONS = (file_stats.SECTION, files.FILES_SECTION)
 TEMPDB_ID = 2
 
@@ -48,3 +46,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         labels = {"file": f.name, "volume": volume}
         for attr, metric, doc, scale in COUNTERS:
             out.counter(metric, doc, getattr(io, attr) * scale, labels)
+
+
+COLLECTOR = CollectorRecord(
+    name="tempdb",
+    sections=(file_stats.TAG,),
+    collect=collect,
+    defines=SECTIONS,
+)

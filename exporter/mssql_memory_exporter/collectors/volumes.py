@@ -12,10 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from . import file_stats, files, sys_info
-from .base import FamilyBuilder, MissingData, ScrapeContext, SectionResult, rows_of
+from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, SectionResult, rows_of
 
-name = "volumes"
-sections = (file_stats.TAG,)
 SECTIONS = (file_stats.SECTION, files.FILES_SECTION)
 MEMO_KEY = "volume_writes"
 TOTALS_KEY = "volume_written_totals"  # (this scrape, {(volume, file_type): bytes}), for ssd_pools
@@ -168,3 +166,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
             written,
             {"volume": volume, "file_type": file_type},
         )
+
+
+COLLECTOR = CollectorRecord(
+    name="volumes",
+    sections=(file_stats.TAG,),
+    collect=collect,
+    defines=SECTIONS,
+)
