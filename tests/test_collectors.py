@@ -209,7 +209,9 @@ REQUIRED = [
 ]
 
 
-@pytest.mark.parametrize(("module", "spec"), REQUIRED, ids=[f"{m.COLLECTOR.name}:{s.counter}" for m, s in REQUIRED])
+@pytest.mark.parametrize(
+    ("module", "spec"), REQUIRED, ids=[f"{m.COLLECTOR.name}:{s.counter}" for m, s in REQUIRED]
+)
 def test_a_required_counter_that_vanishes_fails_its_collector(module, spec):
     results = results_for("numa-4-nodes")
     perf_rows = results[perf.PERF_TAG]

@@ -30,7 +30,6 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from mssql_memory_exporter import webconfig
 from mssql_memory_exporter.cli import main
 from mssql_memory_exporter.config import ConfigError
 from mssql_memory_exporter.logsetup import LogfmtFormatter, setup_logging
@@ -39,6 +38,7 @@ from mssql_memory_exporter.webconfig import (
     BasicAuthChecker,
     TokenBucket,
     WebConfigSource,
+    basic_auth,
     load_web_config,
     parse_go_duration,
 )
@@ -549,7 +549,7 @@ def test_successful_checks_are_cached_without_the_password(monkeypatch: pytest.M
         calls.append(hashed)
         return real(password, hashed)
 
-    monkeypatch.setattr(webconfig.bcrypt, "checkpw", counting)
+    monkeypatch.setattr(basic_auth.bcrypt, "checkpw", counting)
     now = [1000.0]
     checker = BasicAuthChecker(cache_seconds=60, clock=lambda: now[0])
     hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4))
@@ -577,7 +577,7 @@ def test_successful_checks_are_cached_without_the_password(monkeypatch: pytest.M
 def test_unknown_users_cost_a_bcrypt_check_too(monkeypatch: pytest.MonkeyPatch):
     calls: list[bytes] = []
     real = bcrypt.checkpw
-    monkeypatch.setattr(webconfig.bcrypt, "checkpw", lambda p, h: calls.append(h) or real(p, h))
+    monkeypatch.setattr(basic_auth.bcrypt, "checkpw", lambda p, h: calls.append(h) or real(p, h))
     checker = BasicAuthChecker()
     users = {"prometheus": bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(5))}
     assert not checker.check(users, basic("nobody", PASSWORD)["Authorization"])

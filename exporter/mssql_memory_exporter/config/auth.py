@@ -1,0 +1,93 @@
+"""Auth modules: a username and where its password lives (never in the file, read at each login)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, NamedTuple, Self
+
+from pydantic import (
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from .errors import ENV_UNSET_MESSAGE, CredentialError
+from .fields import SqlName, Strict
+
+
+class Credentials(NamedTuple):
+    username: str
+    # SecretStr so that a tuple that ends up in a log line or traceback shows '**********'.
+    password: SecretStr
+
+
+class AuthModule(Strict):
+    username: SqlName
+    password_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    password_file: Annotated[str, Field(min_length=1)] | None = None
+
+    @field_validator("password_env")
+    @classmethod
+    def _env_is_set(cls, name: str | None) -> str | None:
+        # The name is not repeated: a password pasted here by mistake would otherwise end up in the
+        # error, in a terminal, a CI log or the journal. The field path says which line to look at.
+        if name is not None and not os.environ.get(name):
+            raise PydanticCustomError("secret_source", ENV_UNSET_MESSAGE)
+        return name
+
+    @field_validator("password_file")
+    @classmethod
+    def _file_is_readable(cls, path: str | None, info: ValidationInfo) -> str | None:
+        if path is None:
+            return None
+        # Relative paths follow the config file, as in Prometheus, not the working directory.
+        base = Path((info.context or {}).get("base_dir", "."))
+        resolved = str((base / path).absolute())
+        try:
+            readable = os.path.isfile(resolved) and os.access(resolved, os.R_OK)
+        except ValueError:  # an embedded NUL byte
+            readable = False
+        if not readable:
+            raise PydanticCustomError(
+                "secret_source", "file {path} does not exist or is not readable", {"path": resolved}
+            )
+        # Refused at start-up like an empty environment variable: an empty secret would only show up as
+        # failed logins (and a lockout policy counts those). Read as read_password() reads it.
+        try:
+            with open(resolved, encoding="utf-8") as fh:
+                empty = not fh.read().removesuffix("\n").removesuffix("\r")
+        except (OSError, UnicodeDecodeError):
+            empty = False  # read_password() names the problem on the first login
+        if empty:
+            raise PydanticCustomError("secret_source", "file {path} is empty", {"path": resolved})
+        return resolved
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> Self:
+        if (self.password_env is None) == (self.password_file is None):
+            raise PydanticCustomError("secret_source", "set exactly one of password_env or password_file")
+        return self
+
+    def read_password(self) -> SecretStr:
+        """Read the secret now; an error names its source and never its content."""
+        if self.password_env is not None:
+            value = os.environ.get(self.password_env, "")
+            if not value:
+                raise CredentialError(f"password_env: {ENV_UNSET_MESSAGE}")
+            return SecretStr(value)
+        assert self.password_file is not None  # guaranteed by _exactly_one_source
+        try:
+            with open(self.password_file, encoding="utf-8") as fh:
+                value = fh.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            raise CredentialError(f"cannot read password file {self.password_file}: {reason}") from None
+        # Secrets written by `echo` or an editor end in a newline that is not part of the password.
+        value = value.removesuffix("\n").removesuffix("\r")
+        if not value:
+            raise CredentialError(f"password file {self.password_file} is empty")
+        return SecretStr(value)

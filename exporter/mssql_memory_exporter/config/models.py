@@ -1,0 +1,251 @@
+"""The exporter's config: targets and the whole file, parsed and loaded with every problem named."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from .auth import AuthModule, Credentials
+from .errors import ConfigError, error_at, to_config_error
+from .fields import (
+    DriverChoice,
+    Encryption,
+    HostName,
+    InstanceName,
+    LabelName,
+    LabelValue,
+    Seconds,
+    SqlName,
+    Strict,
+    TargetName,
+)
+from .ssd import SsdPool
+from .volumes import PoolName, VolumeLabel, list_twice, normalize_volume
+from .yaml_loading import read_yaml
+
+
+class TargetConfig(Strict):
+    name: TargetName
+    host: HostName
+    port: Annotated[int, Field(ge=1, le=65535)] | None = None
+    instance: InstanceName | None = None
+    database: SqlName = "master"
+    driver: DriverChoice = "auto"
+    encryption: Encryption = "require"
+    trust_server_certificate: bool = False
+    # FreeTDS only: PEM CA certificates the server's certificate must chain to. Without it FreeTDS
+    # checks against the system trust store (the Microsoft drivers always do).
+    ca_file: str | None = None
+    login_timeout_seconds: Seconds = 5.0
+    query_timeout_seconds: Seconds = 10.0
+    # After a refused login (18456) the next one waits this long, doubling up to the max: a lockout
+    # policy counts every failed login, and Prometheus would otherwise bring one per scrape.
+    login_backoff_seconds: Seconds = 30.0
+    login_backoff_max_seconds: Seconds = 900.0
+    workload: Literal["oltp", "olap"] = "oltp"
+    labels: dict[LabelName, LabelValue] = Field(default_factory=dict)
+    auth_module: SqlName
+    # The exporter runs on this SQL Server's host, so it may read the host's mount table and disk counters.
+    colocated: bool = False
+    # File names and volume lookups (dm_os_volume_stats is costly per file) are refreshed this often;
+    # the I/O counters themselves are read on every scrape.
+    volume_refresh_seconds: Seconds = 300.0
+    # Directory prefix -> volume label, for SQL Server on Linux (which reports no mount points) when the
+    # exporter cannot read the host's mount table.
+    volume_map: dict[VolumeLabel, VolumeLabel] = Field(default_factory=dict)
+    # Volumes on PMEM/DAX, for when that cannot be detected (not co-located, or Windows).
+    pmem_volumes: list[VolumeLabel] = Field(default_factory=list)
+    ssd_pools: dict[PoolName, SsdPool] = Field(default_factory=dict)
+    # Linked by ExporterConfig so a target can be turned into a connection string on its own.
+    _auth: AuthModule | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_port(cls, data: Any) -> Any:
+        # A named instance gets its port from SQL Browser, so 1433 applies only when neither is given.
+        if isinstance(data, Mapping) and data.get("port") is None and data.get("instance") is None:
+            return {**data, "port": 1433}
+        return data
+
+    @model_validator(mode="after")
+    def _backoff_bounds(self) -> TargetConfig:
+        if self.login_backoff_max_seconds < self.login_backoff_seconds:
+            raise error_at(
+                ("login_backoff_max_seconds",),
+                f"{self.login_backoff_max_seconds:g} is less than login_backoff_seconds "
+                f"({self.login_backoff_seconds:g})",
+            )
+        return self
+
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_file_is_readable(cls, path: str | None, info: ValidationInfo) -> str | None:
+        if path is None:
+            return None
+        # It goes into a freetds.conf line: characters that would end or comment out that line are
+        # refused rather than escaped (freetds.conf has no quoting).
+        if path != path.strip() or any(c in path for c in "#;[]") or any(ord(c) < 32 for c in path):
+            raise PydanticCustomError(
+                "ca_file", "{path} contains a character FreeTDS cannot read in a path", {"path": path}
+            )
+        base = Path((info.context or {}).get("base_dir", "."))
+        resolved = str((base / path).absolute())
+        if not (os.path.isfile(resolved) and os.access(resolved, os.R_OK)):
+            raise PydanticCustomError(
+                "ca_file", "file {path} does not exist or is not readable", {"path": resolved}
+            )
+        return resolved
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.port is not None and self.instance is not None:
+            raise error_at(("instance",), "set either port or instance, not both")
+        if self.ca_file is not None:
+            if self.driver != "freetds":
+                raise error_at(
+                    ("ca_file",),
+                    "is for driver: freetds; the Microsoft drivers check the server certificate against "
+                    "the system trust store (install the CA there)",
+                )
+            if self.encryption not in ("request", "require"):
+                raise error_at(("ca_file",), f"needs encryption request or require, not {self.encryption}")
+            if self.trust_server_certificate:
+                raise error_at(
+                    ("ca_file",), "contradicts trust_server_certificate: true (nothing would be checked)"
+                )
+        if self.encryption == "strict" and self.driver in ("freetds", "odbc17"):
+            raise error_at(
+                ("encryption",),
+                f"strict (TDS 8) needs ODBC Driver 18; driver {self.driver} cannot do it",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _pools(self) -> Self:
+        list_twice(self.pmem_volumes, "pmem_volumes")
+        volume_pool: dict[str, str] = {}
+        disk_pool: dict[str, str] = {}
+        for name, pool in self.ssd_pools.items():
+            if pool.host_disks and not self.colocated:
+                raise error_at(
+                    ("ssd_pools", name, "host_disks"),
+                    "needs colocated: true on the target; host disk counters can only be read on "
+                    "SQL Server's own host",
+                )
+            # A volume or disk belongs to one set of drives; in two pools its writes would wear both.
+            lists = (("volumes", pool.volumes, volume_pool), ("host_disks", pool.host_disks, disk_pool))
+            for field, items, owner in lists:
+                for index, item in enumerate(items):
+                    if item in owner:
+                        raise error_at(
+                            ("ssd_pools", name, field, index), f"{item} is already in pool {owner[item]}"
+                        )
+                    owner[item] = name
+        return self
+
+    @field_validator("volume_map", mode="before")
+    @classmethod
+    def _distinct_prefixes(cls, value: Any) -> Any:
+        # "/a/" and "/a" are one directory; as two keys, one mapping would silently replace the other.
+        if not isinstance(value, Mapping):
+            return value
+        seen: dict[str, Any] = {}
+        for key in value:
+            try:
+                normal = normalize_volume(key) if isinstance(key, str) else None
+            except ValueError:
+                continue  # reported by the key's own validation
+            if normal is None:
+                continue
+            if normal in seen:
+                raise PydanticCustomError(
+                    "volume_map",
+                    "{a} and {b} are the same directory",
+                    {"a": str(seen[normal]), "b": key},
+                )
+            seen[normal] = key
+        return value
+
+    @field_validator("encryption", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        # YAML 1.1 reads an unquoted `off` (or `no`) as false; for this key that can only mean "off".
+        return "off" if value is False else value
+
+    @property
+    def username(self) -> str | None:
+        return self._auth.username if self._auth is not None else None
+
+
+class ExporterConfig(Strict):
+    default_target: str | None = None
+    auth_modules: dict[SqlName, AuthModule] = Field(default_factory=dict)
+    targets: Annotated[dict[str, TargetConfig], Field(min_length=1)]
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _name_targets(cls, targets: Any) -> Any:
+        """A target is named by its key; copy the key in so each TargetConfig knows its name."""
+        if not isinstance(targets, Mapping):
+            return targets
+        named: dict[Any, Any] = {}
+        for key, body in targets.items():
+            # An explicit `name:` is left alone here and compared with the key after validation, so
+            # that one slip does not hide the target's other errors.
+            named[key] = {"name": key, **body} if isinstance(body, Mapping) and "name" not in body else body
+        return named
+
+    @model_validator(mode="after")
+    def _references(self) -> Self:
+        if self.default_target is not None and self.default_target not in self.targets:
+            raise error_at(("default_target",), f"no target named {self.default_target!r} under targets")
+        for key, target in self.targets.items():
+            if target.name != key:
+                raise error_at(("targets", key, "name"), "leave it out: a target is named by its key")
+            module = self.auth_modules.get(target.auth_module)
+            if module is None:
+                raise error_at(
+                    ("targets", key, "auth_module"),
+                    f"no auth module named {target.auth_module!r} under auth_modules",
+                )
+            target._auth = module
+        return self
+
+    def credentials_for(self, target: TargetConfig | str) -> Credentials:
+        """Username and password for a target, reading the password source at this moment."""
+        name = target if isinstance(target, str) else target.name
+        module = self.auth_modules[self.targets[name].auth_module]
+        return Credentials(module.username, module.read_password())
+
+
+def parse_config(
+    data: Any, source: str = "<config>", base_dir: str | os.PathLike[str] = "."
+) -> ExporterConfig:
+    """Validate already-parsed YAML. `source` prefixes every error line; `base_dir` anchors relative
+    password_file paths."""
+    if data is None:
+        raise ConfigError(f"{source}: the config is empty; at least one target is required")
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: the top level must be a mapping (key: value)")
+    try:
+        return ExporterConfig.model_validate(data, context={"base_dir": str(base_dir)})
+    except ValidationError as exc:
+        raise to_config_error(source, exc) from None
+
+
+def load_config(path: str) -> ExporterConfig:
+    """Read and validate the YAML config at `path`; every problem raises ConfigError."""
+    data = read_yaml(path)
+    return parse_config(data, source=path, base_dir=os.path.dirname(os.path.abspath(path)))

@@ -1,0 +1,165 @@
+"""ODBC drivers and connection strings: which driver a target uses, and how its pairs are quoted."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from pydantic import (
+    SecretStr,
+)
+
+from .errors import ConfigError, DriverError
+from .fields import FREETDS, ODBC17, ODBC18, DriverKind
+from .models import TargetConfig
+
+
+def driver_kind(driver: str) -> DriverKind:
+    """Which connection-string dialect an installed driver name (from pyodbc.drivers()) speaks."""
+    lowered = driver.lower()
+    if "freetds" in lowered:
+        return "freetds"
+    if lowered.startswith("odbc driver 18 "):
+        return "odbc18"
+    if lowered.startswith("odbc driver 17 "):
+        return "odbc17"
+    raise DriverError(
+        f"unsupported ODBC driver {driver!r}; use ODBC Driver 18 or 17 for SQL Server or FreeTDS"
+    )
+
+
+def resolve_driver(choice: str, available: list[str], *, encryption: str = "require") -> str:
+    """The installed driver name to use for a target's `driver` choice.
+
+    `auto` prefers ODBC Driver 18, then 17, then FreeTDS; with `encryption: strict` only 18 qualifies,
+    because neither 17 nor FreeTDS 1.3 speaks TDS 8.
+    """
+    kinds: dict[str, str] = {}
+    for name in available:
+        try:
+            kinds.setdefault(driver_kind(name), name)
+        except DriverError:
+            continue
+    wanted = ["odbc18", "odbc17", "freetds"] if choice == "auto" else [choice]
+    if encryption == "strict":
+        wanted = [kind for kind in wanted if kind == "odbc18"]
+    for kind in wanted:
+        if kind in kinds:
+            return kinds[kind]
+    installed = ", ".join(available) if available else "none"
+    label = {"odbc18": ODBC18, "odbc17": ODBC17, "freetds": FREETDS}
+    needed = " or ".join(label.get(kind, kind) for kind in wanted) or choice
+    why = " for encryption strict" if encryption == "strict" else ""
+    raise DriverError(
+        f"driver {choice!r} needs {needed}{why}, which is not installed (installed ODBC drivers: {installed})"
+    )
+
+
+def _odbc_value(value: str) -> str:
+    # ODBC connection-string quoting: braces protect ';' and '}'; a closing brace inside is doubled.
+    if ";" in value or "}" in value or value.startswith("{") or value != value.strip():
+        return "{" + value.replace("}", "}}") + "}"
+    return value
+
+
+_MS_ENCRYPT = {"off": "no", "request": "no", "require": "yes", "strict": "strict"}
+
+
+def freetds_verifies(target: TargetConfig) -> bool:
+    """Whether FreeTDS must check this target's certificate: it encrypts, and nobody said to trust."""
+    return target.encryption in ("request", "require") and not target.trust_server_certificate
+
+
+FREETDS_SYSTEM_CA = "system"  # freetds.conf's name for the system trust store
+
+
+def freetds_section(target: TargetConfig) -> tuple[str, str]:
+    """The freetds.conf section (name, text) that makes FreeTDS check the target's certificate.
+
+    FreeTDS 1.3 takes a CA file only from freetds.conf, and reads that file only for a `Servername=`
+    connection string (measured; tests/test_tds_protocol.py), so the address moves into the section.
+    The name carries a digest of the text: two configs never share a section, even in one process.
+    """
+    lines = [f"host = {target.host}"]
+    lines.append(f"instance = {target.instance}" if target.instance else f"port = {target.port}")
+    lines += [
+        "tds version = 7.4",
+        f"ca file = {target.ca_file or FREETDS_SYSTEM_CA}",
+        "check certificate hostname = yes",
+    ]
+    body = "".join(f"\t{line}\n" for line in lines)
+    digest = hashlib.sha256(f"{target.name}\n{body}".encode()).hexdigest()[:12]
+    readable = re.sub(r"[^A-Za-z0-9_-]", "_", target.name)[:40]
+    name = f"mssql-exporter-{readable}-{digest}"
+    return name, f"[{name}]\n{body}"
+
+
+def _connection_pairs(
+    target: TargetConfig, driver: str, username: str, password: str
+) -> list[tuple[str, str]]:
+    kind = driver_kind(driver)
+    if kind == "freetds":
+        if target.encryption == "strict":
+            raise DriverError(f"target {target.name}: FreeTDS cannot do strict (TDS 8) encryption")
+        if freetds_verifies(target):
+            server = [("Servername", freetds_section(target)[0])]
+        elif target.instance:
+            server = [("Server", f"{target.host}\\{target.instance}")]
+        else:
+            server = [("Server", target.host), ("Port", str(target.port))]
+        # FreeTDS ignores Encrypt=; its own key is Encryption= (design.md, Drivers).
+        dialect = [("TDS_Version", "7.4"), ("Encryption", target.encryption), ("ClientCharset", "UTF-8")]
+    else:
+        if target.encryption == "strict" and kind != "odbc18":
+            raise DriverError(f"target {target.name}: {driver} cannot do strict (TDS 8) encryption")
+        address = (
+            f"{target.host}\\{target.instance}" if target.instance else f"tcp:{target.host},{target.port}"
+        )
+        server = [("Server", address)]
+        dialect = [
+            ("Encrypt", _MS_ENCRYPT[target.encryption]),
+            ("TrustServerCertificate", "yes" if target.trust_server_certificate else "no"),
+        ]
+    return [
+        ("Driver", driver),
+        *server,
+        ("Database", target.database),
+        *dialect,
+        ("APP", "mssql-memory-exporter"),
+        ("UID", username),
+        ("PWD", password),
+    ]
+
+
+def _join(pairs: list[tuple[str, str]]) -> str:
+    # The driver name is always braced: that is the form every driver manager documents. The closing
+    # `;` matters: without it FreeTDS 1.3 keeps a last braced value's closing brace, so a password with
+    # `;` or leading/trailing blanks (the values that need braces) never logged in.
+    return "".join(
+        (f"{key}={{{value.replace('}', '}}')}}}" if key == "Driver" else f"{key}={_odbc_value(value)}") + ";"
+        for key, value in pairs
+    )
+
+
+def _username(target: TargetConfig, username: str | None) -> str:
+    resolved = username if username is not None else target.username
+    if resolved is None:
+        raise ConfigError(f"target {target.name}: no username; load the target through ExporterConfig")
+    return resolved
+
+
+def build_connection_string(
+    target: TargetConfig, driver: str, password: str | SecretStr, *, username: str | None = None
+) -> str:
+    """ODBC connection string for `target` through the installed `driver` (a pyodbc.drivers() name).
+
+    The username comes from the target's auth module unless given. The result holds the password:
+    log `connection_string_redacted()` instead.
+    """
+    secret = password.get_secret_value() if isinstance(password, SecretStr) else password
+    return _join(_connection_pairs(target, driver, _username(target, username), secret))
+
+
+def connection_string_redacted(target: TargetConfig, driver: str, *, username: str | None = None) -> str:
+    """The same connection string with the password replaced, for logs and error messages."""
+    return _join(_connection_pairs(target, driver, _username(target, username), "********"))
