@@ -28,7 +28,7 @@ from mssql_memory_exporter.collectors.base import (
     ScrapeContext,
     SectionResult,
 )
-from mssql_memory_exporter.perfcounters import CounterKind, kind_of, object_suffix, parse_perf_rows
+from mssql_memory_exporter.collectors.perfcounters import CounterKind, kind_of, object_suffix, parse_perf_rows
 
 from tests.conftest import exposition
 from tests.standin.scenario import Clock, Instance, Scenario

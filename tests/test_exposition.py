@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from mssql_memory_exporter import exposition
 from mssql_memory_exporter.batch import ResultSet, render_batch, route, sections_of
 from mssql_memory_exporter.collectors import COLLECTORS
-from mssql_memory_exporter.web import _PROCESS_METRICS
+from mssql_memory_exporter.web.pages import PROCESS_METRICS
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -59,7 +59,7 @@ def test_every_scenario_renders_as_generate_latest_does_without_falling_back(sce
 
 
 def test_process_metrics_render_without_falling_back(no_fallback):
-    families = list(_PROCESS_METRICS.collect())
+    families = list(PROCESS_METRICS.collect())
     assert {f.type for f in families} == {"gauge", "counter"} and "python_info" in {f.name for f in families}
     assert exposition.render(families).decode() == reference(families)
 

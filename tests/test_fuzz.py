@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from mssql_memory_exporter.batch import BatchShapeError, ResultSet, route, sections_of
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, ScrapeContext
-from mssql_memory_exporter.perfcounters import parse_perf_rows
+from mssql_memory_exporter.collectors.perfcounters import parse_perf_rows
 from mssql_memory_exporter.scrape import Scraper
 from mssql_memory_exporter.web import BadRequest, probe_target
 from prometheus_client.parser import text_string_to_metric_families

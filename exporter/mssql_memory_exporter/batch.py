@@ -11,30 +11,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .collectors.base import CollectorRecord, Row, Section, SectionError, SectionResult
+from .collectors.base import CollectorRecord, Row, Section, SectionError, SectionResult, sql_literal
 from .collectors.perf import PerfObject, perf_section
 
 ERROR_TAG = "section_error"
 UNAVAILABLE_TAG = "section_unavailable"
 
 
-def _quote(text: str) -> str:
-    return "N'" + text.replace("'", "''") + "'"
-
 
 def _error_select(tag: str, number: str, message: str, marker: str = ERROR_TAG) -> str:
     return (
-        f"SELECT {_quote(marker)} AS section, {_quote(tag)} AS failed_section,"
+        f"SELECT {sql_literal(marker)} AS section, {sql_literal(tag)} AS failed_section,"
         f" {number} AS error_number, {message} AS error_message;"
     )
 
 
 def render_section(section: Section) -> str:
-    run = f"EXEC sys.sp_executesql {_quote(section.sql)};"
+    run = f"EXEC sys.sp_executesql {sql_literal(section.sql)};"
     body = f"    {run}"
     if section.requires:
-        missing = " OR ".join(f"OBJECT_ID({_quote(obj)}) IS NULL" for obj in section.requires)
-        message = _quote(f"{', '.join(section.requires)} not available")
+        missing = " OR ".join(f"OBJECT_ID({sql_literal(obj)}) IS NULL" for obj in section.requires)
+        message = sql_literal(f"{', '.join(section.requires)} not available")
         absent = _error_select(section.tag, "208", message, marker=UNAVAILABLE_TAG)
         body = f"    IF {missing}\n        {absent}\n    ELSE\n        {run}"
     caught = _error_select(section.tag, "ERROR_NUMBER()", "ERROR_MESSAGE()")

@@ -164,7 +164,7 @@ def _make_host(config: ExporterConfig, export: bool) -> tuple[object | None, Own
     if not export and not any(t.colocated for t in config.targets.values()):
         return None, None
     from mssql_memory_exporter.host.collector import HostCollector
-    from mssql_memory_exporter.host_metrics import host_families
+    from mssql_memory_exporter.host.metrics import host_families
 
     host = HostCollector()
     return host, (lambda: host_families(host)) if export else None

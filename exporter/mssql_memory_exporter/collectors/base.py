@@ -21,6 +21,11 @@ FORCE_SLOW = "force_slow"  # True: send the slow sections with the next scrape
 EXTRA_SECTIONS = "extra_slow_sections"  # Sections to add to the next slow refresh
 
 
+def sql_literal(text: str) -> str:
+    """An nvarchar literal for T-SQL: the only quoting the batch needs (names and SQL are ours)."""
+    return "N'" + text.replace("'", "''") + "'"
+
+
 @dataclass(frozen=True)
 class Section:
     """One SELECT of the scrape batch. Its first column must be `N'<tag>' AS section` so the result set

@@ -100,17 +100,17 @@ class FileCatalog:
     def _resolve(self, f: DbFile, ctx: ScrapeContext) -> str | None:
         mapped = _longest_prefix(f.path, ctx.target.volume_map, f.windows)
         if mapped is not None:
-            return normalise_volume(mapped)
+            return canonical_volume(mapped)
         if ctx.host is not None:
             mount = ctx.host.mount_point_for(f.path)
             if mount:
-                return normalise_volume(mount)
+                return canonical_volume(mount)
         if f.windows:
             if f.directory.casefold() in self.lookups_pending:
                 return None
             known = self.mount_of_directory.get(f.directory.casefold())
-            return normalise_volume(known or _root(f.path))
-        label = normalise_volume(f.directory)
+            return canonical_volume(known or _root(f.path))
+        label = canonical_volume(f.directory)
         self.directory_labels.add(label)
         return label
 
@@ -140,8 +140,10 @@ class FileCatalog:
         return set(volumes) - held
 
 
-def normalise_volume(volume: str) -> str:
-    """One spelling per volume: Windows roots and mount folders end in a backslash (as SQL Server writes
+def canonical_volume(volume: str) -> str:
+    """The spelling a reported volume is compared in (no validation: SQL Server and the mount table are
+    trusted; config labels are checked by config.normalize_volume, which also ends in this spelling).
+    Windows roots and mount folders end in a backslash (as SQL Server writes
     them), POSIX paths have no trailing slash (but "/" stays "/")."""
     if _is_windows(volume):
         # SQL Server keeps file paths as typed at creation, so both t: and T: occur; pools are configured

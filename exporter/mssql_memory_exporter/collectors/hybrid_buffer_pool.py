@@ -44,9 +44,9 @@ ENABLED_KEY = "hbp_enabled_databases"  # ctx.memo: database ids of the last refr
 
 
 def _pmem_volumes(ctx: ScrapeContext) -> set[str]:
-    volumes = {files.normalise_volume(v) for v in ctx.target.pmem_volumes}
+    volumes = {files.canonical_volume(v) for v in ctx.target.pmem_volumes}
     if ctx.host is not None:
-        volumes |= {files.normalise_volume(v) for v in ctx.host.dax_mount_points()}
+        volumes |= {files.canonical_volume(v) for v in ctx.host.dax_mount_points()}
     return volumes
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..perfcounters import CounterKind, PerfIndex
 from . import perf
 from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from .perfcounters import CounterKind, PerfIndex
 
 G = CounterKind.GAUGE
 KIB = 1024.0

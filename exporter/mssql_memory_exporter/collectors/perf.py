@@ -10,8 +10,8 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ..perfcounters import CounterKind, PerfIndex, PerfRow, parse_perf_rows
-from .base import FamilyBuilder, MissingData, ScrapeContext, Section, SectionResult
+from .base import FamilyBuilder, MissingData, ScrapeContext, Section, SectionResult, sql_literal
+from .perfcounters import CounterKind, PerfIndex, PerfRow, parse_perf_rows
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,6 @@ class PerfMetric:
     required: bool = True
 
 
-def _quote(text: str) -> str:
-    return "N'" + text.replace("'", "''") + "'"
-
 
 def perf_section(objects: Iterable[PerfObject]) -> Section:
     """One SELECT for all declared objects.
@@ -58,16 +55,16 @@ def perf_section(objects: Iterable[PerfObject]) -> Section:
         merged[obj.name] = None if not obj.counters else (merged.get(obj.name) or set()) | set(obj.counters)
     clauses = []
     for name in sorted(merged):
-        like = f"pc.object_name LIKE {_quote('%:' + name + '%')}"
+        like = f"pc.object_name LIKE {sql_literal('%:' + name + '%')}"
         counters = merged[name]
         if counters:
-            names = ", ".join(_quote(c) for c in sorted(counters))
+            names = ", ".join(sql_literal(c) for c in sorted(counters))
             clauses.append(f"({like} AND pc.counter_name IN ({names}))")
         else:
             clauses.append(like)
     where = "\n   OR ".join(clauses)
     sql = (
-        f"SELECT {_quote(PERF_TAG)} AS section, RTRIM(pc.object_name) AS object_name,"
+        f"SELECT {sql_literal(PERF_TAG)} AS section, RTRIM(pc.object_name) AS object_name,"
         " RTRIM(pc.counter_name) AS counter_name, RTRIM(pc.instance_name) AS instance_name,"
         " pc.cntr_value, pc.cntr_type\n"
         "FROM sys.dm_os_performance_counters AS pc\n"

@@ -7,7 +7,7 @@ import time
 
 from prometheus_client.core import Metric
 
-from .collectors.base import FamilyBuilder
+from ..collectors.base import FamilyBuilder
 
 log = logging.getLogger(__name__)
 

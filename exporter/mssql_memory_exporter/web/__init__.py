@@ -1,0 +1,83 @@
+"""HTTP layer: /metrics, /probe?target=NAME, /-/healthy and an index page, on the stdlib server.
+
+Modules: `requests` (limits, timeouts, parsing; no sockets), `server` (listening, TLS, deadlines),
+`handler` (one request: auth, routing, response, access log), `pages` (what is answered).
+
+The web layer never talks SQL. It validates the request, works out the scrape timeout Prometheus
+allows, and hands the configured target to an injected probe function; whatever families that returns
+are exposed from a registry built for this request only, so concurrent scrapes never share state.
+
+With `--web.config.file` (the webconfig package) it also serves TLS, checks client certificates and
+basic auth on every path, and adds the configured response headers. Requests are bounded before anything
+else runs: request line, URL and header sizes, the time the request line and headers may take to arrive,
+and no request bodies. A plain-HTTP request to the TLS port is answered with a 400 that says so.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from mssql_memory_exporter.config import ExporterConfig
+from mssql_memory_exporter.webconfig import WebConfigSource
+
+from .requests import (
+    DEFAULT_TIMEOUT_SECONDS,
+    HEADER_TIMEOUT_SECONDS,
+    MAX_HEADER_BYTES,
+    MAX_REQUEST_LINE,
+    MAX_TIMEOUT_SECONDS,
+    MAX_URL_LENGTH,
+    MIN_TIMEOUT_SECONDS,
+    SCRAPE_TIMEOUT_HEADER,
+    TIMEOUT_OFFSET_SECONDS,
+    BadRequest,
+    OwnMetricsFn,
+    ProbeFn,
+    parse_listen_address,
+    probe_target,
+    scrape_timeout,
+)
+from .server import ExporterHTTPServer
+
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS",
+    "HEADER_TIMEOUT_SECONDS",
+    "MAX_HEADER_BYTES",
+    "MAX_REQUEST_LINE",
+    "MAX_TIMEOUT_SECONDS",
+    "MAX_URL_LENGTH",
+    "MIN_TIMEOUT_SECONDS",
+    "SCRAPE_TIMEOUT_HEADER",
+    "TIMEOUT_OFFSET_SECONDS",
+    "BadRequest",
+    "ExporterHTTPServer",
+    "ProbeFn",
+    "make_server",
+    "parse_listen_address",
+    "probe_target",
+    "scrape_timeout",
+]
+
+
+def make_server(
+    config: ExporterConfig,
+    probe: ProbeFn,
+    listen: str,
+    own_metrics: OwnMetricsFn | None = None,
+    *,
+    web: WebConfigSource | None = None,
+) -> ExporterHTTPServer:
+    """Bind (but do not start) the HTTP server on `listen`; call `serve_forever()` on the result.
+    `own_metrics` adds families to /metrics (the host collector); `web` is the loaded --web.config.file
+    (TLS, basic auth, headers). Raises ValueError for a malformed address and OSError when binding fails."""
+    host, port = parse_listen_address(listen)
+    extra: dict[str, Any] = {"own_metrics": own_metrics, "web": web}
+    if not host:
+        if socket.has_dualstack_ipv6():
+            return ExporterHTTPServer(("::", port), socket.AF_INET6, config, probe, dual_stack=True, **extra)
+        return ExporterHTTPServer(("0.0.0.0", port), socket.AF_INET, config, probe, **extra)
+    resolved = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    # A name such as localhost can resolve to both families; like Go exporters, take IPv4 first.
+    family, _, _, _, sockaddr = min(resolved, key=lambda info: info[0] != socket.AF_INET)
+    return ExporterHTTPServer(sockaddr, family, config, probe, **extra)
