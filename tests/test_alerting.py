@@ -45,7 +45,6 @@ GOLDEN = ROOT / "tests" / "golden"
 EXPORTER_SRC = ROOT / "exporter" / "mssql_memory_exporter"
 
 AMTOOL = "amtool"
-PROMTOOL = "promtool"
 ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
 
 # Where each severity must go; anything else (missing or misspelt) gets the root receiver, `ticket`: a
@@ -55,7 +54,6 @@ DEFAULT_RECEIVER = "ticket"
 
 needs_amtool = tools.needs({AMTOOL: "prometheus-alertmanager"})
 needs_alertmanager = tools.needs({ALERTMANAGER: "prometheus-alertmanager"})
-needs_promtool = tools.needs({PROMTOOL: "prometheus"})
 
 
 def run(args: list[str], timeout: float, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -696,11 +694,14 @@ def rule_test_files() -> list[Path]:
     return sorted(RULE_TESTS.glob("*.test.yml"))
 
 
-@needs_promtool
-def test_promtool_unit_tests_pass() -> None:
+@pytest.mark.parametrize("version", tools.RELEASE_IDS)
+def test_promtool_unit_tests_pass(version: str) -> None:
+    # Under Debian's 2.42 and under 3.13.3, the release compose pins: 3.x reads range windows as
+    # left-open and computes rates in another order, so a file can pass under one and fail under the
+    # other (docs/alerts.md, "Testing the rules").
     files = [str(p.relative_to(ROOT)) for p in rule_test_files()]
     assert files, "no alerts/tests/*.test.yml"
-    result = run([PROMTOOL, "test", "rules", *files], timeout=240)
+    result = run([tools.promtool(version), "test", "rules", *files], timeout=240)
     assert result.returncode == 0, output(result)
 
 
