@@ -133,7 +133,8 @@ def answered_version(program: str, path: str) -> str | None:
 
 
 def matches(version: str, answered: str | None) -> bool:
-    """"2.42" is matched by 2.42.0+ds, "3.13.3" by 3.13.3; neither by 2.420 nor by 3.13.30."""
+    """Whether a release answered `answered`: 2.42.0+ds is "2.42", 3.13.3 is "3.13.3"; 2.420 and 3.13.30
+    are neither."""
     return answered is not None and re.match(rf"{re.escape(version)}(?![\d])", answered) is not None
 
 
