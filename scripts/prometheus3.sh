@@ -51,6 +51,12 @@ if ! command -v "$go" >/dev/null; then
     echo "prometheus3: Go is not installed (looked in /usr/local/go/bin and PATH); it builds Prometheus $version" >&2
     exit 1
 fi
+# The module's go.mod asks for Go 1.25; Debian 12's golang is 1.19. Say so before a long download.
+go_version=$("$go" env GOVERSION)
+if ! printf '%s\n' go1.25 "$go_version" | sort -C -V; then
+    echo "prometheus3: $go_version is too old to build Prometheus $version (needs go1.25 or later)" >&2
+    exit 1
+fi
 
 work=$(mktemp -d "$cache/build.XXXXXX")  # next to bin/, so the final mv is a rename on one filesystem
 trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT

@@ -10,6 +10,7 @@ way the real build needs (in a copy of the module, never in the read-only module
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import time
@@ -24,10 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / tools.PROMETHEUS3_SCRIPT
 
 FAKE_GO = r"""#!/usr/bin/env bash
-# Stands in for `go mod download -json` and `go build -o OUT ./cmd/TOOL`.
+# Stands in for `go env GOVERSION`, `go mod download -json` and `go build -o OUT ./cmd/TOOL`.
 set -eu
 echo "$1 ${4:-}" >> "$FAKE_GO_LOG"
 case "$1" in
+env)
+    echo "${FAKE_GOVERSION:-go1.26.8}"
+    ;;
 mod)
     printf '{\n\t"Path": "github.com/prometheus/prometheus",\n\t"Version": "%s",\n\t"Dir": "%s"\n}\n' \
         "${4#*@}" "$FAKE_MODULE"
@@ -134,6 +138,13 @@ def test_a_build_of_another_version_fails_and_is_not_installed(fake: dict[str, s
     assert not (bin_dir(fake) / "promtool").exists()
 
 
+def test_a_go_too_old_for_the_module_is_named_before_any_download(fake: dict[str, str]) -> None:
+    result = run({**fake, "FAKE_GOVERSION": "go1.19.8"})  # Debian 12's golang
+    assert result.returncode != 0
+    assert "go1.19.8 is too old to build Prometheus 3.13.3 (needs go1.25 or later)" in result.stderr
+    assert [call.split()[0] for call in go_calls(fake)] == ["env"]
+
+
 def test_two_runs_at_once_build_once(fake: dict[str, str]) -> None:
     env = {**fake, "FAKE_GO_SLEEP": "1"}
     first = subprocess.Popen(["bash", str(SCRIPT)], env=env, stderr=subprocess.PIPE, text=True)
@@ -154,3 +165,30 @@ def test_the_real_cache_is_reused_quietly() -> None:
     result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=60, check=False)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
     assert time.monotonic() - started < 10
+
+
+REAL_GO_FOR_ALL_BUT_BUILD = r"""#!/usr/bin/env bash
+# The real go for `env` and `mod download` (what the script parses), the stand-in for the long build.
+if [ "$1" = build ]; then exec "$FAKE_GO" "$@"; fi
+exec "$REAL_GO" "$@"
+"""
+
+
+def test_the_script_reads_the_real_gos_module_directory(fake: dict[str, str], tmp_path: Path) -> None:
+    real_go = next((str(p) for p in (Path("/usr/local/go/bin/go"),) if p.exists()), None) or shutil.which(
+        "go"
+    )
+    if real_go is None:
+        pytest.skip("no Go here: scripts/prometheus3.sh cannot build Prometheus 3.13.3 either")
+    env = {
+        **fake,
+        "GO": str(executable(tmp_path / "go-wrapper", REAL_GO_FOR_ALL_BUT_BUILD)),
+        "FAKE_GO": fake["GO"],
+        "REAL_GO": real_go,
+        "GOPROXY": "off",  # no download from a test: the module is in Go's cache once the bootstrap built
+    }
+    result = run(env)
+    if "module lookup disabled" in result.stderr:
+        pytest.skip("github.com/prometheus/prometheus@v0.313.3 is not in Go's module cache")
+    assert result.returncode == 0, result.stderr
+    assert builds(fake) == ["./cmd/prometheus", "./cmd/promtool"]
