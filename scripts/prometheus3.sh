@@ -72,9 +72,12 @@ fi
 cp -r "$src" "$work/src"
 chmod -R u+w "$work/src"
 
+# The version stamped as the release builds do, so `--version` says 3.13.3 whatever Go derives from the
+# module's own version (v0.313.3).
+ldflags="-X github.com/prometheus/common/version.Version=$version"
 for tool in $todo; do
     echo "prometheus3: building $tool $version into $bin (6-12 minutes on 2 cores; once per machine)" >&2
-    (cd "$work/src" && "$go" build -o "$work/$tool" "./cmd/$tool")
+    (cd "$work/src" && "$go" build -ldflags "$ldflags" -o "$work/$tool" "./cmd/$tool")
     if ! answers "$tool" "$work/$tool"; then
         echo "prometheus3: the $tool just built does not answer version $version:" >&2
         "$work/$tool" --version >&2 || true

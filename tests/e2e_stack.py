@@ -519,8 +519,8 @@ class Stack:
     def start_prometheus(
         self, config: dict[str, Any], name: str = "prometheus", binary: str = PROMETHEUS
     ) -> Prometheus:
-        """`binary`: Debian's 2.42 by default; tests that run under each release pass
-        `tools.prometheus(version)`."""
+        """`binary`: Debian's 2.42 by default; tests that run under each release pass the `path` of one
+        of `tools.prometheus_versions()`."""
         path = self.write(f"{name}.yml", config)
         storage = self.workdir / f"{name}-data"
         storage.mkdir(exist_ok=True)

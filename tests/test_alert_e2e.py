@@ -263,10 +263,10 @@ def _check_healthy_stayed_quiet(stack: Stack, prom: Prometheus, receiver: Webhoo
         )
 
 
-@pytest.mark.parametrize("version", tools.RELEASE_IDS)
-def test_memory_pressure_and_target_down_reach_the_webhook(standin, tmp_path, version):
+@pytest.mark.parametrize("prometheus", tools.prometheus_versions(), ids=str)
+def test_memory_pressure_and_target_down_reach_the_webhook(standin, tmp_path, prometheus):
     """Under Debian's Prometheus 2.42 and under 3.13.3, the release compose pins."""
-    prometheus = tools.prometheus(version)
+    tools.check_binary(prometheus)
     if not SHIPPED_ALERTMANAGER.exists():
         pytest.fail(f"{SHIPPED_ALERTMANAGER.relative_to(ROOT)} is missing: the shipped routing is under test")
     shipped = yaml.safe_load(SHIPPED_ALERTMANAGER.read_text())  # its inhibit rules decide one check
@@ -303,10 +303,11 @@ def test_memory_pressure_and_target_down_reach_the_webhook(standin, tmp_path, ve
                 rule_files,
                 alertmanager_address=am.url.removeprefix("http://"),
             ),
-            binary=prometheus,
+            binary=prometheus.path,
         )
         # The server that answers is the release this run is named after, not whichever was on PATH.
-        assert tools.matches(version, prom.version()), f"Prometheus {prom.version()} answers, not {version}"
+        answered = prom.version()
+        assert tools.matches(prometheus.version, answered), f"Prometheus {answered} answers, not {prometheus}"
         stack.reports["prometheus alerts"] = lambda: json.dumps(prom.alerts(), indent=1)[:4000]
         stack.reports["prometheus rule errors"] = lambda: "\n".join(prom.rule_health()) or "(none)"
         timeline.mark("prometheus ready")

@@ -25,19 +25,24 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / tools.PROMETHEUS3_SCRIPT
 
 FAKE_GO = r"""#!/usr/bin/env bash
-# Stands in for `go env GOVERSION`, `go mod download -json` and `go build -o OUT ./cmd/TOOL`.
+# Stands in for `go env GOVERSION`, `go mod download -json` and `go build [-ldflags F] -o OUT ./cmd/TOOL`.
 set -eu
-echo "$1 ${4:-}" >> "$FAKE_GO_LOG"
+echo "$1 ${*: -1}" >> "$FAKE_GO_LOG"
 case "$1" in
 env)
     echo "${FAKE_GOVERSION:-go1.26.8}"
     ;;
 mod)
     printf '{\n\t"Path": "github.com/prometheus/prometheus",\n\t"Version": "%s",\n\t"Dir": "%s"\n}\n' \
-        "${4#*@}" "$FAKE_MODULE"
+        "${*: -1}" "$FAKE_MODULE"
     ;;
 build)
-    out=$3 tool=${4#./cmd/}
+    out=$(printf '%s\n' "$@" | sed -n '/^-o$/{n;p}') tool=${*: -1}
+    tool=${tool#./cmd/}
+    case "$*" in
+    *"-X github.com/prometheus/common/version.Version=3.13.3"*) ;;
+    *) echo "fake go: the version is not stamped" >&2; exit 1 ;;
+    esac
     # The real build writes go.sum (-mod=mod): it must run in a copy, not in the module cache (pwd -P
     # sees through a symlink; a permission check would not stop root).
     if [ "$(pwd -P)" = "$(cd "$FAKE_MODULE" && pwd -P)" ] || [ ! -f go.mod ]; then
@@ -106,7 +111,7 @@ def test_builds_both_programs_into_the_cache_the_tests_read(fake: dict[str, str]
     # Where tests/tools.py looks: ${XDG_CACHE_HOME}/mssql-memory-exporter/prometheus-3.13.3/bin.
     assert bin_dir(fake) == Path(fake["XDG_CACHE_HOME"]) / "mssql-memory-exporter/prometheus-3.13.3/bin"
     for name in ("promtool", "prometheus"):
-        assert tools.answered_version(name, str(bin_dir(fake) / name)) == "3.13.3"
+        assert tools._reported_version(str(bin_dir(fake) / name), name) == "3.13.3"
     # The temporary copy is gone; only bin/ and the lock stay.
     assert sorted(p.name for p in bin_dir(fake).parent.iterdir()) == [".lock", "bin"]
 
@@ -128,7 +133,7 @@ def test_rebuilds_only_the_program_that_answers_another_version(fake: dict[str, 
     result = run(fake)
     assert result.returncode == 0, result.stderr
     assert builds(fake) == ["./cmd/promtool"]
-    assert tools.answered_version("promtool", str(bin_dir(fake) / "promtool")) == "3.13.3"
+    assert tools._reported_version(str(bin_dir(fake) / "promtool"), "promtool") == "3.13.3"
 
 
 def test_a_build_of_another_version_fails_and_is_not_installed(fake: dict[str, str]) -> None:
@@ -159,8 +164,9 @@ def test_two_runs_at_once_build_once(fake: dict[str, str]) -> None:
 
 def test_the_real_cache_is_reused_quietly() -> None:
     """What every `make test` after the first pays: a --version of each binary, no output."""
-    tools.promtool(tools.PROMETHEUS3_VERSION)
-    tools.prometheus(tools.PROMETHEUS3_VERSION)
+    for binary in (*tools.promtool_versions(), *tools.prometheus_versions()):
+        if binary.version == tools.PROMETHEUS3_VERSION:
+            tools.check_binary(binary)
     started = time.monotonic()
     result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=60, check=False)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")

@@ -64,24 +64,20 @@ def test_make_test_requires_the_tools() -> None:
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 
-# --- Prometheus releases ------------------------------------------------------------------------------
+# --- Prometheus versions -----------------------------------------------------------------------------
 
 
-def fake_program(tmp_path: Path, name: str, answer: str) -> str:
-    path = tmp_path / name
+def fake_promtool(tmp_path: Path, answer: str) -> tools.Versioned:
+    """A program at the 3.13.3 promtool's place that answers `--version` with `answer`."""
+    path = tmp_path / "promtool"
     path.write_text(f'#!/bin/sh\necho "{answer}"\n')
     path.chmod(0o755)
-    return str(path)
+    return tools.Versioned("promtool", "3.13.3", str(path), f"`bash {tools.PROMETHEUS3_SCRIPT}` builds it")
 
 
-def release_at(tmp_path: Path, answer: str) -> tools.Release:
-    promtool = fake_program(tmp_path, "promtool", answer)
-    return tools.Release("3.13.3", promtool, promtool, f"`bash {tools.PROMETHEUS3_SCRIPT}` builds it")
-
-
-def test_a_release_is_the_binary_that_answers_its_version(tmp_path: Path) -> None:
-    release = release_at(tmp_path, "promtool, version 3.13.3 (branch: , revision: unknown)")
-    assert tools.program(release, "promtool", environ={"CI": "true"}) == release.promtool
+def test_a_version_is_the_binary_that_reports_it(tmp_path: Path) -> None:
+    binary = fake_promtool(tmp_path, "promtool, version 3.13.3 (branch: , revision: unknown)")
+    tools.check_binary(binary, environ={"CI": "true"})
 
 
 @pytest.mark.parametrize(
@@ -93,33 +89,35 @@ def test_a_release_is_the_binary_that_answers_its_version(tmp_path: Path) -> Non
         "garbage",
     ],
 )
-def test_a_wrong_binary_cannot_pass_as_the_release(tmp_path: Path, answer: str) -> None:
-    release = release_at(tmp_path, answer)
-    with pytest.raises(pytest.fail.Exception, match=r"promtool 3\.13\.3 .* answers version .*prometheus3"):
-        tools.program(release, "promtool", environ={tools.REQUIRED_ENV: "1"})
+def test_a_wrong_binary_cannot_pass_as_the_version(tmp_path: Path, answer: str) -> None:
+    binary = fake_promtool(tmp_path, answer)
+    with pytest.raises(pytest.fail.Exception, match=r"promtool 3\.13\.3 .* reports version .*prometheus3"):
+        tools.check_binary(binary, environ={tools.REQUIRED_ENV: "1"})
     with pytest.raises(pytest.skip.Exception, match=r"prometheus3\.sh"):
-        tools.program(release, "promtool", environ={})
+        tools.check_binary(binary, environ={})
 
 
 def test_a_missing_prometheus3_fails_under_make_test_naming_the_script(tmp_path: Path) -> None:
     bin_dir = tools.prometheus3_bin({"XDG_CACHE_HOME": str(tmp_path)})
     assert bin_dir == tmp_path / "mssql-memory-exporter" / "prometheus-3.13.3" / "bin"
-    remedy = tools.PROMETHEUS3.remedy
-    missing = tools.Release("3.13.3", str(bin_dir / "promtool"), str(bin_dir / "prometheus"), remedy)
+    assert tools.prometheus3_bin({"PROMETHEUS3_CACHE": str(tmp_path / "p3")}) == tmp_path / "p3" / "bin"
+    [hint] = {b.install_hint for b in tools.prometheus_versions() if b.version == "3.13.3"}
+    missing = tools.Versioned("prometheus", "3.13.3", str(bin_dir / "prometheus"), hint)
     with pytest.raises(pytest.fail.Exception, match=r"not installed; `bash scripts/prometheus3\.sh` builds"):
-        tools.program(missing, "promtool", environ={"CI": "1"})
+        tools.check_binary(missing, environ={"CI": "1"})
     with pytest.raises(pytest.skip.Exception, match=r"prometheus 3\.13\.3 .* not installed"):
-        tools.program(missing, "prometheus", environ={})
+        tools.check_binary(missing, environ={})
 
 
-def test_release_versions_match_by_whole_components() -> None:
+def test_versions_match_by_whole_components() -> None:
     assert tools.matches("2.42", "2.42.0+ds") and tools.matches("3.13.3", "3.13.3")
     assert not tools.matches("2.42", "2.420.0") and not tools.matches("3.13.3", "3.13.30")
     assert not tools.matches("3.13.3", None)
 
 
-def test_the_rules_are_tested_under_debians_release_and_the_one_compose_pins() -> None:
-    assert tools.RELEASE_IDS == ["2.42", "3.13.3"]
+def test_the_rules_are_tested_under_debians_version_and_the_one_compose_pins() -> None:
+    for versions in (tools.promtool_versions(), tools.prometheus_versions()):
+        assert [b.version for b in versions] == ["2.42", tools.PROMETHEUS3_VERSION]
     compose = (ROOT / "compose" / "compose.yaml").read_text(encoding="utf-8")
     assert re.search(rf"image: \S*prometheus:v{re.escape(tools.PROMETHEUS3_VERSION)}\b", compose)
     script = (ROOT / tools.PROMETHEUS3_SCRIPT).read_text(encoding="utf-8")

@@ -4,12 +4,6 @@ On a developer's machine without them, the checks that need them are skipped, na
 install. Under CI (the CI variable set, as CI services do) or `make test` (which sets
 REQUIRE_TEST_TOOLS=1), a missing program fails those checks instead: `make bootstrap` installs them, so
 their absence is a broken setup, and a silent skip would let a broken rule file or config pass green.
-
-Two Prometheus releases: Debian 12's 2.42 (the `prometheus` package) and 3.13.3, the release compose pins,
-which Debian does not ship; scripts/prometheus3.sh builds it into a cache outside the clone. Tests that
-run rules take a release from `RELEASES` (parametrize over `RELEASE_IDS`) and ask `promtool(release)` or
-`prometheus(release)` for the program, which checks it is installed AND answers `--version` with that
-release, so a wrong binary cannot pass as the release a test is named after.
 """
 
 from __future__ import annotations
@@ -75,87 +69,88 @@ def needs(*groups: Mapping[str, str]) -> Callable[[F], F]:
     return decorate
 
 
-# --- Prometheus releases ------------------------------------------------------------------------------
-
+# --- Prometheus versions -----------------------------------------------------------------------------
+# Users run the Prometheus that compose pins (3.13.3); Debian 12 ships 2.42. Rule results differ between
+# them (3.x range windows are left-open: a 5m window over 5-minute samples holds one sample, not two), so
+# the rule tests and the end-to-end alerting test run under both. scripts/prometheus3.sh builds 3.13.3 into
+# this cache once per machine (the test bootstrap calls it).
 PROMETHEUS3_VERSION = "3.13.3"
 PROMETHEUS3_SCRIPT = "scripts/prometheus3.sh"
-VERSION_LINE = re.compile(r"^(?P<program>\S+), version (?P<version>\S+)")
 
 
 def prometheus3_bin(environ: Mapping[str, str] = os.environ) -> Path:
-    """Where scripts/prometheus3.sh puts the 3.13.3 binaries (same rule as the script)."""
+    """Where scripts/prometheus3.sh puts the binaries: the same rule as the script's."""
     if environ.get("PROMETHEUS3_CACHE"):
         return Path(environ["PROMETHEUS3_CACHE"]) / "bin"
     cache = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "mssql-memory-exporter" / f"prometheus-{PROMETHEUS3_VERSION}" / "bin"
 
 
+PROMETHEUS3_BIN = prometheus3_bin()
+
+
 @dataclass(frozen=True)
-class Release:
-    """One Prometheus release the rules are tested under, and how to get its programs."""
+class Versioned:
+    """A Prometheus program of a known version: `path` is a name on PATH or an absolute path."""
 
-    version: str  # what `--version` must start with: "2.42" matches Debian's "2.42.0+ds"
-    promtool: str  # a name on PATH or an absolute path
-    prometheus: str
-    remedy: str  # what installs it, for the skip or failure message
+    program: str
+    version: str
+    path: str
+    install_hint: str
 
-    def __str__(self) -> str:
-        return self.version
-
-
-DEBIAN = Release("2.42", "promtool", "prometheus", "Debian: prometheus; `make bootstrap` installs")
-PROMETHEUS3 = Release(
-    PROMETHEUS3_VERSION,
-    str(prometheus3_bin() / "promtool"),
-    str(prometheus3_bin() / "prometheus"),
-    f"`bash {PROMETHEUS3_SCRIPT}` builds it (the test bootstrap runs it)",
-)
-RELEASES = (DEBIAN, PROMETHEUS3)
-RELEASE_IDS = [r.version for r in RELEASES]  # for @pytest.mark.parametrize("version", RELEASE_IDS)
+    def __str__(self) -> str:  # pytest ids
+        return f"{self.program}-{self.version}"
 
 
-def release(version: str) -> Release:
-    return next(r for r in RELEASES if r.version == version)
+def _versions(program: str) -> list[Versioned]:
+    return [
+        Versioned(program, "2.42", program, "Debian: prometheus; `make bootstrap` installs"),
+        Versioned(
+            program,
+            PROMETHEUS3_VERSION,
+            str(PROMETHEUS3_BIN / program),
+            f"`bash {PROMETHEUS3_SCRIPT}` builds it (the test bootstrap runs it)",
+        ),
+    ]
+
+
+def promtool_versions() -> list[Versioned]:
+    return _versions("promtool")
+
+
+def prometheus_versions() -> list[Versioned]:
+    return _versions("prometheus")
 
 
 @functools.cache
-def answered_version(program: str, path: str) -> str | None:
-    """The release `path --version` reports for `program`, or None when it does not run or names another
-    program (cached: the answer does not change within a run)."""
+def _reported_version(path: str, program: str) -> str | None:
+    """The version `path --version` reports, when its first line names `program` ("promtool, version
+    3.13.3 (branch: ...)"): the server left where the tool belongs does not pass for the tool."""
     try:
         result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    match = VERSION_LINE.match(result.stdout + result.stderr)
-    if result.returncode != 0 or match is None or match.group("program") != program:
+    match = re.match(r"(\S+), version (\S+)", result.stdout + result.stderr)
+    if result.returncode != 0 or match is None or match.group(1) != program:
         return None
-    return match.group("version")
+    return match.group(2)
 
 
-def matches(version: str, answered: str | None) -> bool:
-    """Whether a release answered `answered`: 2.42.0+ds is "2.42", 3.13.3 is "3.13.3"; 2.420 and 3.13.30
-    are neither."""
-    return answered is not None and re.match(rf"{re.escape(version)}(?![\d])", answered) is not None
+def matches(version: str, reported: str | None) -> bool:
+    """Whether a program that reports `reported` is `version`: 2.42.0+ds is "2.42", 3.13.3 is "3.13.3";
+    2.420 and 3.13.30 are neither."""
+    return reported is not None and re.match(rf"{re.escape(version)}(?!\d)", reported) is not None
 
 
-def program(release: Release, name: str, environ: Mapping[str, str] = os.environ) -> str:
-    """The path of `name` ("promtool" or "prometheus") of that release; skips, or fails where the tools
-    are required, when it is missing or answers another version."""
-    path = getattr(release, name)
-    located = shutil.which(path)
-    answered = answered_version(name, located) if located else None
-    if matches(release.version, answered):
-        return str(located)
-    found = "not installed" if located is None else f"answers version {answered or '(nothing)'}"
-    message = f"{name} {release.version} ({path}) {found}; {release.remedy}"
+def check_binary(binary: Versioned, environ: Mapping[str, str] = os.environ) -> None:
+    """Return when `binary` is installed and reports its version (so another build left at the cache path
+    cannot pass for 3.13.3); otherwise skip the test, or fail it where the tools are required."""
+    resolved = shutil.which(binary.path)
+    reported = _reported_version(resolved, binary.program) if resolved else None
+    if matches(binary.version, reported):
+        return
+    problem = "not installed" if resolved is None else f"reports version {reported or '(none)'}"
+    message = f"{binary.program} {binary.version} ({binary.path}) {problem}; {binary.install_hint}"
     if tools_required(environ):
         pytest.fail(f"{message}; required under CI and `make test`", pytrace=False)
     pytest.skip(message)
-
-
-def promtool(version: str, environ: Mapping[str, str] = os.environ) -> str:
-    return program(release(version), "promtool", environ)
-
-
-def prometheus(version: str, environ: Mapping[str, str] = os.environ) -> str:
-    return program(release(version), "prometheus", environ)
