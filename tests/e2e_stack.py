@@ -1,9 +1,9 @@
 """A small end-to-end monitoring stack for tests: exporter, Prometheus, Alertmanager, webhook receiver.
 
-Every piece is the real program (Debian's `prometheus` and `prometheus-alertmanager`, the exporter as
-users run it) on a free 127.0.0.1 port with its own temporary directory. Every wait is bounded, and a
-failure message carries the tail of every process log, because "timed out" alone says nothing about
-which piece of a five-process pipeline broke.
+Every piece is the real program (Debian's `prometheus` and `prometheus-alertmanager`, or the Prometheus
+3.13.3 that scripts/prometheus3.sh builds, the exporter as users run it) on a free 127.0.0.1 port with
+its own temporary directory. Every wait is bounded, and a failure message carries the tail of every
+process log, because "timed out" alone says nothing about which piece of a five-process pipeline broke.
 
     with Stack(tmp_path) as stack:
         receiver = stack.start_receiver()
@@ -256,6 +256,10 @@ class Prometheus:
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
         return self._api("/api/v1/query_range", params)["result"]
+
+    def version(self) -> str:
+        """The release of the running server, as it reports it (e.g. "2.42.0+ds", "3.13.3")."""
+        return str(self._api("/api/v1/status/buildinfo", {})["version"])
 
     def alerts(self) -> list[dict[str, Any]]:
         """Pending and firing alerts as the rule manager sees them now."""
@@ -512,13 +516,17 @@ class Stack:
         self.start_process(name, argv, f"{base}/-/ready", noise=r"msg=flushing ")
         return Alertmanager(base)
 
-    def start_prometheus(self, config: dict[str, Any], name: str = "prometheus") -> Prometheus:
+    def start_prometheus(
+        self, config: dict[str, Any], name: str = "prometheus", binary: str = PROMETHEUS
+    ) -> Prometheus:
+        """`binary`: Debian's 2.42 by default; tests that run under each release pass the `path` of one
+        of `tools.prometheus_versions()`."""
         path = self.write(f"{name}.yml", config)
         storage = self.workdir / f"{name}-data"
         storage.mkdir(exist_ok=True)
         port = free_port()
         argv = [
-            PROMETHEUS,
+            binary,
             f"--config.file={path}",
             f"--storage.tsdb.path={storage}",
             f"--web.listen-address=127.0.0.1:{port}",

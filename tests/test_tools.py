@@ -62,3 +62,63 @@ def test_make_test_requires_the_tools() -> None:
     assert re.search(rf"\b{tools.REQUIRED_ENV}=1 bash scripts/test\.sh", recipe.group(1))
     # .ci/run is `make test`, and CI services set CI as well.
     assert "make test" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+# --- Prometheus versions -----------------------------------------------------------------------------
+
+
+def fake_promtool(tmp_path: Path, answer: str) -> tools.Versioned:
+    """A program at the 3.13.3 promtool's place that answers `--version` with `answer`."""
+    path = tmp_path / "promtool"
+    path.write_text(f'#!/bin/sh\necho "{answer}"\n')
+    path.chmod(0o755)
+    return tools.Versioned("promtool", "3.13.3", str(path), f"`bash {tools.PROMETHEUS3_SCRIPT}` builds it")
+
+
+def test_a_version_is_the_binary_that_reports_it(tmp_path: Path) -> None:
+    binary = fake_promtool(tmp_path, "promtool, version 3.13.3 (branch: , revision: unknown)")
+    tools.check_binary(binary, environ={"CI": "true"})
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "promtool, version 2.42.0+ds (branch: debian/sid)",  # Debian's, copied where 3.13.3 belongs
+        "promtool, version 3.13.30 (branch: main)",
+        "prometheus, version 3.13.3 (branch: main)",  # the server where the tool belongs
+        "garbage",
+    ],
+)
+def test_a_wrong_binary_cannot_pass_as_the_version(tmp_path: Path, answer: str) -> None:
+    binary = fake_promtool(tmp_path, answer)
+    with pytest.raises(pytest.fail.Exception, match=r"promtool 3\.13\.3 .* reports version .*prometheus3"):
+        tools.check_binary(binary, environ={tools.REQUIRED_ENV: "1"})
+    with pytest.raises(pytest.skip.Exception, match=r"prometheus3\.sh"):
+        tools.check_binary(binary, environ={})
+
+
+def test_a_missing_prometheus3_fails_under_make_test_naming_the_script(tmp_path: Path) -> None:
+    bin_dir = tools.prometheus3_bin({"XDG_CACHE_HOME": str(tmp_path)})
+    assert bin_dir == tmp_path / "mssql-memory-exporter" / "prometheus-3.13.3" / "bin"
+    assert tools.prometheus3_bin({"PROMETHEUS3_CACHE": str(tmp_path / "p3")}) == tmp_path / "p3" / "bin"
+    [hint] = {b.install_hint for b in tools.prometheus_versions() if b.version == "3.13.3"}
+    missing = tools.Versioned("prometheus", "3.13.3", str(bin_dir / "prometheus"), hint)
+    with pytest.raises(pytest.fail.Exception, match=r"not installed; `bash scripts/prometheus3\.sh` builds"):
+        tools.check_binary(missing, environ={"CI": "1"})
+    with pytest.raises(pytest.skip.Exception, match=r"prometheus 3\.13\.3 .* not installed"):
+        tools.check_binary(missing, environ={})
+
+
+def test_versions_match_by_whole_components() -> None:
+    assert tools.matches("2.42", "2.42.0+ds") and tools.matches("3.13.3", "3.13.3")
+    assert not tools.matches("2.42", "2.420.0") and not tools.matches("3.13.3", "3.13.30")
+    assert not tools.matches("3.13.3", None)
+
+
+def test_the_rules_are_tested_under_debians_version_and_the_one_compose_pins() -> None:
+    for versions in (tools.promtool_versions(), tools.prometheus_versions()):
+        assert [b.version for b in versions] == ["2.42", tools.PROMETHEUS3_VERSION]
+    compose = (ROOT / "compose" / "compose.yaml").read_text(encoding="utf-8")
+    assert re.search(rf"image: \S*prometheus:v{re.escape(tools.PROMETHEUS3_VERSION)}\b", compose)
+    script = (ROOT / tools.PROMETHEUS3_SCRIPT).read_text(encoding="utf-8")
+    assert f"version={tools.PROMETHEUS3_VERSION}\n" in script

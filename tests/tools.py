@@ -75,12 +75,18 @@ def needs(*groups: Mapping[str, str]) -> Callable[[F], F]:
 # the rule tests and the end-to-end alerting test run under both. scripts/prometheus3.sh builds 3.13.3 into
 # this cache once per machine (the test bootstrap calls it).
 PROMETHEUS3_VERSION = "3.13.3"
-PROMETHEUS3_BIN = (
-    Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    / "mssql-memory-exporter"
-    / f"prometheus-{PROMETHEUS3_VERSION}"
-    / "bin"
-)
+PROMETHEUS3_SCRIPT = "scripts/prometheus3.sh"
+
+
+def prometheus3_bin(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where scripts/prometheus3.sh puts the binaries: the same rule as the script's."""
+    if environ.get("PROMETHEUS3_CACHE"):
+        return Path(environ["PROMETHEUS3_CACHE"]) / "bin"
+    cache = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "mssql-memory-exporter" / f"prometheus-{PROMETHEUS3_VERSION}" / "bin"
+
+
+PROMETHEUS3_BIN = prometheus3_bin()
 
 
 @dataclass(frozen=True)
@@ -103,7 +109,7 @@ def _versions(program: str) -> list[Versioned]:
             program,
             PROMETHEUS3_VERSION,
             str(PROMETHEUS3_BIN / program),
-            "`bash scripts/prometheus3.sh` builds it (the test bootstrap runs it)",
+            f"`bash {PROMETHEUS3_SCRIPT}` builds it (the test bootstrap runs it)",
         ),
     ]
 
@@ -117,23 +123,33 @@ def prometheus_versions() -> list[Versioned]:
 
 
 @functools.cache
-def _reported_version(path: str) -> str | None:
+def _reported_version(path: str, program: str) -> str | None:
+    """The version `path --version` reports, when its first line names `program` ("promtool, version
+    3.13.3 (branch: ...)"): the server left where the tool belongs does not pass for the tool."""
     try:
         result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30, check=False)
-    except OSError:
+    except (OSError, subprocess.TimeoutExpired):
         return None
-    match = re.search(r"version (\S+)", result.stdout + result.stderr)
-    return match.group(1) if match else None
+    match = re.match(r"(\S+), version (\S+)", result.stdout + result.stderr)
+    if result.returncode != 0 or match is None or match.group(1) != program:
+        return None
+    return match.group(2)
+
+
+def matches(version: str, reported: str | None) -> bool:
+    """Whether a program that reports `reported` is `version`: 2.42.0+ds is "2.42", 3.13.3 is "3.13.3";
+    2.420 and 3.13.30 are neither."""
+    return reported is not None and re.match(rf"{re.escape(version)}(?!\d)", reported) is not None
 
 
 def check_binary(binary: Versioned, environ: Mapping[str, str] = os.environ) -> None:
     """Return when `binary` is installed and reports its version (so another build left at the cache path
     cannot pass for 3.13.3); otherwise skip the test, or fail it where the tools are required."""
     resolved = shutil.which(binary.path)
-    reported = _reported_version(resolved) if resolved else None
-    if reported is not None and reported.startswith(binary.version):
+    reported = _reported_version(resolved, binary.program) if resolved else None
+    if matches(binary.version, reported):
         return
-    problem = "not installed" if resolved is None else f"reports version {reported!r}"
+    problem = "not installed" if resolved is None else f"reports version {reported or '(none)'}"
     message = f"{binary.program} {binary.version} ({binary.path}) {problem}; {binary.install_hint}"
     if tools_required(environ):
         pytest.fail(f"{message}; required under CI and `make test`", pytrace=False)
