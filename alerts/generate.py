@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from .spec import Spec, duration_seconds, load
+from .spec import Spec, duration_seconds, load, prometheus_duration
 
 RULES_DIR = Path(__file__).resolve().parent / "rules"
 HEADER = (
@@ -39,7 +39,11 @@ def _first_sample_timestamp(spec: Spec, series: str, window: str) -> str:
         last = duration_seconds(reach) >= seconds
         if duration_seconds(step) * 10 > seconds:  # the end-to-end tests' short windows
             step = f"{max(1, int(seconds // 60))}s"
-        tiers.append(f"min_over_time(timestamp({series})[{window if last else reach}:{step}])")
+        # One step more than the reach: Prometheus 3 reads the range as left-open, so a range of exactly the
+        # reach drops the step on its start, and a day of data measured 85,800 s instead of 86,400 s (the
+        # rate then read 0.7 % high). The step beyond is harmless: _coverage caps the span at the window.
+        span = prometheus_duration(duration_seconds(window if last else reach) + duration_seconds(step))
+        tiers.append(f"min_over_time(timestamp({series})[{span}:{step}])")
         if last:
             break
     # Each tier's result is the timestamp of a real sample, so the earliest of them is the best estimate.

@@ -28,6 +28,19 @@ def duration_seconds(text: str) -> float:
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
 
 
+def prometheus_duration(seconds: float) -> str:
+    """Whole seconds as Prometheus writes a compound duration, largest unit first: 87000 -> "1d10m"."""
+    left = int(seconds)
+    if left != seconds or left <= 0:
+        raise SpecError(f"not a whole positive number of seconds: {seconds!r}")
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, left = divmod(left, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts)
+
+
 @dataclass(frozen=True)
 class Spec:
     raw: dict[str, Any]

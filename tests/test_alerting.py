@@ -701,7 +701,6 @@ def rule_test_files() -> list[Path]:
 PENDING_UNDER_PROMETHEUS3 = {
     "endurance.test.yml",
     "endurance_history.test.yml",
-    "recording_daily.test.yml",
 }
 
 
