@@ -34,6 +34,8 @@ SERIES = 'mssql_up{job="mssql",instance="db1:1433"}'
 EVAL_AFTER_SCRAPE = SCRAPE_SECONDS // 2
 # Spans of data (seconds) around every tier boundary and the windows, plus a full week and more.
 SPANS = (
+    600,  # younger than the 5-minute, 15-minute and hourly tiers' first step: those tiers have no answer yet
+    1800,
     3600,  # the dashboards' projection_min_coverage
     2 * 3600,
     2 * 3600 + 120,  # just past the 1-minute tier
