@@ -1,5 +1,5 @@
 # The front door. Every target installs what it needs on a fresh Debian 12 machine (scripts/bootstrap.sh).
-.PHONY: run test lint bench generate soak bootstrap clean
+.PHONY: run test lint bench generate soak bootstrap clean dashboards-look
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -38,6 +38,11 @@ generate:
 soak:
 	@bash scripts/bootstrap.sh standin
 	PYTHONPATH=. $(PY) -m tests.soak --scrapes 20000
+
+## dashboards-look: render every dashboard in a real Grafana 9.3.2 against a live demo stack (a developer
+## check, not CI: needs a Grafana build, see docs/dashboards.md); PNGs and a summary in build/dashboards-look
+dashboards-look:
+	bash scripts/dashboards-look.sh
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .ruff_cache

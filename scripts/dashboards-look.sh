@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# `make dashboards-look`: look at the dashboards in a real Grafana 9.3.2 against a live demo stack.
+#
+# A developer check, not CI: it needs a Grafana 9.3.2 built from source (about 15-25 minutes, once per
+# machine) and a few minutes of data. It starts two SQL Server stand-ins (memory-pressure and
+# micron-960gb-8stream), one exporter for each (the micron one with --collector.host and an SSD pool),
+# and Debian's Prometheus scraping them with the bundle's rules, waits WAIT_S seconds, renders every
+# dashboard to PNG with ../shared/tools/grafana/render.sh into OUT, prints OUT/summary.txt (panels with
+# errors or no data) and stops everything it started, on every exit path.
+#
+#   bash scripts/dashboards-look.sh            # stack, wait, render, summary, stop
+#   bash scripts/dashboards-look.sh --serve    # stack only, until Ctrl-C (render against it by hand)
+#   PROM_URL=http://127.0.0.1:19290 bash scripts/dashboards-look.sh   # render against a running stack
+#
+# Env: GRAFANA_HOME (/var/tmp/grafana-9.3.2), GRAFANA_TOOLS (../shared/tools/grafana from the repo),
+# OUT (build/dashboards-look), WAIT_S (300), PORT_BASE (19200: uses PORT_BASE+1..+99), EXTRA_RULES (more
+# rule files for Prometheus, a glob), VARS_MEMORY (var-instance=pressure), FROM/TO/VARS/WIDTH (render.sh).
+set -Eeuo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+GRAFANA_HOME=${GRAFANA_HOME:-/var/tmp/grafana-9.3.2}
+GRAFANA_TOOLS=${GRAFANA_TOOLS:-$ROOT/../shared/tools/grafana}
+[[ -d $GRAFANA_TOOLS ]] || GRAFANA_TOOLS=/work/shared/tools/grafana
+OUT=${OUT:-$ROOT/build/dashboards-look}
+WAIT_S=${WAIT_S:-300}
+BASE=${PORT_BASE:-19200}
+SERVE=0
+[[ ${1:-} == --serve ]] && SERVE=1
+fail() { echo "dashboards-look: $*" >&2; exit 1; }
+
+if [[ $SERVE == 0 && ! -x $GRAFANA_HOME/bin/linux-amd64/grafana-server ]]; then
+  cat >&2 <<EOF
+dashboards-look: no Grafana build in $GRAFANA_HOME.
+  This script fetches nothing. To build Grafana 9.3.2 once on this machine (15-25 minutes):
+  1. bring its source with the fetch tool: fetch github:De30/grafana (prints MIRROR, a bare git dir
+     holding tag v9.3.2);
+  2. bash $GRAFANA_TOOLS/build.sh MIRROR $GRAFANA_HOME
+  Then run this again. (Or set GRAFANA_HOME to an existing build.)
+EOF
+  exit 2
+fi
+bash scripts/bootstrap.sh standin >/dev/null  # the exporter and the stand-in; nothing else
+command -v prometheus >/dev/null || fail "no prometheus binary (Debian: apt-get install prometheus)"
+
+RUN=$ROOT/build/dashboards-look-stack-$BASE  # per port base: two stacks never share a directory
+PIDS=()
+stop_all() {
+  local pid
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -9 "$pid" 2>/dev/null || true
+  done
+  [[ ${#PIDS[@]} -gt 0 ]] && echo "dashboards-look: stopped ${#PIDS[@]} processes"
+  PIDS=()
+}
+trap stop_all EXIT
+trap 'exit 130' INT TERM HUP
+
+wait_http() {  # URL SECONDS WHAT
+  local end=$((SECONDS + $2))
+  until curl -fsS -m 2 -o /dev/null "$1" 2>/dev/null; do
+    ((SECONDS < end)) || fail "$3 did not answer $1 within $2 s (logs: $RUN/*.log)"
+    sleep 1
+  done
+}
+
+start_stack() {
+  rm -rf "$RUN"; mkdir -p "$RUN/rules" "$RUN/tsdb"
+  local pressure_db=$((BASE + 1)) micron_db=$((BASE + 2)) pressure_ex=$((BASE + 11)) micron_ex=$((BASE + 12))
+  PROM_PORT=$((BASE + 90))
+  for port in $pressure_db $micron_db $pressure_ex $micron_ex $PROM_PORT; do
+    ! curl -s -m 1 -o /dev/null "http://127.0.0.1:$port/" || fail "port $port is in use (set PORT_BASE)"
+  done
+  MSSQL_STANDIN_PASSWORD=$(.venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(18))')
+  export MSSQL_STANDIN_PASSWORD
+  # A physical disk of this machine for the pool's host source (what the host collector reports).
+  local disk
+  disk=$(PYTHONPATH=exporter .venv/bin/python -c \
+    'from mssql_memory_exporter.host.collector import HostCollector as H; print(sorted(H().written_bytes_by_disk())[0])')
+  local tempdb=/var/opt/mssql/tempdb name scenario port
+  for name in pressure micron; do
+    if [[ $name == pressure ]]; then scenario=memory-pressure port=$pressure_db; else scenario=micron-960gb-8stream port=$micron_db; fi
+    PYTHONPATH=. .venv/bin/python -m tests.standin --scenario $scenario --host 127.0.0.1 --port "$port" \
+      >"$RUN/standin-$name.log" 2>&1 &
+    PIDS+=($!)
+    cat >"$RUN/exporter-$name.yml" <<YAML
+# Written by scripts/dashboards-look.sh. default_target as in the demo: the target's series are on
+# /metrics too, which the dashboards' SQL Server selector must not count a second time.
+default_target: $name
+auth_modules: {demo: {username: exporter, password_env: MSSQL_STANDIN_PASSWORD}}
+targets:
+  $name:
+    host: 127.0.0.1
+    port: $port
+    driver: freetds
+    encryption: 'off'
+    auth_module: demo
+    labels: {env: demo}
+    query_timeout_seconds: 10
+YAML
+  done
+  cat >>"$RUN/exporter-micron.yml" <<YAML
+    workload: olap
+    colocated: true
+    volume_map: {$tempdb: $tempdb}
+    ssd_pools:
+      nvme-tempdb:   # Micron's four 7450 PRO 3.84 TB drives, 7000 TBW each, five years from 2025-01-01
+        drives: {count: 4, tbw_per_drive_tb: 7000}
+        planned_lifetime_years: 5
+        in_service_date: 2025-01-01
+        volumes: [$tempdb]
+        host_disks: [$disk]
+YAML
+  .venv/bin/mssql-memory-exporter --config.file "$RUN/exporter-pressure.yml" \
+    --web.listen-address "127.0.0.1:$pressure_ex" >"$RUN/exporter-pressure.log" 2>&1 &
+  PIDS+=($!)
+  .venv/bin/mssql-memory-exporter --config.file "$RUN/exporter-micron.yml" --collector.host \
+    --web.listen-address "127.0.0.1:$micron_ex" >"$RUN/exporter-micron.log" 2>&1 &
+  PIDS+=($!)
+  wait_http "http://127.0.0.1:$pressure_ex/metrics" 60 "the pressure exporter"
+  wait_http "http://127.0.0.1:$micron_ex/metrics" 60 "the micron exporter"
+
+  cp alerts/rules/*.rules.yml "$RUN/rules/"
+  if [[ -n ${EXTRA_RULES:-} ]]; then
+    # shellcheck disable=SC2086
+    cp $EXTRA_RULES "$RUN/rules/"
+  fi
+  cat >"$RUN/prometheus.yml" <<YAML
+# Written by scripts/dashboards-look.sh: the compose bundle's jobs, on loopback ports.
+global: {scrape_interval: 15s, scrape_timeout: 10s, evaluation_interval: 15s}
+rule_files: [rules/*.rules.yml]
+scrape_configs:
+  - job_name: mssql
+    metrics_path: /probe
+    static_configs:
+      - {targets: [pressure], labels: {__address__exporter: 127.0.0.1:$pressure_ex}}
+      - {targets: [micron], labels: {__address__exporter: 127.0.0.1:$micron_ex}}
+    relabel_configs:
+      - {source_labels: [__address__], target_label: __param_target}
+      - {source_labels: [__param_target], target_label: instance}
+      - {source_labels: [__address__exporter], target_label: __address__}
+  - job_name: mssql-exporter
+    static_configs:
+      - targets: [127.0.0.1:$pressure_ex, 127.0.0.1:$micron_ex]
+YAML
+  promtool check config "$RUN/prometheus.yml" >"$RUN/promtool.log" 2>&1 || fail "$(cat "$RUN/promtool.log")"
+  prometheus --config.file "$RUN/prometheus.yml" --storage.tsdb.path "$RUN/tsdb" \
+    --web.listen-address "127.0.0.1:$PROM_PORT" --web.enable-lifecycle >"$RUN/prometheus.log" 2>&1 &
+  PIDS+=($!)
+  PROM_URL=http://127.0.0.1:$PROM_PORT
+  wait_http "$PROM_URL/-/ready" 60 "Prometheus"
+  echo "dashboards-look: stack up: Prometheus $PROM_URL, exporters :$pressure_ex (pressure) :$micron_ex (micron)"
+}
+
+if [[ -z ${PROM_URL:-} ]]; then
+  start_stack
+  if [[ $SERVE == 1 ]]; then
+    echo "dashboards-look: serving until interrupted (render: PROM_URL=$PROM_URL bash $0)"
+    while :; do sleep 3600 & wait $!; done  # wait, not a foreground sleep: signals are handled at once
+  fi
+  echo "dashboards-look: collecting data for $WAIT_S s"
+  sleep "$WAIT_S" & wait $!
+fi
+rm -rf "$OUT"; mkdir -p "$OUT"
+# Each dashboard as a DBA opens it: the memory dashboard on the instance under memory pressure, the others
+# on their defaults (the endurance dashboard must open on an instance with pools by itself).
+render() {  # NAME VARS DASHBOARD.json...
+  local name=$1 vars=$2; shift 2
+  mkdir -p "$OUT/$name/dashboards"; cp "$@" "$OUT/$name/dashboards/"
+  VARS=$vars PORT=${GRAFANA_PORT:-$((BASE + 80))} bash "$GRAFANA_TOOLS/render.sh" "$GRAFANA_HOME" "$PROM_URL" \
+    "$OUT/$name/dashboards" "$OUT/$name" dashboards/provisioning >"$OUT/$name/render.log" 2>&1 ||
+    fail "render.sh failed, see $OUT/$name/render.log"
+  cp "$OUT/$name"/*.png "$OUT/"
+  cat "$OUT/$name/summary.txt" >>"$OUT/summary.txt"
+}
+render memory "${VARS_MEMORY:-var-instance=pressure}" dashboards/mssql-memory-pressure.json
+render defaults "${VARS:-}" dashboards/mssql-tempdb-ssd-endurance.json dashboards/mssql-fleet-capacity.json
+echo "dashboards-look: PNGs in $OUT (view the <uid>.tile-NN.png slices to read labels)"
+cat "$OUT/summary.txt"
