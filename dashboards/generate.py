@@ -72,8 +72,11 @@ ENDURANCE_EXHAUSTION = "MSSQLSSDEnduranceExhaustionProjected"
 ENDURANCE_BUDGET = "MSSQLSSDEnduranceBudgetHigh"
 ENDURANCE_REMAINING = "MSSQLSSDEnduranceRemainingLow"
 
-# Label matchers of every per-target query; $host selects the exporter whose /metrics has the host metrics.
-INSTANCE = 'job=~"$job", instance=~"$instance"'
+# Label matchers of every per-target query: the spec's SQL Server selector first, so the Job variable's
+# "All" (.+) never reaches the exporter's own job (with default_target its /metrics carries a target's
+# series too, and the fleet table listed the exporter as two more instances). $host selects the exporter
+# whose /metrics has the host metrics.
+INSTANCE = f'{load().selector}, job=~"$job", instance=~"$instance"'
 HOST = 'instance=~"$host"'
 # The host variable's first choice: matches no exporter (their instance is host:port), so the host panel
 # stays empty until someone picks the exporter on the chosen instance's host.
@@ -184,6 +187,8 @@ class Limits:
             "pool_long": f"pool:mssql_ssd_written_bytes:rate{self.pool_long_window}",
             # Seconds of data the same-named rate rests on (a young Prometheus holds less than the window).
             "pool_long_coverage": f"pool:mssql_ssd_written_bytes:rate{self.pool_long_window}"
+            "_coverage_seconds",
+            "tempdb_long_coverage": f"instance:mssql_tempdb_written_bytes:rate{self.tempdb_long_window}"
             "_coverage_seconds",
             "ple_min": "instance:mssql_buffer_node_page_life_expectancy:min",
             "ple_floor": "node:mssql_page_life_expectancy_floor:seconds",
@@ -308,11 +313,15 @@ def annotations() -> list[Json]:
     return [
         prometheus_annotation(
             "Firing alerts",
-            f'ALERTS{{alertstate="firing", {INSTANCE}}}',
+            # One mark where the condition began (ALERTS_FOR_STATE's value is that time), for alerts that
+            # went on to fire; not a region, which painted every panel red while any alert fired.
+            f"ALERTS_FOR_STATE{{{INSTANCE}}} * 1000\n"
+            f'and ignoring (alertstate) ALERTS{{alertstate="firing", {INSTANCE}}}',
             RED,
             "{{alertname}}",
-            "{{severity}} on {{instance}}",
+            "{{severity}} on {{instance}}: the condition began here and held for the alert's for: time",
             "alertname,severity",
+            value_is_time=True,
         ),
         prometheus_annotation(
             "SQL Server restarts",
@@ -758,6 +767,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
 POOL = 'pool=~"$pool"'
 NO_POOLS = "No SSD pools configured for this instance (ssd_pools in the exporter's config)"
 POOL_LABELS = "job, instance, pool, source"
+INSTANCE_LABELS = "job, instance"
 
 
 def enough_data(lim: Limits, expr: str, pool: str = POOL) -> str:
@@ -814,7 +824,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         (
             "In service since",
             per_source("mssql_ssd_pool_in_service_timestamp_seconds", " * 1000"),
-            "dateTimeAsIso",
+            "time:YYYY-MM-DD",  # a calendar day, as configured: no 00:00:00
         ),
     ]
     renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _, _) in enumerate(columns)}
@@ -902,9 +912,18 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             "the drives' rating (no desired range of its own; the pools below weigh it). Adding memory can "
             "raise it rather than lower it (Micron measured exactly that).",
             "Bps",
-            [Query(m(lim.rule("tempdb_long")), instant=True)],
+            # The same minimum of data as the pools' projections: a few minutes of a young Prometheus read
+            # 13 % high in the demo (increase() extrapolates over the first scrape interval).
+            [
+                Query(
+                    f"{m(lim.rule('tempdb_long'))}\nand on ({INSTANCE_LABELS}) "
+                    f"{m(lim.rule('tempdb_long_coverage'))} >= {num(lim.projection_min_coverage)}",
+                    instant=True,
+                )
+            ],
             width=6,
             height=4,
+            no_value=f"Shown after {duration(lim.projection_min_coverage)} of data",
         ),
         Panel(
             "stat",
@@ -912,9 +931,15 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             f"The worst pool's projected share of its rated endurance over its planned life, at the "
             f"{lim.pool_long_window} write rate. {share_text}",
             "percentunit",
-            [Query(f"max without (pool, source) ({m(lim.rule('share'), POOL)})", instant=True)],
+            [
+                Query(
+                    f"max without (pool, source) ({enough_data(lim, m(lim.rule('share'), POOL))})",
+                    instant=True,
+                )
+            ],
             width=6,
             height=4,
+            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
             thresholds=share_thresholds,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
         ),
@@ -925,9 +950,15 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             f"Healthy: longer than {duration(lim.remaining_warning)} (orange under it: order drives; red "
             f"under {duration(lim.remaining_critical)}), or past the planned retirement.",
             "s",
-            [Query(f"min without (pool, source) ({m(lim.rule('remaining'), POOL)})", instant=True)],
+            [
+                Query(
+                    f"min without (pool, source) ({enough_data(lim, m(lim.rule('remaining'), POOL))})",
+                    instant=True,
+                )
+            ],
             width=6,
             height=4,
+            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
             thresholds=remaining_thresholds,
             links=[lim.runbook(ENDURANCE_REMAINING)],
         ),
@@ -946,6 +977,9 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
                 )
             ],
             min=0,
+            # Stacked: evenly spread files are equal bands (eight identical lines hid each other), and the
+            # top edge is tempdb's total.
+            custom={"stacking": {"group": "A", "mode": "normal"}, "fillOpacity": 60, "lineWidth": 1},
         ),
         Panel(
             "timeseries",
@@ -1064,11 +1098,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             f"nothing is written. Shown once the rate rests on {duration(lim.projection_min_coverage)} of "
             "data.",
             "s",
-            [
-                Query(
-                    enough_data(lim, m(lim.rule("remaining"), POOL)), "{{pool}} ({{source}})", instant=True
-                )
-            ],
+            [Query(enough_data(lim, m(lim.rule("remaining"), POOL)), "{{pool}} ({{source}})", instant=True)],
             width=5,
             thresholds=remaining_thresholds,
             options={"textMode": "value_and_name"},
@@ -1104,6 +1134,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             thresholds=share_thresholds,
             min=0,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
+            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
         ),
         pool_table(lim, "Endurance per pool, in the shape of Micron's Table 4", per_instance=False),
     ]
@@ -1116,18 +1147,20 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         all_value=".+",
     )
     # No metric says which exporter runs on the chosen instance's host, so nothing ties the two: the
-    # variable starts at NO_HOST, first in alphabetical order, rather than at some other host's exporter.
+    # variable offers every exporter with host metrics (one per host is the usual layout, and then it is
+    # the right one) and falls back to NO_HOST only where there is none. An unconditional fallback was
+    # always offered, sorted first and so always chosen: the host panel opened empty.
+    host_metric = f"mssql_host_disk_written_bytes_total{{{lim.spec.exporter_selector}}}"
     host_variable = query_variable(
         "host",
         "Host (exporter)",
         # One line: Grafana 9.3 recognises query_result(...) only on a single line; a multi-line one
         # went to the series API (HTTP 400, a red toast on every load, the variable empty).
-        "query_result(count by (instance) "
-        f"(mssql_host_disk_written_bytes_total{{{lim.spec.exporter_selector}}})"
-        f' or label_replace(vector(1), "instance", "{NO_HOST}", "", ""))',
+        f"query_result(count by (instance) ({host_metric})"
+        f' or (label_replace(vector(1), "instance", "{NO_HOST}", "", "") unless on () count({host_metric})))',
         "The exporter (its /metrics scrape) that runs with --collector.host on this SQL Server's host. "
-        f"Not tied to the chosen instance (no metric links them): it starts at {NO_HOST}; pick the "
-        "exporter on this instance's host.",
+        f"Not tied to the chosen instance (no metric links them): with several, pick the exporter on this "
+        f"instance's host; {NO_HOST} when no exporter reports host metrics.",
         regex='/instance="([^"]+)"/',
     )
     return Dashboard(
@@ -1172,6 +1205,7 @@ def instance_links() -> Json:
 
 
 FLEET_POOLS_TITLE = "SSD pools of every instance"
+MIN_COLUMN_PX = 80  # fits the widest value of each numeric column
 
 
 def fleet_dashboard(lim: Limits) -> Dashboard:
@@ -1197,8 +1231,8 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             None,
         ),
         ("Worst node PLE", f"{by} ({m(lim.rule('ple_min'))})", "s", None),
-        ("Lowest node PLE ÷ floor", ple_ratio, "percentunit", Thresholds.healthy_above(AT_FLOOR)),
-        ("Under memory pressure", pressure, "m", Thresholds.healthy_below(ANY)),
+        ("PLE ÷ floor", ple_ratio, "percentunit", Thresholds.healthy_above(AT_FLOOR)),
+        ("Under pressure", pressure, "m", Thresholds.healthy_below(ANY)),
         (
             f"Lazy writes ({w})",
             f"{by} ({m(lim.rule('lazy'))})",
@@ -1206,22 +1240,22 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             Thresholds.healthy_below(lim.lazy_max),
         ),
         (
-            f"Free list stalls ({w})",
+            f"Stalls ({w})",
             f"{by} ({m(lim.rule('stalls'))})",
             UNIT_STALLS,
             Thresholds.healthy_below(lim.stalls_max),
         ),
         (
-            f"Lookups per batch ({w}, OLTP)",
+            f"Lookups/batch ({w})",
             # Dell's range and the alert are for OLTP targets: an analytic target's cell stays empty.
             f"{by} (\n  {m(lim.rule('lookups_ratio'))}\n  and on (job, instance) {oltp_targets}\n)",
             "suffix: lookups/batch",
             Thresholds.healthy_below(lim.lookups_max),
         ),
-        (f"tempdb writes ({lim.tempdb_long_window})", f"{by} ({m(lim.rule('tempdb_long'))})", "Bps", None),
+        (f"tempdb ({lim.tempdb_long_window})", f"{by} ({m(lim.rule('tempdb_long'))})", "Bps", None),
         (
-            "Highest pool share of rating",
-            f"{by} ({m(lim.rule('share'))})",
+            "Worst pool share",
+            f"{by} (\n  {enough_data(lim, m(lim.rule('share')), '')}\n)",
             "percentunit",
             Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share),
         ),
@@ -1242,18 +1276,21 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
         overrides.append(override(name, *props))
     overrides.append(override("Up", ("mappings", value_map({0: ("down", RED), 1: ("up", GREEN)}))))
     overrides.append(instance_links())
+    overrides.append(override("job", ("custom.hidden", True)))  # the links use it; one job is usual
     instances = Panel(
         "table",
         "Instances",
         "One row per SQL Server instance; click a column to sort, an instance to open its dashboards. "
-        f"Worst node PLE ÷ floor: healthy at 100% or more (floor: {ple_floor_text(lim)}). Under memory "
+        "PLE ÷ floor: the worst node's PLE over its floor, healthy at 100% or more "
+        f"(floor: {ple_floor_text(lim)}). Under "
         f"pressure: minutes in the selected range that {MEMORY_PRESSURE} was firing; healthy 0. Lazy writes "
         f"under {num(lim.lazy_max)}/s, free list stalls under {num(lim.stalls_max)}/s and lookups per batch "
         f"under {num(lim.lookups_max)} (Dell Table 4, {w} averages; lookups of OLTP targets only, as the "
-        "alert: an OLAP target's cell is empty). tempdb writes: "
-        f"{lim.tempdb_long_window} average. Highest pool share: the projected share of rated endurance "
+        "alert: an OLAP target's cell is empty). tempdb: writes to tempdb, "
+        f"{lim.tempdb_long_window} average. Worst pool share: the projected share of rated endurance "
         f"of the instance's worst SSD pool; healthy under {pct(lim.budget_share)}, red from "
-        f"{pct(lim.exhaustion_share)}. Which pool that is: the next table, {FLEET_POOLS_TITLE!r}, lists "
+        f"{pct(lim.exhaustion_share)}, once its rate rests on {duration(lim.projection_min_coverage)} of "
+        f"data. Which pool that is: the next table, {FLEET_POOLS_TITLE!r}, lists "
         "every pool by instance, worst share first. Build and edition from SERVERPROPERTY.",
         "short",
         [Query(expr, instant=True, table=True) for _, expr, _, _ in columns],
@@ -1261,7 +1298,9 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
         height=10,
         overrides=overrides,
         transformations=merge_and_organize(renames, order, ("Time", "__name__", build_value)),
-        options={"sortBy": [{"desc": False, "displayName": "Lowest node PLE ÷ floor"}]},
+        options={"sortBy": [{"desc": False, "displayName": "PLE ÷ floor"}]},
+        # Grafana 9.3 gives a column at least 150 px unless told: 14 columns would overflow 1,600 px.
+        custom={"minWidth": MIN_COLUMN_PX},
         links=[lim.runbook(MEMORY_PRESSURE)],
     )
     share_thresholds = Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share)

@@ -29,6 +29,8 @@ Json = dict[str, Any]
 
 # Grafana's named palette colors, so the JSON reads the same in every theme.
 GREEN, ORANGE, RED, BLUE = "green", "orange", "red", "blue"
+# Grafana's own names: the theme's text colour (no verdict) and no paint at all.
+TEXT, TRANSPARENT = "text", "transparent"
 
 
 # --- thresholds -------------------------------------------------------------------------------------
@@ -65,10 +67,18 @@ class Thresholds:
 
     @classmethod
     def neutral(cls) -> Thresholds:
-        return cls((Step(GREEN, None),))
+        """No desired range: values in the text colour, since any colour reads as a verdict."""
+        return cls((Step(TEXT, None),))
 
-    def json(self) -> Json:
-        return {"mode": "absolute", "steps": [{"color": s.color, "value": s.value} for s in self.steps]}
+    def json(self, *, paint_healthy: bool = True) -> Json:
+        """`paint_healthy=False` for time series: the healthy side stays unpainted and only the unhealthy
+        side is shaded, so a limit never looks like a (green) series and a lower limit is not drawn in the
+        colour of the first series."""
+        steps = [
+            {"color": TRANSPARENT if (s.color == GREEN and not paint_healthy) else s.color, "value": s.value}
+            for s in self.steps
+        ]
+        return {"mode": "absolute", "steps": steps}
 
 
 # --- queries and links ------------------------------------------------------------------------------
@@ -210,21 +220,43 @@ class Panel:
             "color": {"mode": "palette-classic" if self.type == "timeseries" else "thresholds"},
             "custom": _deep_merge(_DEFAULT_CUSTOM.get(self.type, {}), self.custom),
             "mappings": copy.deepcopy(self.mappings),
-            "thresholds": (self.thresholds or Thresholds.neutral()).json(),
+            "thresholds": (self.thresholds or Thresholds.neutral()).json(
+                paint_healthy=self.type != "timeseries"
+            ),
             "unit": self.unit,
         }
+        overrides = copy.deepcopy(self.overrides)
         if self.type == "timeseries":
             mode = "line+area" if self.thresholds is not None else "off"
             defaults["custom"]["thresholdsStyle"] = {"mode": mode}
+            # Per-series ranges too: only the unhealthy side is painted.
+            ranges = [p for o in overrides for p in o.get("properties", []) if p.get("id") == "thresholds"]
+            for step in (step for prop in ranges for step in prop["value"]["steps"]):
+                step["color"] = TRANSPARENT if step["color"] == GREEN else step["color"]
         if self.no_value is not None:
             defaults["noValue"] = self.no_value
+        if self.type == "table":
+            # An empty cell of a coloured column (no value for this row) stays unpainted, not a solid green
+            # block that reads as healthy.
+            defaults["mappings"].append(
+                {
+                    "type": "special",
+                    "options": {"match": "null+nan", "result": {"color": TRANSPARENT, "index": 99}},
+                }
+            )
+        if self.type in ("stat", "gauge", "bargauge"):
+            # An empty panel says why in the text colour: without this Grafana paints the text in the
+            # thresholds' base colour, a large red or green "No data" that reads as a verdict.
+            defaults["mappings"].append(
+                {"type": "special", "options": {"match": "null+nan", "result": {"color": TEXT, "index": 99}}}
+            )
         for key, value in (("min", self.min), ("max", self.max), ("decimals", self.decimals)):
             if value is not None:
                 defaults[key] = value
         panel: Json = {
             "datasource": dict(DS),
             "description": self.description,
-            "fieldConfig": {"defaults": defaults, "overrides": copy.deepcopy(self.overrides)},
+            "fieldConfig": {"defaults": defaults, "overrides": overrides},
             "gridPos": {"h": self.height, "w": self.width, "x": x, "y": y},
             "id": panel_id,
             "links": [link.json() for link in self.links],
