@@ -857,6 +857,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
     )
     if per_instance:
         overrides.append(instance_links())
+        overrides.append(override("job", ("custom.hidden", True)))  # kept for the links, not shown
     description = (
         "Micron's Table 4, per pool and source, in decimal units (1 TB = 10^12 B): the "
         f"{lim.pool_long_window} write rate, the bytes it projects over the pool's planned life (rate x "
@@ -1246,10 +1247,10 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             Thresholds.healthy_below(lim.stalls_max),
         ),
         (
-            f"Lookups/batch ({w})",
+            f"Lookups ({w})",
             # Dell's range and the alert are for OLTP targets: an analytic target's cell stays empty.
             f"{by} (\n  {m(lim.rule('lookups_ratio'))}\n  and on (job, instance) {oltp_targets}\n)",
-            "suffix: lookups/batch",
+            "suffix: /batch",  # "lookups/batch" in header and cell did not fit an 80 px column
             Thresholds.healthy_below(lim.lookups_max),
         ),
         (f"tempdb ({lim.tempdb_long_window})", f"{by} ({m(lim.rule('tempdb_long'))})", "Bps", None),
