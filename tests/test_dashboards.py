@@ -776,7 +776,8 @@ def test_the_fleet_judges_lookups_per_batch_of_oltp_targets_only():
     table = _panel(generate.FLEET_UID, "Instances")
     [target] = [t for t in table["targets"] if "lookups_per_batch" in t["expr"]]
     selector = load_spec().selector
-    assert f'mssql_target_info{{{selector}, job=~"$job", instance=~"$instance", workload="oltp"}}' in target["expr"]
+    oltp = f'mssql_target_info{{{selector}, job=~"$job", instance=~"$instance", workload="oltp"}}'
+    assert oltp in target["expr"]
 
 
 # --- the host variable -------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """Scenarios: what the stand-in SQL Server reports, as functions of time.
 
+Every scenario file extends `scenarios/base.yml` and states only what it changes; how files inherit
+(`extends:`, `delete:`, which mappings merge) is in scenario_files.py.
+
 A scenario file (YAML) names the server's properties, its NUMA nodes and, per perf object, each counter
 as one of:
   - a number, or {gauge: v}                   a raw value (cntr_type 65792)
@@ -23,11 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .files import FileModel, parse_databases
-
-SCENARIO_DIR = Path(__file__).parent / "scenarios"
+from .scenario_files import read_scenario, scenario_path
 
 RAW, BULK, FRACTION, FRACTION_BASE = 65792, 272696576, 537003264, 1073939712
 NCHAR = 128
@@ -113,10 +113,8 @@ class Scenario:
 
     @classmethod
     def load(cls, name_or_path: str | Path) -> Scenario:
-        path = Path(name_or_path)
-        if not path.suffix:
-            path = SCENARIO_DIR / f"{name_or_path}.yml"
-        raw = yaml.safe_load(path.read_text())
+        path = scenario_path(name_or_path)
+        raw = read_scenario(path)
         counters: dict[str, dict[str, CounterSpec | list[CounterSpec]]] = {}
         for obj, specs in raw.get("counters", {}).items():
             counters[obj] = {}
