@@ -36,6 +36,14 @@ METRICS = (
     perf.PerfMetric(
         "Readahead pages/sec", "mssql_readahead_pages_total", "Pages read in anticipation of use.", C
     ),
+    # Indirect checkpoint's writer (target_recovery_time, the default since 2016): with it, checkpoint
+    # pages/sec alone understates how much the buffer pool writes back.
+    perf.PerfMetric(
+        "Background writer pages/sec",
+        "mssql_background_writer_pages_total",
+        "Pages flushed by the background writer (indirect checkpoint).",
+        C,
+    ),
     perf.PerfMetric(
         "Database pages",
         "mssql_buffer_pool_database_pages",
