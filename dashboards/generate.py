@@ -11,12 +11,12 @@ counters only through `rate(...[$__rate_interval])`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from alerts.generated import generator_main
 from alerts.spec import Spec, load
 
 from .grafana import (
@@ -1390,25 +1390,9 @@ def render(spec: Spec) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dashboards.generate", description=__doc__)
-    parser.add_argument("--out", type=Path, default=DASHBOARDS_DIR)
-    parser.add_argument("--check", action="store_true", help="exit 1 if the files in --out are stale")
-    args = parser.parse_args(argv)
-    files = render(load())
-    if args.check:
-        stale = [
-            n
-            for n, text in files.items()
-            if not (args.out / n).exists() or (args.out / n).read_text() != text
-        ]
-        for name in stale:
-            print(f"stale: {args.out / name} (run `make generate`)", file=sys.stderr)
-        return 1 if stale else 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (args.out / name).write_text(text)
-        print(f"wrote {args.out / name}")
-    return 0
+    return generator_main(
+        "python -m dashboards.generate", __doc__, DASHBOARDS_DIR, lambda _: render(load()), argv
+    )
 
 
 if __name__ == "__main__":

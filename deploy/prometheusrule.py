@@ -11,12 +11,13 @@ the exporter's series, which is the Service's name, `mssql-exporter` (see docs/d
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from alerts.generated import generator_main
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / "alerts" / "rules"
@@ -77,21 +78,13 @@ def render(rules_dir: Path = RULES_DIR) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
-    args = parser.parse_args(argv)
-    text = render()
-    current = OUTPUT.read_text(encoding="utf-8") if OUTPUT.exists() else None
-    if args.check:
-        if current != text:
-            name = OUTPUT.relative_to(ROOT)
-            print(f"{name} is stale: run python -m deploy.prometheusrule", file=sys.stderr)
-            return 1
-        return 0
-    if current != text:
-        OUTPUT.write_text(text, encoding="utf-8")
-        print(f"wrote {OUTPUT.relative_to(ROOT)}")
-    return 0
+    return generator_main(
+        "python -m deploy.prometheusrule",
+        __doc__.splitlines()[0],
+        OUTPUT.parent,
+        lambda _: {OUTPUT.name: render()},
+        argv,
+    )
 
 
 if __name__ == "__main__":
