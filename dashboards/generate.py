@@ -362,9 +362,39 @@ def dashboard_url(uid: str) -> str:
 # --- 1. memory pressure ------------------------------------------------------------------------------
 
 
+def alert_input(lim: Limits) -> str:
+    """The legend of the series an alert reads: the rate averaged over the alerts' window."""
+    return f"{lim.window} average (what the alert reads)"
+
+
+def rate_vs_limit(
+    lim: Limits,
+    title: str,
+    description: str,
+    unit: str,
+    counter: tuple[str, str],
+    rule: str,
+    limit: float,
+    alert: str,
+) -> Panel:
+    """A Dell Table 4 rate against its upper limit: the live rate of `counter` (metric, legend), the
+    recording rule the alert reads, the unhealthy side painted, and runbook links to the alert and to
+    memory pressure (which these rates add up to)."""
+    return Panel(
+        "timeseries",
+        title,
+        description,
+        unit,
+        [Query(rate(counter[0]), counter[1]), Query(m(lim.rule(rule)), alert_input(lim))],
+        thresholds=Thresholds.healthy_below(limit),
+        min=0,
+        links=[lim.runbook(alert), lim.runbook(MEMORY_PRESSURE)],
+    )
+
+
 def memory_dashboard(lim: Limits) -> Dashboard:
     w = lim.window
-    alert_input = f"{w} average (what the alert reads)"
+    reads = alert_input(lim)
     ple_ratio = (
         f"{m('mssql_buffer_node_page_life_expectancy_seconds')}\n"
         f"/ on (job, instance, node) {m(lim.rule('ple_floor'))}"
@@ -474,37 +504,31 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             thresholds=Thresholds.healthy_below(ANY),
         ),
         Row("Dell Table 4: each counter against its desired range"),
-        Panel(
-            "timeseries",
+        rate_vs_limit(
+            lim,
             "Free list stalls",
             'Requests per second that had to wait for a free page (Buffer Manager "Free list stalls/sec"). '
             f"Desired range (Dell Table 4): under {num(lim.stalls_max)}/s, drawn as the red area; the alert "
             f"fires after {lim.for_('memory.free_list_stalls_per_second.for')} over it. Stalls with low page "
             "life expectancy are memory pressure.",
             UNIT_STALLS,
-            [
-                Query(rate("mssql_free_list_stalls_total"), "stalls/s"),
-                Query(m(lim.rule("stalls")), alert_input),
-            ],
-            thresholds=Thresholds.healthy_below(lim.stalls_max),
-            min=0,
-            links=[lim.runbook(FREE_LIST_STALLS), lim.runbook(MEMORY_PRESSURE)],
+            ("mssql_free_list_stalls_total", "stalls/s"),
+            "stalls",
+            lim.stalls_max,
+            FREE_LIST_STALLS,
         ),
-        Panel(
-            "timeseries",
+        rate_vs_limit(
+            lim,
             "Lazy writes",
             'Pages per second the lazy writer flushes to make room in the buffer pool ("Lazy writes/sec"). '
             f"Desired range (Dell Table 4): under {num(lim.lazy_max)}/s; the alert fires after "
             f"{lim.for_('memory.lazy_writes_per_second.for')} over it. Checkpoints, not the lazy writer, "
             "should do most writing.",
             UNIT_PAGES,
-            [
-                Query(rate("mssql_lazy_writes_total"), "lazy writes/s"),
-                Query(m(lim.rule("lazy")), alert_input),
-            ],
-            thresholds=Thresholds.healthy_below(lim.lazy_max),
-            min=0,
-            links=[lim.runbook(LAZY_WRITES), lim.runbook(MEMORY_PRESSURE)],
+            ("mssql_lazy_writes_total", "lazy writes/s"),
+            "lazy",
+            lim.lazy_max,
+            LAZY_WRITES,
         ),
         Panel(
             "timeseries",
@@ -545,9 +569,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
                     with_workload(f"(\n{lookups_per_batch}\n)"),
                     "lookups per batch ({{workload}} target)",
                 ),
-                Query(
-                    with_workload(m(lim.rule("lookups_ratio"))), f"{alert_input} ({{{{workload}}}} target)"
-                ),
+                Query(with_workload(m(lim.rule("lookups_ratio"))), f"{reads} ({{{{workload}}}} target)"),
             ],
             thresholds=Thresholds.healthy_below(lim.lookups_max),
             overrides=[
@@ -556,7 +578,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
                     {"oltp": Thresholds.healthy_below(lim.lookups_max), "olap": None},
                 ),
                 *per_workload(
-                    f"{alert_input} ({{{{workload}}}} target)",
+                    f"{reads} ({{{{workload}}}} target)",
                     {"oltp": Thresholds.healthy_below(lim.lookups_max), "olap": None},
                 ),
             ],
@@ -1348,11 +1370,16 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             f"endurance. Healthy: under {pct(lim.budget_share)}; red from {pct(lim.exhaustion_share)}, where "
             "the drives wear out before the planned life ends.",
             "percentunit",
-            [Query(m(lim.rule("share")), "{{instance}} {{pool}} ({{source}})", instant=True)],
+            [
+                Query(
+                    enough_data(lim, m(lim.rule("share"))), "{{instance}} {{pool}} ({{source}})", instant=True
+                )
+            ],
             thresholds=share_thresholds,
             min=0,
             max=lim.exhaustion_share * GAUGE_HEADROOM,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
+            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
         ),
     ]
     return Dashboard(
