@@ -21,30 +21,27 @@ import copy
 import json
 import re
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from alerts import generate as alerts_generate
-from alerts.spec import Spec, duration_seconds
+from alerts.spec import Spec
 from alerts.spec import load as load_spec
 from dashboards import generate
 from dashboards.grafana import CORE_PANEL_TYPES, DS, GRID_COLUMNS, SCHEMA_VERSION
 from tests import tools
-from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
-from tests.e2e_stack import (
-    Prometheus,
-    Stack,
-    Timeline,
-    http_get,
-    probe_scrape_config,
-    prometheus_config,
+from tests.lint.dashboards import (
+    ALL_QUERIES,
+    BOARDS,
+    PROMQL,
+    alert_names,
+    panels,
+    recorded_names,
+    substitute,
+    variable_promql,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,87 +60,6 @@ DEADLINE = 100.0  # seconds from the stand-ins' start until every scenario has s
 TEMPDB_VOLUME = "/var/opt/mssql/tempdb"
 POOL = "nvme-tempdb"
 MB = 10**6
-
-BOARDS: dict[str, dict[str, Any]] = generate.build(load_spec())
-
-
-# --- walking the dashboards --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Q:
-    """One query of a dashboard: a panel target, an annotation or a template variable."""
-
-    board: str
-    where: str  # panel title / annotation name / variable name
-    ref: str
-    expr: str
-    kind: str  # "range", "instant", "annotation", "variable"
-    panel: dict[str, Any] | None = None
-
-    def __str__(self) -> str:
-        return f"{self.board} / {self.where} / {self.ref}"
-
-
-def panels(board: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    for panel in board["panels"]:
-        yield panel
-        yield from panel.get("panels", [])
-
-
-def queries(board: dict[str, Any]) -> Iterator[Q]:
-    uid = board["uid"]
-    for panel in panels(board):
-        for target in panel.get("targets", []):
-            kind = "instant" if target.get("instant") else "range"
-            yield Q(uid, panel["title"], target["refId"], target["expr"], kind, panel)
-    for annotation in board["annotations"]["list"]:
-        if "expr" in annotation:
-            yield Q(uid, annotation["name"], "annotation", annotation["expr"], "annotation")
-    for variable in board["templating"]["list"]:
-        if variable["type"] == "query":
-            yield Q(uid, variable["name"], "variable", variable["query"], "variable")
-
-
-ALL_QUERIES = [q for board in BOARDS.values() for q in queries(board)]
-PROMQL = [q for q in ALL_QUERIES if q.kind != "variable"]
-
-
-def substitute(text: str, values: dict[str, str]) -> str:
-    """Grafana's variable interpolation: `$name` and `${name}`; an unknown variable fails."""
-
-    def one(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(2)
-        if name not in values:
-            raise AssertionError(f"variable ${name} has no test value in {text!r}")
-        return values[name]
-
-    return re.sub(r"\$\{(\w+)\}|\$(\w+)", one, text)
-
-
-LABEL_VALUES = re.compile(r"^label_values\((?P<selector>.+),\s*(?P<label>\w+)\)$", re.S)
-QUERY_RESULT = re.compile(r"^query_result\((?P<expr>.+)\)$", re.S)
-
-
-def variable_promql(query: str) -> tuple[str, str]:
-    """A `label_values(selector, label)` variable query as PromQL, and the label it lists; or the PromQL
-    of a `query_result(...)` whose series carry the value in `count by (label)`."""
-    result = QUERY_RESULT.match(query.strip())
-    if result:
-        label = re.search(r"count by \((\w+)\)", result["expr"])
-        assert label, f"query_result() variable without a count by (label): {query!r}"
-        return result["expr"], label.group(1)
-    match = LABEL_VALUES.match(query.strip())
-    assert match, f"not a label_values() variable query: {query!r}"
-    return f"count by ({match['label']}) ({match['selector']})", match["label"]
-
-
-def recorded_names(spec: Spec) -> set[str]:
-    return {rule["record"] for rule in alerts_generate.recording_rules(spec)}
-
-
-def alert_names(spec: Spec) -> set[str]:
-    return {rule["alert"] for rule in alerts_generate.alert_rules(spec)}
 
 
 # --- generated and committed -------------------------------------------------------------------------
@@ -808,9 +724,7 @@ def test_the_host_variable_starts_at_none_since_nothing_ties_it_to_the_instance(
 def test_the_fleet_says_where_to_find_the_worst_pool():
     instances = _panel(generate.FLEET_UID, "Instances")
     pools = _panel(generate.FLEET_UID, generate.FLEET_POOLS_TITLE)
-    assert (
-        "Worst pool share" in instances["transformations"][1]["options"]["renameByName"].values()
-    )
+    assert "Worst pool share" in instances["transformations"][1]["options"]["renameByName"].values()
     assert repr(generate.FLEET_POOLS_TITLE) in instances["description"]
     columns = pools["transformations"][1]["options"]["indexByName"]
     assert {"instance", "pool", "Share of rating"} <= set(columns)
@@ -943,252 +857,3 @@ def test_promtool_parses_every_query(tmp_path, promtool):
         [promtool.path, "check", "rules", str(path)], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-# --- PromQL: executed against the scenarios ----------------------------------------------------------
-
-
-def _generate_rules(out: Path) -> list[Path]:
-    result = subprocess.run(
-        [sys.executable, "-m", "alerts.generate", "--out", str(out), "--for", FOR, "--window", WINDOW],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    return sorted(out.glob("*.rules.yml"))
-
-
-def _physical_disk() -> str:
-    """A disk the exporter's host collector reports on this machine, for the pool's host source."""
-    sys.path.insert(0, str(ROOT / "exporter"))
-    from mssql_memory_exporter.host.collector import HostCollector
-
-    disks = sorted(HostCollector().written_bytes_by_disk())
-    assert disks, "the host collector finds no physical disk here: the host panels cannot be exercised"
-    return disks[0]
-
-
-def _wait_until_up(stack: Stack, exporter: str, target: str) -> None:
-    # The stand-in checks each new batch text with sqlfluff once (seconds of CPU); two good probes in a row
-    # pay for both texts the exporter sends, so Prometheus' 1 s scrapes that follow are quick.
-    def up() -> bool:
-        status, body = http_get(f"{exporter}/probe?target={target}", timeout=15)
-        return status == 200 and "\nmssql_up 1" in f"\n{body}"
-
-    stack.wait_for(lambda: up() and up(), 30, f"mssql_up 1 from the exporter for {target}", interval=0.5)
-
-
-def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
-    """The stand-in(s) whose scenario the query must show data in (each of them)."""
-    if "mssql_start_time_seconds" in q.expr and q.kind == "annotation":
-        return ["numa"]  # restarted during the test
-    if board == generate.FLEET_UID:
-        return [everyone]
-    if board == generate.ENDURANCE_UID:
-        return ["micron"]
-    if "hybrid_buffer_pool_eligible" in q.expr:
-        return ["hbp"]
-    if "ALERTS" in q.expr and q.kind == "annotation":
-        return ["pressure"]
-    return ["pressure", "numa"]
-
-
-def _short_window_expr(expr: str) -> str:
-    """The stack's rules have WINDOW-long rates (--window), so a rate rests on at most WINDOW of data:
-    the dashboards' projection minimum (an hour) comes down to half the window, as alerts.generate
-    lowers the alerts' minimum under --window."""
-    minimum = generate.num(load_spec().number("endurance.projection_min_coverage_seconds"))
-    short = generate.num(duration_seconds(WINDOW) / 2)
-    return expr.replace(f" >= {minimum}", f" >= {short}") if "_coverage_seconds" in expr else expr
-
-
-def _run(prom: Prometheus, q: Q, values: dict[str, str], now: float) -> list[dict[str, Any]]:
-    expr = _short_window_expr(substitute(q.expr, values))
-    if q.kind == "variable":
-        return prom.query(variable_promql(expr)[0], at=now)
-    if q.kind == "instant":
-        return prom.query(expr, at=now)
-    return prom.query_range(expr, now - RANGE_SECONDS, now, 1)
-
-
-def _value(result: list[dict[str, Any]], **labels: str) -> float:
-    got = [r for r in result if all(r["metric"].get(k) == v for k, v in labels.items())]
-    assert len(got) == 1, f"{labels}: {got}"
-    return float(got[0]["value"][1])
-
-
-def _target(board: str, title: str, ref: str = "A") -> Q:
-    found = [q for q in ALL_QUERIES if q.board == board and q.where == title and q.ref == ref]
-    assert len(found) == 1, f"no panel {title!r} / {ref} in {board}"
-    return found[0]
-
-
-@needs_prometheus
-def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
-    timeline = Timeline()
-    spec = load_spec()
-    with Stack(tmp_path / "stack") as stack:
-        stack.reports["timeline"] = lambda: str(timeline)
-        rule_files = _generate_rules(tmp_path / "rules")
-        started = time.monotonic()
-        standins = {
-            "pressure": standin("memory-pressure", manual_clock=False),
-            "numa": standin("numa-4-nodes", manual_clock=False),
-            "micron": standin("micron-960gb-8stream", manual_clock=False),
-            "hbp": standin("hbp-dax", manual_clock=False),
-        }
-        timeline.mark("stand-ins started")
-        pool = {
-            "drives": {"count": 4, "tbw_per_drive_tb": 7000},  # Micron's four 7450 PRO 3.84 TB
-            "planned_lifetime_years": 5,
-            "in_service_date": "2025-01-01",
-            "volumes": [TEMPDB_VOLUME],
-            "host_disks": [_physical_disk()],
-        }
-        targets = {
-            "pressure": standins["pressure"].target_yaml(),
-            "numa": standins["numa"].target_yaml(),
-            "micron": standins["micron"].target_yaml(
-                colocated=True, volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, ssd_pools={POOL: pool}
-            ),
-            "hbp": standins["hbp"].target_yaml(
-                pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"}
-            ),
-        }
-        exporter = stack.start_exporter(
-            {
-                "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
-                "targets": targets,
-                # As in the demo: the exporter's own /metrics carries micron's series too, under the
-                # exporter's job, which no dashboard query may count as another instance.
-                "default_target": "micron",
-            },
-            env={PASSWORD_ENV: TEST_PASSWORD},
-            args=("--collector.host",),
-        )
-        for name in standins:
-            _wait_until_up(stack, exporter, name)
-        timeline.mark("exporter answers mssql_up 1 for every target")
-        address = exporter.removeprefix("http://")
-        host_job = {
-            "job_name": HOST_JOB,
-            "scrape_interval": "1s",
-            "scrape_timeout": "1s",
-            "static_configs": [{"targets": [address]}],
-        }
-        prom = stack.start_prometheus(
-            prometheus_config([probe_scrape_config(JOB, address, list(standins)), host_job], rule_files)
-        )
-        stack.reports["prometheus rule errors"] = lambda: "\n".join(prom.rule_health()) or "(none)"
-        timeline.mark("prometheus ready")
-
-        # A restart for the restart annotations: numa's start time must move by more than the exporter's
-        # 5 s tolerance, and Prometheus must have seen the old one.
-        stack.wait_for(
-            lambda: prom.query(f'mssql_up{{job="{JOB}",instance="numa"}} == 1') or None, 20, "numa up"
-        )
-        time.sleep(max(0.0, started + 10 - time.monotonic()) + 1)
-        standins["numa"].instance.restart()
-        restarted_at = time.time()
-        timeline.mark("numa restarted")
-
-        def left() -> float:
-            return max(1.0, started + DEADLINE - time.monotonic())
-
-        for what, expr in (
-            ("the restart", f'changes(mssql_start_time_seconds{{instance="numa"}}[{RANGE_SECONDS}s]) > 0'),
-            (
-                "MSSQLSSDEnduranceExhaustionProjected firing for micron",
-                'ALERTS{alertname="MSSQLSSDEnduranceExhaustionProjected",alertstate="firing",instance="micron"}',
-            ),
-            (
-                "MSSQLMemoryPressure firing for pressure",
-                'ALERTS{alertname="MSSQLMemoryPressure",alertstate="firing",instance="pressure"}',
-            ),
-        ):
-            stack.wait_for(lambda e=expr: prom.query(e) or None, left(), what, interval=0.5)
-            timeline.mark(f"seen: {what}")
-
-        # Subqueries step on whole seconds: let the alerts fire across a few of them before the queries run.
-        time.sleep(3)
-        now = time.time()
-        everyone = "(" + "|".join(standins) + ")"
-        failures: list[str] = []
-        results: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
-        for board_uid, board in BOARDS.items():
-            for q in queries(board):
-                for scenario in _scenarios(board_uid, q, everyone):
-                    values = {"job": JOB, "instance": scenario, "pool": ".+", "host": address, **BUILTINS}
-                    try:
-                        got = _run(prom, q, values, now)
-                    except AssertionError as err:
-                        failures.append(f"{q} [{scenario}]: {err}")
-                        continue
-                    results[(board_uid, q.where, q.ref, scenario)] = got
-                    if not got:
-                        shown = substitute(q.expr, values)
-                        failures.append(f"{q} [{scenario}]: no series (Grafana: No data)\n    {shown}")
-        timeline.mark(f"{len(results)} queries run")
-        if failures:
-            raise stack.fail(f"{len(failures)} dashboard queries failed:\n" + "\n".join(failures))
-
-        # Data that is there is also the right data: a few figures checked against the scenarios.
-        m, e, f = generate.MEMORY_UID, generate.ENDURANCE_UID, generate.FLEET_UID
-        ple_panel = "Page life expectancy per NUMA node vs its floor"
-        nodes = prom.query(
-            substitute(_target(m, ple_panel, "B").expr, {**PLACEHOLDERS, "instance": "numa"}), at=now
-        )
-        ple = spec.get("memory.page_life_expectancy")
-        floors = {r["metric"]["node"]: float(r["value"][1]) for r in nodes}
-        assert set(floors) == {"0", "1", "2", "3"}, floors
-        assert floors["3"] == ple["floor_seconds"]  # 60,000 pages: under one step, so Dell's floor
-        step = ple["page_bytes"] / ple["buffer_pool_bytes_per_step"] * ple["seconds_per_buffer_pool_bytes"]
-        assert floors["0"] == pytest.approx(2040000 * step)
-
-        table = "Endurance per pool, in the shape of Micron's Table 4"
-        micron = {"job": JOB, "instance": "micron", "pool": ".+", "host": address, **BUILTINS}
-        row = {"pool": POOL, "source": "sqlserver"}
-
-        def cell(ref: str) -> float:
-            expr = _short_window_expr(substitute(_target(e, table, ref).expr, micron))
-            return _value(prom.query(expr, at=now), **row)
-
-        # Micron's 960 GB, 8-stream row: 235.8 MB/s for 5 years of 365.25 days against 28 PB is 1.329.
-        assert cell("A") == pytest.approx(235.8 * MB, rel=0.1)
-        assert cell("C") == pytest.approx(235.8 * MB * 5 * 365.25 * 86400, rel=0.1)
-        assert cell("D") == 4 * 7000 * 10**12
-        assert cell("E") == pytest.approx(1.329, rel=0.1)
-        host_rows = prom.query(_short_window_expr(substitute(_target(e, table, "E").expr, micron)), at=now)
-        assert {r["metric"]["source"] for r in host_rows} == {"sqlserver", "host"}
-
-        # The host variable offers the exporter with --collector.host, and NO_HOST only where there is none
-        # (offered always, it sorted first and the host panel opened empty).
-        hosts = results[(e, "host", "variable", "micron")]
-        assert sorted(r["metric"]["instance"] for r in hosts) == [address]
-
-        # The restart annotation: one mark at the start before the restart, one at the restart.
-        [series] = results[(m, restart_annotation()["name"], "annotation", "numa")]
-        points = [(float(at), float(value)) for at, value in series["values"]]
-        marks = value_time_marks(points, 1000)
-        assert len(marks) == 2 and marks[0][1] < marks[1][0], marks
-        assert marks[1][0] == pytest.approx(restarted_at * 1000, abs=6000), (marks, restarted_at)
-
-        fleet = {"job": JOB, "instance": everyone, **BUILTINS}
-        worst = prom.query(substitute(_target(f, "Instances", "C").expr, fleet), at=now)
-        assert {r["metric"]["instance"] for r in worst} == set(standins), "one row per instance"
-        # The variables' "All" (.+) on every column of the fleet table: still the SQL Server targets
-        # only, never the exporter's address from its own job.
-        every_job = {**fleet, "job": ".+", "instance": ".+"}
-        for q in (q for q in ALL_QUERIES if q.board == f and q.where == "Instances"):
-            rows = prom.query(_short_window_expr(substitute(q.expr, every_job)), at=now)
-            assert {r["metric"].get("instance") for r in rows} <= set(standins), (q.ref, rows[:3])
-        minutes = prom.query(substitute(_target(f, "Instances", "E").expr, fleet), at=now)
-        assert _value(minutes, instance="pressure") > 0 and _value(minutes, instance="hbp") == 0
-
-        errors = prom.rule_health()
-        if errors:
-            raise stack.fail("rules failed to evaluate:\n" + "\n".join(errors))
-        timeline.mark("done")
-        print(f"\ntimeline:\n{timeline}")

@@ -1,0 +1,1 @@
+"""Lint helpers shared by the test modules: walking dashboards and rule files."""
