@@ -1,9 +1,6 @@
-"""Alerting: Alertmanager routing and inhibition, promtool unit tests of the rules, and a rule lint.
+"""Alerting rules: promtool unit tests of the rules, and a rule lint (Alertmanager's routing and delivery
+are in test_alertmanager.py).
 
-- alerts/alertmanager.yml is checked by amtool, its routes are tested offline (`amtool config routes
-  test`), and its inhibition rules are tested for real: Alertmanager 0.25 has no offline inhibition
-  tester, so a real Alertmanager is started on 127.0.0.1 with its webhooks pointed at a receiver in this
-  process.
 - alerts/tests/*.test.yml are promtool unit tests of the GENERATED rules; every alert must have a firing
   and a silent case there (including scrape gaps and counter resets).
 - The lint stands in for pint (not installable here): labels, annotations, rule names, counters under
