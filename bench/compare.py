@@ -93,6 +93,14 @@ def measure(sides: list[Side], scenario: str, rounds: int, probes: int, warmup: 
     return load.stop()
 
 
+def ratio(this: float, ref: float) -> str:
+    """this / ref, or why there is none: the process CPU clock counts whole ticks (10 ms), so a short run
+    (a handful of probes, as the test of this script makes) can measure 0 ms for the reference."""
+    if ref <= 0:
+        return "n/a (ref measured 0: run more --probes)"
+    return f"{this / ref:.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__.split("\n")[0])
     parser.add_argument("--ref", required=True, help="git revision to compare this checkout against")
@@ -119,9 +127,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{lat:.2f} ({min(side.latency_ms):.2f}-{max(side.latency_ms):.2f})",
             ]
         )
-    ratio_cpu = statistics.median(this.cpu_ms) / statistics.median(ref.cpu_ms)
-    ratio_lat = statistics.median(this.latency_ms) / statistics.median(ref.latency_ms)
-    rows.append(["this / ref", f"{ratio_cpu:.2f}", f"{ratio_lat:.2f}"])
+    rows.append(
+        [
+            "this / ref",
+            ratio(statistics.median(this.cpu_ms), statistics.median(ref.cpu_ms)),
+            ratio(statistics.median(this.latency_ms), statistics.median(ref.latency_ms)),
+        ]
+    )
     print_table(
         f"Exporter per probe, {args.scenario}, keep-alive HTTP: {args.rounds} alternating rounds of"
         f" {args.probes} probes per version (median over rounds, range in brackets)",
