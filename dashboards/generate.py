@@ -392,6 +392,28 @@ def rate_vs_limit(
     )
 
 
+def now_stat(
+    title: str,
+    description: str,
+    unit: str,
+    expr: str,
+    thresholds: Thresholds | None = None,
+    links: list[Link] | None = None,
+) -> Panel:
+    """One figure of a dashboard's top row: the latest value of `expr`, a quarter of a half row wide."""
+    return Panel(
+        "stat",
+        title,
+        description,
+        unit,
+        [Query(expr, instant=True)],
+        width=3,
+        height=4,
+        thresholds=thresholds,
+        links=links or [],
+    )
+
+
 def memory_dashboard(lim: Limits) -> Dashboard:
     w = lim.window
     reads = alert_input(lim)
@@ -414,52 +436,40 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             mappings=value_map({0: ("down", RED), 1: ("up", GREEN)}),
             links=[lim.runbook(TARGET_DOWN)],
         ),
-        Panel(
-            "stat",
+        now_stat(
             "Uptime",
             "Time since SQL Server started (from mssql_start_time_seconds). Right after a start the buffer "
             "pool is empty: page life expectancy can be no higher than the uptime, so the PLE alerts wait "
             "until the instance has been up longer than each node's floor. Healthy: steady growth; a reset "
             "is a restart (marked on the time series).",
             "s",
-            [Query(m(lim.rule("uptime")), instant=True)],
-            width=3,
-            height=4,
+            m(lim.rule("uptime")),
         ),
-        Panel(
-            "stat",
+        now_stat(
             "Worst PLE ÷ floor",
             "Page life expectancy of the worst NUMA node divided by that node's floor "
             f"({ple_floor_text(lim)}). Healthy: 100% or more. Under 100% one node is evicting pages faster "
             "than the floor allows, even when the instance-wide PLE looks fine.",
             "percentunit",
-            [Query(f"min without (node) (\n{ple_ratio}\n)", instant=True)],
-            width=3,
-            height=4,
+            f"min without (node) (\n{ple_ratio}\n)",
             thresholds=Thresholds.healthy_above(AT_FLOOR),
             links=[lim.runbook(PLE_LOW)],
         ),
-        Panel(
-            "stat",
+        now_stat(
             f"Lazy writes ({w})",
             f"Pages the lazy writer flushed per second, averaged over {w}. Healthy (Dell Table 4): under "
             f"{num(lim.lazy_max)}/s.",
             UNIT_PAGES,
-            [Query(m(lim.rule("lazy")), instant=True)],
-            width=3,
-            height=4,
+            m(lim.rule("lazy")),
             thresholds=Thresholds.healthy_below(lim.lazy_max),
             links=[lim.runbook(LAZY_WRITES)],
         ),
-        Panel(
-            "stat",
+        now_stat(
             f"Free list stalls ({w})",
             f"Requests per second that waited for a free buffer page, averaged over {w}. Healthy (Dell Table "
             f"4): under {num(lim.stalls_max)}/s; any sustained value above 0 means free pages run out.",
             UNIT_STALLS,
-            [Query(m(lim.rule("stalls")), instant=True)],
-            width=3,
-            height=4,
+            m(lim.rule("stalls")),
             thresholds=Thresholds.healthy_below(lim.stalls_max),
             links=[lim.runbook(FREE_LIST_STALLS)],
         ),
@@ -479,28 +489,22 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             ),
             links=[lim.runbook(LOOKUPS_PER_BATCH)],
         ),
-        Panel(
-            "stat",
+        now_stat(
             "Grants pending",
             f"Queries waiting for a workspace memory grant now. Healthy: {num(lim.grants_max)}; the alert "
             f"fires when more than {num(lim.grants_max)} wait for "
             f"{lim.for_('memory.memory_grants_pending.for')}.",
             "short",
-            [Query(m("mssql_memory_grants_pending"), instant=True)],
-            width=3,
-            height=4,
+            m("mssql_memory_grants_pending"),
             thresholds=Thresholds.healthy_below(lim.grants_alarm),
             links=[lim.runbook(GRANTS_PENDING)],
         ),
-        Panel(
-            "stat",
+        now_stat(
             "Firing alerts",
             "Alerts of this instance firing in Prometheus now (ALERTS). Healthy: 0. The red marks on the "
             "time series show when each fired; the runbooks are linked in the dashboard header.",
             "short",
-            [Query(f'count(ALERTS{{alertstate="firing", {INSTANCE}}}) or vector(0)', instant=True)],
-            width=3,
-            height=4,
+            f'count(ALERTS{{alertstate="firing", {INSTANCE}}}) or vector(0)',
             thresholds=Thresholds.healthy_below(ANY),
         ),
         Row("Dell Table 4: each counter against its desired range"),
