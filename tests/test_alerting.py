@@ -19,6 +19,13 @@ import yaml
 
 from alerts.spec import load as load_spec
 from tests import tools
+from tests.lint.rules import (
+    NAMED_BY_THE_ISSUE,
+    RECORD_NAME,
+    alert_lint,
+    exported_metric_names,
+    expression_lint,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 ALERTS = ROOT / "alerts"
@@ -28,8 +35,6 @@ RULES_DIR = ALERTS / "rules"
 ALERT_RULES = RULES_DIR / "mssql.alerts.rules.yml"
 RECORDING_RULES = RULES_DIR / "mssql.recording.rules.yml"
 RULE_TESTS = ALERTS / "tests"
-GOLDEN = ROOT / "tests" / "golden"
-EXPORTER_SRC = ROOT / "exporter" / "mssql_memory_exporter"
 
 AMTOOL = "amtool"
 ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
@@ -162,62 +167,6 @@ def test_input_series_carry_job_and_instance() -> None:
 
 # --------------------------------------------------------------------------------------------------
 # Rule lint
-
-
-SEVERITIES = {"critical", "warning", "info"}
-RECORD_NAME = re.compile(r"^[a-z_]+:[a-z0-9_]+:[a-z0-9_]+$")
-RANGE_FUNCTION = re.compile(r"\b(rate|irate|increase)\s*\(\s*([a-zA-Z_:][\w:]*)")
-# A metric name that is not part of a recorded name (level:metric:operations) on either side.
-RAW_METRIC = re.compile(r"(?<![\w:])(mssql_\w+)(?![\w:])")
-# Names promised verbatim to capacity reviews by the alerting issue, kept although they carry no
-# operations part (public API outranks the convention).
-NAMED_BY_THE_ISSUE = {"pool:mssql_ssd_endurance_remaining_seconds"}
-
-
-def alert_lint(rule: dict[str, Any]) -> list[str]:
-    problems = []
-    name = rule["alert"]
-    if rule.get("labels", {}).get("severity") not in SEVERITIES:
-        problems.append(f"{name}: severity must be one of {sorted(SEVERITIES)}")
-    annotations = rule.get("annotations", {})
-    if not annotations.get("summary"):
-        problems.append(f"{name}: no summary")
-    if "$value" not in annotations.get("description", ""):
-        problems.append(f"{name}: the description must quote $value")
-    if not annotations.get("runbook_url", "").endswith(f"docs/runbooks/{name}.md"):
-        problems.append(f"{name}: runbook_url must end in docs/runbooks/{name}.md")
-    return problems
-
-
-def expression_lint(expr: str, selector: str, exported: set[str]) -> list[str]:
-    problems = []
-    for function, metric in RANGE_FUNCTION.findall(expr):
-        if not metric.endswith("_total"):
-            problems.append(f"{function}() over {metric}, which is not a counter (_total)")
-    for match in RAW_METRIC.finditer(expr):
-        metric = match.group(1)
-        if metric not in exported:
-            problems.append(f"{metric} is not exported by the exporter")
-        rest = expr[match.end() :]
-        matchers = rest[1 : rest.index("}")] if rest.startswith("{") else None
-        if matchers is None or selector not in matchers:
-            problems.append(f"{metric} is not filtered by the spec's selector {selector}")
-    return problems
-
-
-def exported_metric_names() -> set[str]:
-    """Names the exporter produces: golden expositions, plus the literals of collectors whose metrics
-    appear only in special scenarios (tempdb, volumes, HBP, SSD pools, host)."""
-    names: set[str] = set()
-    for prom in GOLDEN.glob("*.prom"):
-        for line in prom.read_text().splitlines():
-            if line.startswith("# TYPE "):
-                names.add(line.split()[2])
-            elif line and not line.startswith("#"):
-                names.add(re.split(r"[{ ]", line, maxsplit=1)[0])
-    for source in EXPORTER_SRC.rglob("*.py"):
-        names.update(re.findall(r'"(mssql_[a-z0-9_]+)"', source.read_text()))
-    return names
 
 
 def test_exported_metric_names_are_collected() -> None:
