@@ -16,7 +16,20 @@ from typing import Any
 
 import yaml
 
+from . import names as N
 from .generated import generator_main
+from .names import (
+    COUNTED,
+    COVERAGE_SUFFIX,
+    PLE_FLOOR,
+    PLE_MIN,
+    REMAINING,
+    SHARE,
+    SINCE_IN_SERVICE,
+    UNOBSERVED,
+    UPTIME,
+    RuleNames,
+)
 from .spec import Spec, duration_seconds, load, prometheus_duration
 
 RULES_DIR = Path(__file__).resolve().parent / "rules"
@@ -79,7 +92,7 @@ def _num(value: float) -> str:
 
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     w = spec.window("rate_window")
-    suffix = f"rate{spec.get('rate_window')}"  # the name keeps the spec's window even when overridden
+    names = RuleNames.from_spec(spec)  # the names keep the spec's windows even when overridden
     per_instance = {
         "lazy_writes": "mssql_lazy_writes_total",
         "free_list_stalls": "mssql_free_list_stalls_total",
@@ -91,26 +104,26 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     }
     ple = spec.get("memory.page_life_expectancy")
     rules: list[dict[str, Any]] = [
-        {"record": f"instance:mssql_{name}:{suffix}", "expr": f"rate({_m(spec, metric)}[{w}])"}
+        {"record": names.instance_rate(name), "expr": f"rate({_m(spec, metric)}[{w}])"}
         for name, metric in per_instance.items()
     ]
     rules += [
         {
-            "record": f"instance:mssql_page_lookups_per_batch_request:ratio_{suffix}",
+            "record": names.lookups_ratio,
             # An instance with no batches has no ratio, rather than a division by zero.
-            "expr": f"instance:mssql_page_lookups:{suffix}\n/ (instance:mssql_batch_requests:{suffix} > 0)",
+            "expr": f"{names.instance_rate('page_lookups')}\n/ ({names.instance_rate('batch_requests')} > 0)",
         },
         {
-            "record": f"instance:mssql_page_io:{suffix}",
-            "expr": f"instance:mssql_page_reads:{suffix} + instance:mssql_page_writes:{suffix}",
+            "record": names.page_io,
+            "expr": f"{names.instance_rate('page_reads')} + {names.instance_rate('page_writes')}",
         },
         {
-            "record": "instance:mssql_buffer_node_page_life_expectancy:min",
+            "record": PLE_MIN,
             "expr": f"min without (node) ({_m(spec, 'mssql_buffer_node_page_life_expectancy_seconds')})",
         },
         {
             # The modern floor scales with the node's buffer pool, and never goes below Dell's.
-            "record": "node:mssql_page_life_expectancy_floor:seconds",
+            "record": PLE_FLOOR,
             "expr": (
                 f"clamp_min(\n  {_m(spec, 'mssql_buffer_node_database_pages')} * {_num(ple['page_bytes'])}"
                 f" / {_num(ple['buffer_pool_bytes_per_step'])}"
@@ -119,23 +132,22 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             ),
         },
         {
-            "record": "instance:mssql_uptime:seconds",
+            "record": UPTIME,
             "expr": f"time() - {_m(spec, 'mssql_start_time_seconds')}",
         },
     ]
     tempdb = _m(spec, "mssql_tempdb_file_written_bytes_total")
-    short_name, long_name = spec.get("tempdb.short_rate_window"), spec.get("tempdb.long_rate_window")
     long_window = spec.window("tempdb.long_rate_window")
-    tempdb_long = f"instance:mssql_tempdb_written_bytes:rate{long_name}"
+    tempdb_long = names.tempdb(names.tempdb_long)
     rules += [
         {
-            "record": f"instance:mssql_tempdb_written_bytes:rate{short_name}",
+            "record": names.tempdb(names.tempdb_short),
             "expr": f"sum without (file, volume) (rate({tempdb}[{spec.window('tempdb.short_rate_window')}]))",
         },
         {
             # The instance's span (mssql_up, one series per instance, rather than every file's): a file
             # added later wrote nothing before it existed, and its counter's increase says so.
-            "record": f"{tempdb_long}_coverage_seconds",
+            "record": tempdb_long + COVERAGE_SUFFIX,
             "expr": _coverage(spec, _m(spec, "mssql_up"), long_window),
         },
         {
@@ -143,13 +155,13 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": tempdb_long,
             "expr": (
                 f"sum without (file, volume) (increase({tempdb}[{long_window}]))\n"
-                f"/ on ({INSTANCE}) group_left () ({tempdb_long}_coverage_seconds > 0)"
+                f"/ on ({INSTANCE}) group_left () ({tempdb_long}{COVERAGE_SUFFIX} > 0)"
             ),
         },
     ]
     rules.append(
         {
-            "record": f"volume:mssql_written_bytes:{suffix}",
+            "record": names.volume,
             "expr": f"sum without (file_type) (rate({_m(spec, 'mssql_volume_written_bytes_total')}[{w}]))",
         }
     )
@@ -162,13 +174,10 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
     in_service = _m(spec, "mssql_ssd_pool_in_service_timestamp_seconds")
     known_at = _m(spec, "mssql_ssd_pool_known_written_timestamp_seconds")
     pool = f"{INSTANCE}, pool"
-    long_name, short_name = (
-        spec.get("endurance.projection_rate_window"),
-        spec.get("endurance.short_rate_window"),
-    )
-    long_rate = f"pool:mssql_ssd_written_bytes:rate{long_name}"
-    counted = "pool:mssql_ssd_written_bytes_counted:since_counting_start"
-    unobserved = "pool:mssql_ssd_written_bytes_unobserved:estimate"
+    names = RuleNames.from_spec(spec)
+    long_name, short_name = names.pool_long, names.pool_short
+    long_rate = names.pool(long_name)
+    counted, unobserved = COUNTED, UNOBSERVED
     # Where the bytes written so far stop being known: the drives' own reading, or the in-service date
     # without one (the exporter's config keeps the reading on or after that date; the filter takes the
     # later of the two anyway).
@@ -180,15 +189,15 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
     if duration_seconds(short_window) > duration_seconds(long_window):
         raise ValueError("endurance.short_rate_window must not be longer than projection_rate_window")
     rates: list[dict[str, Any]] = [
-        {"record": f"{long_rate}_coverage_seconds", "expr": _coverage(spec, written, long_window)},
+        {"record": long_rate + COVERAGE_SUFFIX, "expr": _coverage(spec, written, long_window)},
         {
             # The short window's span is the long one's, capped: one subquery per series, not two.
-            "record": f"pool:mssql_ssd_written_bytes:rate{short_name}_coverage_seconds",
-            "expr": f"clamp_max({long_rate}_coverage_seconds, {_num(duration_seconds(short_window))})",
+            "record": names.pool(short_name) + COVERAGE_SUFFIX,
+            "expr": f"clamp_max({long_rate}{COVERAGE_SUFFIX}, {_num(duration_seconds(short_window))})",
         },
     ]
     for name, window in ((short_name, short_window), (long_name, long_window)):
-        rate = f"pool:mssql_ssd_written_bytes:rate{name}"
+        rate = names.pool(name)
         rates += [
             {
                 # increase() over the window / the span of it Prometheus holds: rate() would divide a
@@ -197,14 +206,14 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
                 # latest, and increase() extrapolates up to half a scrape interval beyond both ends: all
                 # of it errs high (by under 1% after an hour of 15 s scrapes), never low.
                 "record": rate,
-                "expr": f"increase({written}[{window}])\n/ ({rate}_coverage_seconds > 0)",
+                "expr": f"increase({written}[{window}])\n/ ({rate}{COVERAGE_SUFFIX} > 0)",
             },
         ]
     return [
         *rates,
         {
             # write rate x planned lifetime / rated endurance: the Micron brief's projection, in bytes.
-            "record": "pool:mssql_ssd_endurance_projected_used:ratio",
+            "record": SHARE,
             "expr": (
                 f"{long_rate}\n"
                 f"* on ({pool}) group_left () {_m(spec, 'mssql_ssd_pool_planned_lifetime_seconds')}\n"
@@ -233,7 +242,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
         },
         {
             # Known (the drives' reading, 0 without one) + unobserved (extrapolated) + counted.
-            "record": "pool:mssql_ssd_written_bytes_since_in_service:estimate",
+            "record": SINCE_IN_SERVICE,
             "expr": (
                 f"{counted}\n+ on ({pool}, source) group_left () {unobserved}\n"
                 f"+ on ({pool}) group_left () (\n"
@@ -242,12 +251,12 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             ),
         },
         {
-            "record": "pool:mssql_ssd_endurance_remaining_seconds",
+            "record": REMAINING,
             "expr": (
                 # Both joins keep the left side's labels (the target's own, env included): a one-to-one
                 # `on (...)` keeps only the `on` labels, and the next join then matches nothing.
                 f"clamp_min(\n  (\n    {_m(spec, 'mssql_ssd_pool_rated_endurance_bytes')}\n"
-                f"    - on ({pool}) group_right () pool:mssql_ssd_written_bytes_since_in_service:estimate\n"
+                f"    - on ({pool}) group_right () {SINCE_IN_SERVICE}\n"
                 f"  )\n  / on ({pool}, source) group_left () {long_rate},\n  0\n)"
             ),
         },
@@ -277,14 +286,14 @@ def _alert(
 def _floor_of_node() -> str:
     # The node's own floor, looked up at notification time so the description quotes the threshold.
     return (
-        "{{ with printf \"node:mssql_page_life_expectancy_floor:seconds{job='%s',instance='%s',node='%s'}\""
+        f"{{{{ with printf \"{PLE_FLOOR}{{job='%s',instance='%s',node='%s'}}\""
         " $labels.job $labels.instance $labels.node | query }}"
         "{{ . | first | value | humanizeDuration }}{{ end }}"
     )
 
 
 def alert_rules(spec: Spec) -> list[dict[str, Any]]:
-    suffix = f"rate{spec.get('rate_window')}"
+    names = RuleNames.from_spec(spec)
     stalls = spec.number("memory.free_list_stalls_per_second.max")
     lazy = spec.number("memory.lazy_writes_per_second.max")
     lookups = spec.get("memory.page_lookups_per_batch_request")
@@ -292,24 +301,18 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     free_min = spec.number("memory.free_memory_bytes.min")
     grants = spec.number("memory.memory_grants_pending.max")
     node_ple = _m(spec, "mssql_buffer_node_page_life_expectancy_seconds")
-    under_floor = (
-        f"{node_ple}\n  < on ({INSTANCE}, node) group_left () node:mssql_page_life_expectancy_floor:seconds"
-    )
+    under_floor = f"{node_ple}\n  < on ({INSTANCE}, node) group_left () {PLE_FLOOR}"
     # After a restart PLE can be no higher than the uptime: a node counts only once the instance has been
     # up longer than the node's floor.
-    warmed_up = (
-        f"and on ({INSTANCE}, node) (\n"
-        f"  node:mssql_page_life_expectancy_floor:seconds\n"
-        f"  < on ({INSTANCE}) group_left () instance:mssql_uptime:seconds\n)"
-    )
+    warmed_up = f"and on ({INSTANCE}, node) (\n  {PLE_FLOOR}\n  < on ({INSTANCE}) group_left () {UPTIME}\n)"
     churn = (
-        f"instance:mssql_free_list_stalls:{suffix} > {_num(stalls)}\n"
-        f"or instance:mssql_lazy_writes:{suffix} > {_num(lazy)}"
+        f"{names.instance_rate('free_list_stalls')} > {_num(stalls)}\n"
+        f"or {names.instance_rate('lazy_writes')} > {_num(lazy)}"
     )
     rules = [
         _alert(
             spec,
-            "MSSQLTargetDown",
+            N.TARGET_DOWN,
             # The exporter answering `mssql_up 0`, or Prometheus not reaching the exporter at all (its own
             # `up`), or no series of the job at all (exporter gone or the selector matching nothing).
             f"{_m(spec, 'mssql_up')} == 0\nor {_m(spec, 'up')} == 0\nor absent({_m(spec, 'up')})",
@@ -327,7 +330,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         ),
         _alert(
             spec,
-            "MSSQLCollectorFailing",
+            N.COLLECTOR_FAILING,
             # A share of failed scrapes, not a run of them: a collector failing every other scrape is broken.
             f"avg_over_time({_m(spec, 'mssql_exporter_collector_success')}"
             f"[{spec.window('target.collector_failing_window')}])\n"
@@ -343,7 +346,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         ),
         _alert(
             spec,
-            "MSSQLMemoryPressure",
+            N.MEMORY_PRESSURE,
             f"(\n  {under_floor}\n)\n{warmed_up}\n"
             f"and on ({INSTANCE}) (\n  {churn.replace(chr(10), chr(10) + '  ')}\n)",
             "memory.memory_pressure.for",
@@ -357,7 +360,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         ),
         _alert(
             spec,
-            "MSSQLPageLifeExpectancyLow",
+            N.PLE_LOW,
             f"(\n  {under_floor}\n)\n{warmed_up}",
             "memory.page_life_expectancy.for",
             "warning",
@@ -374,8 +377,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         ),
         _alert(
             spec,
-            "MSSQLFreeListStalls",
-            f"instance:mssql_free_list_stalls:{suffix} > {_num(stalls)}",
+            N.FREE_LIST_STALLS,
+            f"{names.instance_rate('free_list_stalls')} > {_num(stalls)}",
             "memory.free_list_stalls_per_second.for",
             "warning",
             "Free list stalls on {{ $labels.instance }}",
@@ -385,8 +388,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         ),
         _alert(
             spec,
-            "MSSQLLazyWritesHigh",
-            f"instance:mssql_lazy_writes:{suffix} > {_num(lazy)}",
+            N.LAZY_WRITES,
+            f"{names.instance_rate('lazy_writes')} > {_num(lazy)}",
             "memory.lazy_writes_per_second.for",
             "warning",
             "Lazy writer busy on {{ $labels.instance }}",
@@ -396,9 +399,9 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         ),
         _alert(
             spec,
-            "MSSQLPageLookupsPerBatchHigh",
-            f"instance:mssql_page_lookups_per_batch_request:ratio_{suffix} > {_num(lookups['max'])}\n"
-            f"and on ({INSTANCE}) instance:mssql_batch_requests:{suffix}"
+            N.LOOKUPS_PER_BATCH,
+            f"{names.lookups_ratio} > {_num(lookups['max'])}\n"
+            f"and on ({INSTANCE}) {names.instance_rate('batch_requests')}"
             f" > {_num(lookups['min_batch_requests_per_second'])}\n"
             # Analytic scans look up many pages per batch by design: Dell's limit is for OLTP.
             f'and on ({INSTANCE}) mssql_target_info{{{spec.selector}, workload="oltp"}}',
@@ -412,7 +415,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         ),
         _alert(
             spec,
-            "MSSQLMemoryGrantsPending",
+            N.GRANTS_PENDING,
             f"{_m(spec, 'mssql_memory_grants_pending')} > {_num(grants)}",
             "memory.memory_grants_pending.for",
             "warning",
@@ -422,7 +425,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         ),
         _alert(
             spec,
-            "MSSQLFreeMemoryLow",
+            N.FREE_MEMORY_LOW,
             f"{_m(spec, 'mssql_memory_free_bytes')} < {_num(free_min)}",
             "memory.free_memory_bytes.for",
             "warning",
@@ -441,7 +444,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     rules.append(
         _alert(
             spec,
-            "MSSQLBufferCacheHitRatioLow",
+            N.HIT_RATIO_LOW,
             hit_expr,
             "memory.buffer_cache_hit_ratio.for",
             "info",
@@ -472,8 +475,7 @@ def _retirement_of_pool() -> str:
 
 
 def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
-    share = "pool:mssql_ssd_endurance_projected_used:ratio"
-    remaining = "pool:mssql_ssd_endurance_remaining_seconds"
+    share, remaining = SHARE, REMAINING
     window = spec.get("endurance.projection_rate_window")
     pool = f"{INSTANCE}, pool"
     # A projection from a few hours of data is shown on the dashboards but never pages: a bursty first
@@ -484,7 +486,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
         min_coverage = min(min_coverage, duration_seconds(spec.window_override) / 2)
     enough_data = (
         f"\nand on ({pool}, source)\n"
-        f"  pool:mssql_ssd_written_bytes:rate{window}_coverage_seconds >= {_num(min_coverage)}"
+        f"  {RuleNames.from_spec(spec).pool(window)}{COVERAGE_SUFFIX} >= {_num(min_coverage)}"
     )
     # Seconds until the end of the pool's planned life: wearing out after that is no concern.
     life_left = (
@@ -495,7 +497,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
     rules = [
         _alert(
             spec,
-            "MSSQLSSDEnduranceExhaustionProjected",
+            N.ENDURANCE_EXHAUSTION,
             f"{share} > {_num(spec.number('endurance.exhaustion_share'))}{enough_data}",
             "endurance.for",
             "warning",
@@ -508,7 +510,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
         ),
         _alert(
             spec,
-            "MSSQLSSDEnduranceBudgetHigh",
+            N.ENDURANCE_BUDGET,
             f"{share} > {_num(spec.number('endurance.budget_high_share'))}{enough_data}",
             "endurance.for",
             "warning",
@@ -525,7 +527,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
         rules.append(
             _alert(
                 spec,
-                "MSSQLSSDEnduranceRemainingLow",
+                N.ENDURANCE_REMAINING,
                 # Silent only while the planned retirement is still ahead AND comes first; a pool kept in
                 # service past its planned life is alerted like any other.
                 f"{remaining} < {_num(limit)}\nunless on ({pool}, source) (\n"

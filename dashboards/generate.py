@@ -16,7 +16,25 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from alerts import names as names_
 from alerts.generated import generator_main
+from alerts.names import (
+    COLLECTOR_FAILING,
+    COVERAGE_SUFFIX,
+    ENDURANCE_BUDGET,
+    ENDURANCE_EXHAUSTION,
+    ENDURANCE_REMAINING,
+    FREE_LIST_STALLS,
+    FREE_MEMORY_LOW,
+    GRANTS_PENDING,
+    HIT_RATIO_LOW,
+    LAZY_WRITES,
+    LOOKUPS_PER_BATCH,
+    MEMORY_PRESSURE,
+    PLE_LOW,
+    TARGET_DOWN,
+    RuleNames,
+)
 from alerts.spec import Spec, load
 
 from .grafana import (
@@ -57,20 +75,6 @@ FILES = {
 }
 TAGS = ["mssql", "sql-server"]
 
-# Alert names of alerts/generate.py (the runbooks are named after them; a test checks both exist).
-TARGET_DOWN = "MSSQLTargetDown"
-COLLECTOR_FAILING = "MSSQLCollectorFailing"
-MEMORY_PRESSURE = "MSSQLMemoryPressure"
-PLE_LOW = "MSSQLPageLifeExpectancyLow"
-FREE_LIST_STALLS = "MSSQLFreeListStalls"
-LAZY_WRITES = "MSSQLLazyWritesHigh"
-LOOKUPS_PER_BATCH = "MSSQLPageLookupsPerBatchHigh"
-GRANTS_PENDING = "MSSQLMemoryGrantsPending"
-FREE_MEMORY_LOW = "MSSQLFreeMemoryLow"
-HIT_RATIO_LOW = "MSSQLBufferCacheHitRatioLow"
-ENDURANCE_EXHAUSTION = "MSSQLSSDEnduranceExhaustionProjected"
-ENDURANCE_BUDGET = "MSSQLSSDEnduranceBudgetHigh"
-ENDURANCE_REMAINING = "MSSQLSSDEnduranceRemainingLow"
 
 # Label matchers of every per-target query: the spec's SQL Server selector first, so the Job variable's
 # "All" (.+) never reaches the exporter's own job (with default_target its /metrics carries a target's
@@ -174,29 +178,29 @@ class Limits:
         return str(self.spec.get("rate_window"))
 
     def rule(self, name: str) -> str:
-        windows = {
-            "lazy": f"instance:mssql_lazy_writes:rate{self.window}",
-            "stalls": f"instance:mssql_free_list_stalls:rate{self.window}",
-            "batches": f"instance:mssql_batch_requests:rate{self.window}",
-            "lookups_ratio": f"instance:mssql_page_lookups_per_batch_request:ratio_rate{self.window}",
-            "page_io": f"instance:mssql_page_io:rate{self.window}",
-            "volume": f"volume:mssql_written_bytes:rate{self.window}",
-            "tempdb_short": f"instance:mssql_tempdb_written_bytes:rate{self.tempdb_short_window}",
-            "tempdb_long": f"instance:mssql_tempdb_written_bytes:rate{self.tempdb_long_window}",
-            "pool_short": f"pool:mssql_ssd_written_bytes:rate{self.pool_short_window}",
-            "pool_long": f"pool:mssql_ssd_written_bytes:rate{self.pool_long_window}",
+        """A recording rule's public name (alerts/names.py), by the role it plays on the dashboards."""
+        n = RuleNames.from_spec(self.spec)
+        names = {
+            "lazy": n.instance_rate("lazy_writes"),
+            "stalls": n.instance_rate("free_list_stalls"),
+            "batches": n.instance_rate("batch_requests"),
+            "lookups_ratio": n.lookups_ratio,
+            "page_io": n.page_io,
+            "volume": n.volume,
+            "tempdb_short": n.tempdb(n.tempdb_short),
+            "tempdb_long": n.tempdb(n.tempdb_long),
+            "pool_short": n.pool(n.pool_short),
+            "pool_long": n.pool(n.pool_long),
             # Seconds of data the same-named rate rests on (a young Prometheus holds less than the window).
-            "pool_long_coverage": f"pool:mssql_ssd_written_bytes:rate{self.pool_long_window}"
-            "_coverage_seconds",
-            "tempdb_long_coverage": f"instance:mssql_tempdb_written_bytes:rate{self.tempdb_long_window}"
-            "_coverage_seconds",
-            "ple_min": "instance:mssql_buffer_node_page_life_expectancy:min",
-            "ple_floor": "node:mssql_page_life_expectancy_floor:seconds",
-            "uptime": "instance:mssql_uptime:seconds",
-            "share": "pool:mssql_ssd_endurance_projected_used:ratio",
-            "remaining": "pool:mssql_ssd_endurance_remaining_seconds",
+            "pool_long_coverage": n.pool(n.pool_long) + COVERAGE_SUFFIX,
+            "tempdb_long_coverage": n.tempdb(n.tempdb_long) + COVERAGE_SUFFIX,
+            "ple_min": names_.PLE_MIN,
+            "ple_floor": names_.PLE_FLOOR,
+            "uptime": names_.UPTIME,
+            "share": names_.SHARE,
+            "remaining": names_.REMAINING,
         }
-        return windows[name]
+        return names[name]
 
     @property
     def tempdb_short_window(self) -> str:

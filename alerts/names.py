@@ -1,0 +1,81 @@
+"""The public names of the bundle's alerts and recording rules, written once.
+
+alerts/generate.py records and fires under these names; dashboards/generate.py and the docs read them.
+Recording-rule names carry the spec's windows as the spec writes them (`rate5m`, `rate1d`, `rate7d`),
+also when a test overrides the windows themselves: a name is a public interface, not a parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .spec import Spec
+
+# Alerts (each has docs/runbooks/<name>.md).
+TARGET_DOWN = "MSSQLTargetDown"
+COLLECTOR_FAILING = "MSSQLCollectorFailing"
+MEMORY_PRESSURE = "MSSQLMemoryPressure"
+PLE_LOW = "MSSQLPageLifeExpectancyLow"
+FREE_LIST_STALLS = "MSSQLFreeListStalls"
+LAZY_WRITES = "MSSQLLazyWritesHigh"
+LOOKUPS_PER_BATCH = "MSSQLPageLookupsPerBatchHigh"
+GRANTS_PENDING = "MSSQLMemoryGrantsPending"
+FREE_MEMORY_LOW = "MSSQLFreeMemoryLow"
+HIT_RATIO_LOW = "MSSQLBufferCacheHitRatioLow"
+ENDURANCE_EXHAUSTION = "MSSQLSSDEnduranceExhaustionProjected"
+ENDURANCE_BUDGET = "MSSQLSSDEnduranceBudgetHigh"
+ENDURANCE_REMAINING = "MSSQLSSDEnduranceRemainingLow"
+
+# Recording rules without a window in their name.
+PLE_MIN = "instance:mssql_buffer_node_page_life_expectancy:min"
+PLE_FLOOR = "node:mssql_page_life_expectancy_floor:seconds"
+UPTIME = "instance:mssql_uptime:seconds"
+SHARE = "pool:mssql_ssd_endurance_projected_used:ratio"
+REMAINING = "pool:mssql_ssd_endurance_remaining_seconds"
+SINCE_IN_SERVICE = "pool:mssql_ssd_written_bytes_since_in_service:estimate"
+COUNTED = "pool:mssql_ssd_written_bytes_counted:since_counting_start"
+UNOBSERVED = "pool:mssql_ssd_written_bytes_unobserved:estimate"
+COVERAGE_SUFFIX = "_coverage_seconds"  # seconds of data the same-named rate rests on
+
+
+@dataclass(frozen=True)
+class RuleNames:
+    """The recording-rule names that carry one of the spec's windows."""
+
+    rate: str  # rate_window, e.g. "5m"
+    tempdb_short: str
+    tempdb_long: str
+    pool_short: str
+    pool_long: str
+
+    @classmethod
+    def from_spec(cls, spec: Spec) -> RuleNames:
+        return cls(
+            rate=str(spec.get("rate_window")),
+            tempdb_short=str(spec.get("tempdb.short_rate_window")),
+            tempdb_long=str(spec.get("tempdb.long_rate_window")),
+            pool_short=str(spec.get("endurance.short_rate_window")),
+            pool_long=str(spec.get("endurance.projection_rate_window")),
+        )
+
+    def instance_rate(self, counter: str) -> str:
+        """A per-instance rate of a counter named `mssql_<counter>_total`, e.g. lazy_writes."""
+        return f"instance:mssql_{counter}:rate{self.rate}"
+
+    @property
+    def lookups_ratio(self) -> str:
+        return f"instance:mssql_page_lookups_per_batch_request:ratio_rate{self.rate}"
+
+    @property
+    def page_io(self) -> str:
+        return f"instance:mssql_page_io:rate{self.rate}"
+
+    @property
+    def volume(self) -> str:
+        return f"volume:mssql_written_bytes:rate{self.rate}"
+
+    def tempdb(self, window: str) -> str:
+        return f"instance:mssql_tempdb_written_bytes:rate{window}"
+
+    def pool(self, window: str) -> str:
+        return f"pool:mssql_ssd_written_bytes:rate{window}"
