@@ -418,15 +418,23 @@ def now_stat(
     )
 
 
-def memory_dashboard(lim: Limits) -> Dashboard:
-    w = lim.window
-    reads = alert_input(lim)
-    ple_ratio = (
+def ple_ratio_expr(lim: Limits) -> str:
+    """Each node's page life expectancy over its own floor (1 = at the floor)."""
+    return (
         f"{m('mssql_buffer_node_page_life_expectancy_seconds')}\n"
         f"/ on (job, instance, node) {m(lim.rule('ple_floor'))}"
     )
-    lookups_per_batch = f"{rate('mssql_page_lookups_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)"
-    items: list[Panel | Row] = [
+
+
+def lookups_per_batch_expr() -> str:
+    return f"{rate('mssql_page_lookups_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)"
+
+
+def memory_row_now(lim: Limits) -> list[Panel | Row]:
+    """The memory dashboard's row "Now"."""
+    w = lim.window
+    ple_ratio = ple_ratio_expr(lim)
+    return [
         Row("Now"),
         Panel(
             "stat",
@@ -511,6 +519,15 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             f'count(ALERTS{{alertstate="firing", {INSTANCE}}}) or vector(0)',
             thresholds=Thresholds.healthy_below(ANY),
         ),
+    ]
+
+
+def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
+    """The memory dashboard's row "Dell Table 4: each counter against its desired range"."""
+    w = lim.window
+    reads = alert_input(lim)
+    lookups_per_batch = lookups_per_batch_expr()
+    return [
         Row("Dell Table 4: each counter against its desired range"),
         rate_vs_limit(
             lim,
@@ -656,6 +673,12 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             ],
             min=0,
         ),
+    ]
+
+
+def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
+    """The memory dashboard's row "Memory manager"."""
+    return [
         Row("Memory manager"),
         Panel(
             "timeseries",
@@ -688,6 +711,12 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             min=0,
             links=[lim.runbook(GRANTS_PENDING)],
         ),
+    ]
+
+
+def memory_row_numa_nodes(lim: Limits) -> list[Panel | Row]:
+    """The memory dashboard's row "NUMA nodes"."""
+    return [
         Row("NUMA nodes"),
         Panel(
             "timeseries",
@@ -717,6 +746,12 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             min=0,
             max=1,
         ),
+    ]
+
+
+def memory_row_hybrid_buffer_pool(lim: Limits) -> list[Panel | Row]:
+    """The memory dashboard's row "Hybrid Buffer Pool"."""
+    return [
         Row("Hybrid Buffer Pool"),
         Panel(
             "stat",
@@ -754,6 +789,12 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             width=16,
             min=0,
         ),
+    ]
+
+
+def memory_row_exporter(lim: Limits) -> list[Panel | Row]:
+    """The memory dashboard's row "Exporter"."""
+    return [
         Row("Exporter"),
         Panel(
             "timeseries",
@@ -776,6 +817,17 @@ def memory_dashboard(lim: Limits) -> Dashboard:
             options={"textMode": "value_and_name", "colorMode": "background"},
             links=[lim.runbook(COLLECTOR_FAILING)],
         ),
+    ]
+
+
+def memory_dashboard(lim: Limits) -> Dashboard:
+    items: list[Panel | Row] = [
+        *memory_row_now(lim),
+        *memory_row_dell_table_4(lim),
+        *memory_row_memory_manager(lim),
+        *memory_row_numa_nodes(lim),
+        *memory_row_hybrid_buffer_pool(lim),
+        *memory_row_exporter(lim),
     ]
     return Dashboard(
         uid=MEMORY_UID,
@@ -916,15 +968,26 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
     )
 
 
-def endurance_dashboard(lim: Limits) -> Dashboard:
-    share_thresholds = Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share)
-    remaining_thresholds = Thresholds.healthy_above(lim.remaining_critical, warn=lim.remaining_warning)
+def share_ranges(lim: Limits) -> Thresholds:
+    """A pool's projected share of its rating: orange from the budget, red from exhaustion."""
+    return Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share)
+
+
+def remaining_ranges(lim: Limits) -> Thresholds:
+    """Time until the rated bytes are written: orange under the warning, red under the critical."""
+    return Thresholds.healthy_above(lim.remaining_critical, warn=lim.remaining_warning)
+
+
+def endurance_row_now(lim: Limits) -> list[Panel | Row]:
+    """The endurance dashboard's row "Now"."""
+    share_thresholds = share_ranges(lim)
+    remaining_thresholds = remaining_ranges(lim)
     short_w = str(lim.spec.get("tempdb.short_rate_window"))
     share_text = (
         f"Healthy: under {pct(lim.budget_share)} of the rating (orange from there; the budget alert), "
         f"and never past {pct(lim.exhaustion_share)} (red: the drives wear out before the planned life ends)."
     )
-    items: list[Panel | Row] = [
+    return [
         Row("Now"),
         Panel(
             "stat",
@@ -993,6 +1056,13 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             thresholds=remaining_thresholds,
             links=[lim.runbook(ENDURANCE_REMAINING)],
         ),
+    ]
+
+
+def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
+    """The endurance dashboard's row "tempdb"."""
+    short_w = str(lim.spec.get("tempdb.short_rate_window"))
+    return [
         Row("tempdb"),
         Panel(
             "timeseries",
@@ -1082,6 +1152,18 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             width=24,
             min=0,
         ),
+    ]
+
+
+def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
+    """The endurance dashboard's row "SSD pools"."""
+    share_thresholds = share_ranges(lim)
+    remaining_thresholds = remaining_ranges(lim)
+    share_text = (
+        f"Healthy: under {pct(lim.budget_share)} of the rating (orange from there; the budget alert), "
+        f"and never past {pct(lim.exhaustion_share)} (red: the drives wear out before the planned life ends)."
+    )
+    return [
         Row("SSD pools"),
         Panel(
             "timeseries",
@@ -1168,6 +1250,14 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
             no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
         ),
         pool_table(lim, "Endurance per pool, in the shape of Micron's Table 4", per_instance=False),
+    ]
+
+
+def endurance_dashboard(lim: Limits) -> Dashboard:
+    items: list[Panel | Row] = [
+        *endurance_row_now(lim),
+        *endurance_row_tempdb(lim),
+        *endurance_row_ssd_pools(lim),
     ]
     pool_variable = query_variable(
         "pool",
@@ -1334,7 +1424,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
         custom={"minWidth": MIN_COLUMN_PX},
         links=[lim.runbook(MEMORY_PRESSURE)],
     )
-    share_thresholds = Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share)
+    share_thresholds = share_ranges(lim)
     items: list[Panel | Row] = [
         instances,
         pool_table(lim, FLEET_POOLS_TITLE, per_instance=True),
