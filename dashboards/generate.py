@@ -916,7 +916,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
     overrides.append(
         override(
             "Share of rating",
-            ("thresholds", Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share).json()),
+            ("thresholds", share_ranges(lim).json()),
             ("custom.displayMode", "color-background"),
         )
     )
@@ -1378,7 +1378,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             "Worst pool share",
             f"{by} (\n  {enough_data(lim, m(lim.rule('share')), '')}\n)",
             "percentunit",
-            Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share),
+            share_ranges(lim),
         ),
         ("Uptime", f"{by} ({m(lim.rule('uptime'))})", "s", None),
     ]
