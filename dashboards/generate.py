@@ -1470,7 +1470,10 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             "percentunit",
             [
                 Query(
-                    enough_data(lim, m(lim.rule("share"))), "{{instance}} {{pool}} ({{source}})", instant=True
+                    # No pool variable on the fleet: every pool.
+                    enough_data(lim, m(lim.rule("share")), pool=""),
+                    "{{instance}} {{pool}} ({{source}})",
+                    instant=True,
                 )
             ],
             thresholds=share_thresholds,

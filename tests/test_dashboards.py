@@ -857,3 +857,15 @@ def test_promtool_parses_every_query(tmp_path, promtool):
         [promtool.path, "check", "rules", str(path)], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("q", ALL_QUERIES, ids=str)
+def test_queries_use_only_their_dashboards_variables(q):
+    # The end-to-end run substitutes every variable for every dashboard, so a query that names a variable
+    # its own dashboard lacks passed there while Grafana left "$pool" in the PromQL and found nothing (the
+    # fleet's per-pool bargauge, seen rendered).
+    defined = {v["name"] for v in BOARDS[q.board]["templating"]["list"]}
+    undefined = {
+        n for n in re.findall(r"\$\{?([A-Za-z_]\w*)", q.expr) if n not in defined and not n.startswith("__")
+    }
+    assert not undefined, f"{q}: uses {sorted(undefined)}, which the dashboard does not define"
