@@ -788,6 +788,7 @@ def memory_row_hybrid_buffer_pool(lim: Limits) -> list[Panel | Row]:
             ],
             width=16,
             min=0,
+            no_value="No PMEM (DAX) volume known on this instance",
         ),
     ]
 
@@ -884,7 +885,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         ("Write rate", f"max by ({POOL_LABELS}) ({long_rate})", "Bps"),
         ("Planned life", per_source("mssql_ssd_pool_planned_lifetime_seconds"), "s"),
         (
-            "Projected writes over the planned life",
+            "Projected writes",  # over the planned life: the full header was cut at 1,600 px
             f"max by ({POOL_LABELS}) (\n  {long_rate}\n"
             "  * on (job, instance, pool) group_left () "
             f"{m('mssql_ssd_pool_planned_lifetime_seconds', pool)}\n"
