@@ -51,8 +51,8 @@ def _first_sample_timestamp(spec: Spec, series: str, window: str) -> str:
     # step finds a sample only at or after the first one, so each tier errs late by at most its step.
     seconds = duration_seconds(window)
     tiers: list[str] = []
-    for tier in spec.get("endurance.coverage_tiers"):
-        reach, step = str(tier["reach"]), str(tier["step"])
+    for tier in spec.endurance.coverage_tiers:
+        reach, step = tier.reach, tier.step
         last = duration_seconds(reach) >= seconds
         if duration_seconds(step) * 10 > seconds:  # the end-to-end tests' short windows
             step = f"{max(1, int(seconds // 60))}s"
@@ -91,7 +91,7 @@ def _num(value: float) -> str:
 
 
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
-    w = spec.window("rate_window")
+    w = spec.window(spec.rate_window)
     names = RuleNames.from_spec(spec)  # the names keep the spec's windows even when overridden
     per_instance = {
         "lazy_writes": "mssql_lazy_writes_total",
@@ -102,7 +102,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
         "batch_requests": "mssql_batch_requests_total",
         "checkpoint_pages": "mssql_checkpoint_pages_total",
     }
-    ple = spec.get("memory.page_life_expectancy")
+    ple = spec.memory.page_life_expectancy
     rules: list[dict[str, Any]] = [
         {"record": names.instance_rate(name), "expr": f"rate({_m(spec, metric)}[{w}])"}
         for name, metric in per_instance.items()
@@ -125,10 +125,10 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # The modern floor scales with the node's buffer pool, and never goes below Dell's.
             "record": PLE_FLOOR,
             "expr": (
-                f"clamp_min(\n  {_m(spec, 'mssql_buffer_node_database_pages')} * {_num(ple['page_bytes'])}"
-                f" / {_num(ple['buffer_pool_bytes_per_step'])}"
-                f" * {_num(ple['seconds_per_buffer_pool_bytes'])},\n"
-                f"  {_num(ple['floor_seconds'])}\n)"
+                f"clamp_min(\n  {_m(spec, 'mssql_buffer_node_database_pages')} * {_num(ple.page_bytes)}"
+                f" / {_num(ple.buffer_pool_bytes_per_step)}"
+                f" * {_num(ple.seconds_per_buffer_pool_bytes)},\n"
+                f"  {_num(ple.floor_seconds)}\n)"
             ),
         },
         {
@@ -137,12 +137,15 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
         },
     ]
     tempdb = _m(spec, "mssql_tempdb_file_written_bytes_total")
-    long_window = spec.window("tempdb.long_rate_window")
+    long_window = spec.window(spec.tempdb.long_rate_window)
     tempdb_long = names.tempdb(names.tempdb_long)
     rules += [
         {
             "record": names.tempdb(names.tempdb_short),
-            "expr": f"sum without (file, volume) (rate({tempdb}[{spec.window('tempdb.short_rate_window')}]))",
+            "expr": (
+                "sum without (file, volume) "
+                f"(rate({tempdb}[{spec.window(spec.tempdb.short_rate_window)}]))"
+            ),
         },
         {
             # The instance's span (mssql_up, one series per instance, rather than every file's): a file
@@ -183,8 +186,8 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
     # later of the two anyway).
     anchor = f"(\n      {known_at}\n      >= on ({pool}) {in_service}\n    )\n    or on ({pool}) {in_service}"
     long_window, short_window = (
-        spec.window("endurance.projection_rate_window"),
-        spec.window("endurance.short_rate_window"),
+        spec.window(spec.endurance.projection_rate_window),
+        spec.window(spec.endurance.short_rate_window),
     )
     if duration_seconds(short_window) > duration_seconds(long_window):
         raise ValueError("endurance.short_rate_window must not be longer than projection_rate_window")
@@ -267,17 +270,17 @@ def _alert(
     spec: Spec,
     name: str,
     expr: str,
-    for_key: str | None,
+    for_: str | None,
     severity: str,
     summary: str,
     description: str,
-    keep_firing_key: str | None = None,
+    keep_firing: str | None = None,
 ) -> dict[str, Any]:
     rule: dict[str, Any] = {"alert": name, "expr": expr}
-    if for_key is not None:
-        rule["for"] = spec.duration(for_key)
-    if keep_firing_key is not None:
-        rule["keep_firing_for"] = spec.duration(keep_firing_key)
+    if for_ is not None:
+        rule["for"] = spec.duration(for_)
+    if keep_firing is not None:
+        rule["keep_firing_for"] = spec.duration(keep_firing)
     rule["labels"] = {"severity": severity}
     rule["annotations"] = {"summary": summary, "description": description, "runbook_url": spec.runbook(name)}
     return rule
@@ -294,12 +297,12 @@ def _floor_of_node() -> str:
 
 def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     names = RuleNames.from_spec(spec)
-    stalls = spec.number("memory.free_list_stalls_per_second.max")
-    lazy = spec.number("memory.lazy_writes_per_second.max")
-    lookups = spec.get("memory.page_lookups_per_batch_request")
-    hit = spec.get("memory.buffer_cache_hit_ratio")
-    free_min = spec.number("memory.free_memory_bytes.min")
-    grants = spec.number("memory.memory_grants_pending.max")
+    stalls = spec.memory.free_list_stalls_per_second.max
+    lazy = spec.memory.lazy_writes_per_second.max
+    lookups = spec.memory.page_lookups_per_batch_request
+    hit = spec.memory.buffer_cache_hit_ratio
+    free_min = spec.memory.free_memory_bytes.min
+    grants = spec.memory.memory_grants_pending.max
     node_ple = _m(spec, "mssql_buffer_node_page_life_expectancy_seconds")
     under_floor = f"{node_ple}\n  < on ({INSTANCE}, node) group_left () {PLE_FLOOR}"
     # After a restart PLE can be no higher than the uptime: a node counts only once the instance has been
@@ -316,12 +319,12 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             # The exporter answering `mssql_up 0`, or Prometheus not reaching the exporter at all (its own
             # `up`), or no series of the job at all (exporter gone or the selector matching nothing).
             f"{_m(spec, 'mssql_up')} == 0\nor {_m(spec, 'up')} == 0\nor absent({_m(spec, 'up')})",
-            "target.down_for",
+            spec.target.down_for,
             "critical",
             "{{ with $labels.instance }}SQL Server {{ . }} cannot be scraped"
             "{{ else }}No SQL Server target is scraped{{ end }}",
             "{{ if $labels.instance }}{{ $labels.instance }} has not been read for "
-            + spec.duration("target.down_for")
+            + spec.duration(spec.target.down_for)
             + " (mssql_up or up is {{ $value }}, expected 1): SQL Server is down, unreachable, refusing the"
             " login or not answering within the scrape timeout, or the exporter does not answer Prometheus."
             " Every other alert of this target is silenced.{{ else }}No series of the exporter's job exist"
@@ -333,15 +336,15 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             N.COLLECTOR_FAILING,
             # A share of failed scrapes, not a run of them: a collector failing every other scrape is broken.
             f"avg_over_time({_m(spec, 'mssql_exporter_collector_success')}"
-            f"[{spec.window('target.collector_failing_window')}])\n"
-            f"< {_num(1 - spec.number('target.collector_failing_share'))}",
-            "target.collector_failing_for",
+            f"[{spec.window(spec.target.collector_failing_window)}])\n"
+            f"< {_num(1 - spec.target.collector_failing_share)}",
+            spec.target.collector_failing_for,
             "warning",
             "Collector {{ $labels.collector }} fails on {{ $labels.instance }}",
             "The {{ $labels.collector }} section of the scrape succeeded in only"
             " {{ $value | humanizePercentage }}"
-            f" of the scrapes of the last {spec.get('target.collector_failing_window')} (limit: "
-            + f"{_num((1 - spec.number('target.collector_failing_share')) * 100)}%); its metrics are missing"
+            f" of the scrapes of the last {spec.target.collector_failing_window} (limit: "
+            + f"{_num((1 - spec.target.collector_failing_share) * 100)}%); its metrics are missing"
             " meanwhile, while the rest still export. The exporter log names the SQL error.",
         ),
         _alert(
@@ -349,75 +352,75 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             N.MEMORY_PRESSURE,
             f"(\n  {under_floor}\n)\n{warmed_up}\n"
             f"and on ({INSTANCE}) (\n  {churn.replace(chr(10), chr(10) + '  ')}\n)",
-            "memory.memory_pressure.for",
+            spec.memory.memory_pressure.for_,
             "critical",
             "Buffer pool under memory pressure on {{ $labels.instance }} node {{ $labels.node }}",
             "NUMA node {{ $labels.node }} keeps pages for only {{ $value | humanizeDuration }} (floor "
             + _floor_of_node()
             + f") while free list stalls exceed {_num(stalls)}/s or lazy writes exceed {_num(lazy)}/s:"
             " queries wait for memory and re-read pages from disk.",
-            keep_firing_key="keep_firing_for",
+            keep_firing=spec.keep_firing_for,
         ),
         _alert(
             spec,
             N.PLE_LOW,
             f"(\n  {under_floor}\n)\n{warmed_up}",
-            "memory.page_life_expectancy.for",
+            spec.memory.page_life_expectancy.for_,
             "warning",
             "Page life expectancy low on {{ $labels.instance }} node {{ $labels.node }}",
             "NUMA node {{ $labels.node }} keeps pages for {{ $value | humanizeDuration }},"
             " under its floor of "
             + _floor_of_node()
-            + f" ({_num(spec.number('memory.page_life_expectancy.seconds_per_buffer_pool_bytes'))} s per"
-            + f" {_num(spec.number('memory.page_life_expectancy.buffer_pool_bytes_per_step') / 2**30)} GiB"
+            + f" ({_num(spec.memory.page_life_expectancy.seconds_per_buffer_pool_bytes)} s per"
+            + f" {_num(spec.memory.page_life_expectancy.buffer_pool_bytes_per_step / 2**30)} GiB"
             " of the node's buffer pool, at least "
-            + _num(spec.number("memory.page_life_expectancy.floor_seconds"))
+            + _num(spec.memory.page_life_expectancy.floor_seconds)
             + " s). Only counted once the instance has been up longer than the floor.",
-            keep_firing_key="keep_firing_for",
+            keep_firing=spec.keep_firing_for,
         ),
         _alert(
             spec,
             N.FREE_LIST_STALLS,
             f"{names.instance_rate('free_list_stalls')} > {_num(stalls)}",
-            "memory.free_list_stalls_per_second.for",
+            spec.memory.free_list_stalls_per_second.for_,
             "warning",
             "Free list stalls on {{ $labels.instance }}",
             "{{ $value | humanize }} requests per second wait for a free buffer page (Dell's limit: "
             + f"{_num(stalls)}/s).",
-            keep_firing_key="keep_firing_for",
+            keep_firing=spec.keep_firing_for,
         ),
         _alert(
             spec,
             N.LAZY_WRITES,
             f"{names.instance_rate('lazy_writes')} > {_num(lazy)}",
-            "memory.lazy_writes_per_second.for",
+            spec.memory.lazy_writes_per_second.for_,
             "warning",
             "Lazy writer busy on {{ $labels.instance }}",
             "The lazy writer flushes {{ $value | humanize }} pages per second to make room (Dell's limit: "
             + f"{_num(lazy)}/s).",
-            keep_firing_key="keep_firing_for",
+            keep_firing=spec.keep_firing_for,
         ),
         _alert(
             spec,
             N.LOOKUPS_PER_BATCH,
-            f"{names.lookups_ratio} > {_num(lookups['max'])}\n"
+            f"{names.lookups_ratio} > {_num(lookups.max)}\n"
             f"and on ({INSTANCE}) {names.instance_rate('batch_requests')}"
-            f" > {_num(lookups['min_batch_requests_per_second'])}\n"
+            f" > {_num(lookups.min_batch_requests_per_second)}\n"
             # Analytic scans look up many pages per batch by design: Dell's limit is for OLTP.
             f'and on ({INSTANCE}) mssql_target_info{{{spec.selector}, workload="oltp"}}',
-            "memory.page_lookups_per_batch_request.for",
+            spec.memory.page_lookups_per_batch_request.for_,
             "warning",
             "Many page lookups per batch on {{ $labels.instance }}",
             "Each batch request looks up {{ $value | humanize }} pages on average (Dell's limit: "
-            + f"{_num(lookups['max'])}, OLTP targets only): scans or missing indexes are churning the buffer"
+            + f"{_num(lookups.max)}, OLTP targets only): scans or missing indexes are churning the buffer"
             " pool.",
-            keep_firing_key="keep_firing_for",
+            keep_firing=spec.keep_firing_for,
         ),
         _alert(
             spec,
             N.GRANTS_PENDING,
             f"{_m(spec, 'mssql_memory_grants_pending')} > {_num(grants)}",
-            "memory.memory_grants_pending.for",
+            spec.memory.memory_grants_pending.for_,
             "warning",
             "Queries waiting for memory grants on {{ $labels.instance }}",
             "{{ $value }} queries wait for a workspace memory grant (expected "
@@ -427,11 +430,11 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             spec,
             N.FREE_MEMORY_LOW,
             f"{_m(spec, 'mssql_memory_free_bytes')} < {_num(free_min)}",
-            "memory.free_memory_bytes.for",
+            spec.memory.free_memory_bytes.for_,
             "warning",
             "SQL Server free memory low on {{ $labels.instance }}",
             "SQL Server has {{ $value | humanize1024 }}B of committed memory free (Dell's floor: "
-            + f"{_num(free_min / spec.number('memory.page_life_expectancy.page_bytes'))} pages ="
+            + f"{_num(free_min / spec.memory.page_life_expectancy.page_bytes)} pages ="
             + f" {_num(free_min)} bytes).",
         ),
     ]
@@ -439,18 +442,18 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     parts = []
     for workload in ("oltp", "olap"):
         info = f'mssql_target_info{{{spec.selector}, workload="{workload}"}}'
-        parts.append(f"(\n  {hit_ratio}\n  and on ({INSTANCE}) {info}\n) < {_num(hit[workload])}")
+        parts.append(f"(\n  {hit_ratio}\n  and on ({INSTANCE}) {info}\n) < {_num(getattr(hit, workload))}")
     hit_expr = "\nor\n".join(parts)
     rules.append(
         _alert(
             spec,
             N.HIT_RATIO_LOW,
             hit_expr,
-            "memory.buffer_cache_hit_ratio.for",
+            spec.memory.buffer_cache_hit_ratio.for_,
             "info",
             "Buffer cache hit ratio low on {{ $labels.instance }}",
             "{{ $value | humanizePercentage }} of page requests are served from memory (Dell's floor: "
-            + f"{_num(hit['oltp'] * 100)}% for OLTP, {_num(hit['olap'] * 100)}% for OLAP)."
+            + f"{_num(hit.oltp * 100)}% for OLTP, {_num(hit.olap * 100)}% for OLAP)."
             " Read-ahead counts as"
             " hits, so this stays high under real pressure: read it with page life expectancy.",
         )
@@ -476,11 +479,11 @@ def _retirement_of_pool() -> str:
 
 def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
     share, remaining = SHARE, REMAINING
-    window = spec.get("endurance.projection_rate_window")
+    window = spec.endurance.projection_rate_window
     pool = f"{INSTANCE}, pool"
     # A projection from a few hours of data is shown on the dashboards but never pages: a bursty first
     # hour of a new install would otherwise read as a pool worn out in days.
-    min_coverage = spec.number("endurance.alert_min_coverage_seconds")
+    min_coverage = spec.endurance.alert_min_coverage_seconds
     if spec.window_override is not None:
         # The end-to-end tests' windows are seconds long, and the coverage never exceeds the window.
         min_coverage = min(min_coverage, duration_seconds(spec.window_override) / 2)
@@ -498,32 +501,35 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
         _alert(
             spec,
             N.ENDURANCE_EXHAUSTION,
-            f"{share} > {_num(spec.number('endurance.exhaustion_share'))}{enough_data}",
-            "endurance.for",
+            f"{share} > {_num(spec.endurance.exhaustion_share)}{enough_data}",
+            spec.endurance.for_,
             "warning",
             "SSD pool {{ $labels.pool }} wears out before its planned life ends",
             f"At the {window} write rate ({{{{ $labels.source }}}} source),"
             " pool {{ $labels.pool }} would write"
             " {{ $value | humanizePercentage }} of its rated endurance over its planned life (limit: "
-            + f"{_num(spec.number('endurance.exhaustion_share') * 100)}%).",
-            keep_firing_key="endurance.keep_firing_for",
+            + f"{_num(spec.endurance.exhaustion_share * 100)}%).",
+            keep_firing=spec.endurance.keep_firing_for,
         ),
         _alert(
             spec,
             N.ENDURANCE_BUDGET,
-            f"{share} > {_num(spec.number('endurance.budget_high_share'))}{enough_data}",
-            "endurance.for",
+            f"{share} > {_num(spec.endurance.budget_high_share)}{enough_data}",
+            spec.endurance.for_,
             "warning",
             "SSD pool {{ $labels.pool }} uses most of its endurance budget",
             f"At the {window} write rate ({{{{ $labels.source }}}} source),"
             " pool {{ $labels.pool }} would write"
             " {{ $value | humanizePercentage }} of its rated endurance over its planned life (budget: "
-            + f"{_num(spec.number('endurance.budget_high_share') * 100)}%).",
-            keep_firing_key="endurance.keep_firing_for",
+            + f"{_num(spec.endurance.budget_high_share * 100)}%).",
+            keep_firing=spec.endurance.keep_firing_for,
         ),
     ]
-    for severity in ("warning", "critical"):
-        limit = spec.number(f"endurance.remaining_{severity}_seconds")
+    limits = {
+        "warning": spec.endurance.remaining_warning_seconds,
+        "critical": spec.endurance.remaining_critical_seconds,
+    }
+    for severity, limit in limits.items():
         rules.append(
             _alert(
                 spec,
@@ -533,7 +539,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
                 f"{remaining} < {_num(limit)}\nunless on ({pool}, source) (\n"
                 f"  {remaining} > on ({pool}) group_left () {life_left}\n"
                 f"  and on ({pool}) {life_left} > 0\n){enough_data}",
-                "endurance.remaining_for",
+                spec.endurance.remaining_for,
                 severity,
                 "SSD pool {{ $labels.pool }} runs out of rated endurance soon",
                 f"At the {window} write rate ({{{{ $labels.source }}}} source),"
@@ -541,7 +547,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
                 " its rated bytes written in {{ $value | humanizeDuration }}"
                 + _retirement_of_pool()
                 + f" (limit: {_num(limit / 86400)} days).",
-                keep_firing_key="endurance.keep_firing_for",
+                keep_firing=spec.endurance.keep_firing_for,
             )
         )
     return rules

@@ -51,11 +51,11 @@ class RuleNames:
     @classmethod
     def from_spec(cls, spec: Spec) -> RuleNames:
         return cls(
-            rate=str(spec.get("rate_window")),
-            tempdb_short=str(spec.get("tempdb.short_rate_window")),
-            tempdb_long=str(spec.get("tempdb.long_rate_window")),
-            pool_short=str(spec.get("endurance.short_rate_window")),
-            pool_long=str(spec.get("endurance.projection_rate_window")),
+            rate=spec.rate_window,
+            tempdb_short=spec.tempdb.short_rate_window,
+            tempdb_long=spec.tempdb.long_rate_window,
+            pool_short=spec.endurance.short_rate_window,
+            pool_long=spec.endurance.projection_rate_window,
         )
 
     def instance_rate(self, counter: str) -> str:

@@ -1,16 +1,29 @@
-"""The thresholds spec (alerts/thresholds.yml), loaded once for the rule and dashboard generators.
+"""The thresholds spec (alerts/thresholds.yml), typed, loaded once for the rule and dashboard generators.
 
-Every number the rules and dashboards use comes from here; nothing else may spell a threshold.
+Every number the rules and dashboards use comes from here; nothing else may spell a threshold. The
+models mirror the file key for key: a key the models do not know, a missing one, a ratio outside 0..1 or
+a duration Prometheus would not read stops `make generate` with the key's path named, before a rule is
+written. Generators read attributes (`spec.memory.lazy_writes_per_second.max`), so a misspelt key is a
+type error rather than a string that fails at run time.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictFloat,
+    StrictInt,
+    ValidationError,
+)
 
 SPEC_PATH = Path(__file__).resolve().parent / "thresholds.yml"
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w|y)$")
@@ -41,56 +54,177 @@ def prometheus_duration(seconds: float) -> str:
     return "".join(parts)
 
 
-@dataclass(frozen=True)
-class Spec:
-    raw: dict[str, Any]
-    # Overrides for tests that cannot wait minutes: every `for:` and the rate windows.
-    for_override: str | None = None
-    window_override: str | None = None
+def _duration(text: str) -> str:
+    duration_seconds(text)  # raises with the text named
+    return text
 
-    def get(self, dotted: str) -> Any:
-        node: Any = self.raw
-        for part in dotted.split("."):
-            if not isinstance(node, dict) or part not in node:
-                raise SpecError(f"{SPEC_PATH.name}: missing {dotted}")
-            node = node[part]
-        return node
 
-    def number(self, dotted: str) -> float:
-        value = self.get(dotted)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SpecError(f"{SPEC_PATH.name}: {dotted} must be a number, got {value!r}")
-        return value
+def _positive(value: float) -> float:
+    if not value > 0:
+        raise ValueError(f"must be greater than 0, got {value!r}")
+    return value
 
-    def duration(self, dotted: str) -> str:
-        """A `for:` duration, or the override when one is set."""
-        value = str(self.get(dotted))
-        duration_seconds(value)
-        return self.for_override or value
 
-    def window(self, dotted: str) -> str:
-        """A rate window, or the override when one is set."""
-        value = str(self.get(dotted))
-        duration_seconds(value)
-        return self.window_override or value
+def _ratio(value: float) -> float:
+    if not 0 <= value <= 1:
+        raise ValueError(f"a ratio must be within 0..1, got {value!r}")
+    return value
+
+
+# A duration as Prometheus spells it ("5m", "1d"), kept as written: rule names carry it.
+Duration = Annotated[str, AfterValidator(_duration)]
+Ratio = Annotated[float, AfterValidator(_ratio)]
+# Numbers stay as YAML gave them (int or float): `_num` prints 300, not 300.0, either way.
+Number = StrictInt | StrictFloat
+Positive = Annotated[StrictInt | StrictFloat, AfterValidator(_positive)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class TargetSpec(_Section):
+    down_for: Duration
+    collector_failing_window: Duration
+    collector_failing_share: Ratio
+    collector_failing_for: Duration
+
+
+class PageLifeExpectancySpec(_Section):
+    floor_seconds: Positive
+    seconds_per_buffer_pool_bytes: Positive
+    buffer_pool_bytes_per_step: Positive
+    page_bytes: Positive
+    for_: Duration = Field(alias="for")
+
+
+class UpperLimit(_Section):
+    """A rate or count that must stay at or under `max`; paged after `for` (dashboards only without)."""
+
+    max: Number
+    for_: Duration | None = Field(default=None, alias="for")
+
+
+class LookupsPerBatchSpec(_Section):
+    max: Number
+    for_: Duration = Field(alias="for")
+    min_batch_requests_per_second: Number
+
+
+class LowerLimit(_Section):
+    min: Number
+    for_: Duration = Field(alias="for")
+
+
+class HitRatioSpec(_Section):
+    oltp: Ratio
+    olap: Ratio
+    for_: Duration = Field(alias="for")
+
+
+class ForOnly(_Section):
+    for_: Duration = Field(alias="for")
+
+
+class MemorySpec(_Section):
+    page_life_expectancy: PageLifeExpectancySpec
+    free_list_stalls_per_second: UpperLimit
+    lazy_writes_per_second: UpperLimit
+    page_lookups_per_batch_request: LookupsPerBatchSpec
+    page_io_per_second: UpperLimit
+    free_memory_bytes: LowerLimit
+    buffer_cache_hit_ratio: HitRatioSpec
+    memory_grants_pending: UpperLimit
+    memory_pressure: ForOnly
+
+
+class CoverageTier(_Section):
+    reach: Duration
+    step: Duration
+
+
+class EnduranceSpec(_Section):
+    projection_rate_window: Duration
+    short_rate_window: Duration
+    projection_min_coverage_seconds: Positive
+    alert_min_coverage_seconds: Positive
+    coverage_tiers: tuple[CoverageTier, ...] = Field(min_length=1)
+    budget_high_share: Positive
+    exhaustion_share: Positive
+    for_: Duration = Field(alias="for")
+    keep_firing_for: Duration
+    remaining_warning_seconds: Positive
+    remaining_critical_seconds: Positive
+    remaining_for: Duration
+
+
+class TempdbSpec(_Section):
+    short_rate_window: Duration
+    long_rate_window: Duration
+
+
+class Spec(_Section):
+    """alerts/thresholds.yml. `for_override`/`window_override` (tests that cannot wait minutes) replace
+    every `for:` and every rate window the generators ask for through `duration()` and `window()`; the
+    fields themselves, and so every rule name, keep the spec's values."""
+
+    selector: str
+    exporter_selector: str
+    runbook_base_url: str
+    rate_window: Duration
+    keep_firing_for: Duration
+    target: TargetSpec
+    memory: MemorySpec
+    endurance: EnduranceSpec
+    tempdb: TempdbSpec
+
+    _for_override: str | None = PrivateAttr(default=None)
+    _window_override: str | None = PrivateAttr(default=None)
+
+    @classmethod
+    def parse(cls, raw: Any, source: str = SPEC_PATH.name) -> Spec:
+        """The spec from its YAML mapping, or a SpecError naming every bad key by its dotted path."""
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            problems = [
+                f"{'.'.join(str(p) for p in error['loc']) or '(top)'}: {error['msg']}"
+                for error in exc.errors()
+            ]
+            raise SpecError(f"{source}: " + "; ".join(problems)) from None
+
+    def with_overrides(self, for_override: str | None = None, window_override: str | None = None) -> Spec:
+        for override in (for_override, window_override):
+            if override is not None:
+                duration_seconds(override)
+        copy = self.model_copy()
+        copy._for_override = for_override
+        copy._window_override = window_override
+        return copy
 
     @property
-    def selector(self) -> str:
-        return str(self.get("selector"))
+    def raw(self) -> dict[str, Any]:
+        """The spec as YAML spells it (`for`, not `for_`): what tests perturb and parse again."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     @property
-    def exporter_selector(self) -> str:
-        return str(self.get("exporter_selector"))
+    def window_override(self) -> str | None:
+        return self._window_override
+
+    def duration(self, value: str) -> str:
+        """A `for:` duration from the spec, or the override when one is set."""
+        return self._for_override or value
+
+    def window(self, value: str) -> str:
+        """A rate window from the spec, or the override when one is set."""
+        return self._window_override or value
 
     def runbook(self, alert: str) -> str:
-        return f"{str(self.get('runbook_base_url')).rstrip('/')}/{alert}.md"
+        return f"{self.runbook_base_url.rstrip('/')}/{alert}.md"
 
 
 def load(path: Path = SPEC_PATH, for_override: str | None = None, window_override: str | None = None) -> Spec:
     raw = yaml.safe_load(path.read_text())
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: expected a mapping")
-    for override in (for_override, window_override):
-        if override is not None:
-            duration_seconds(override)
-    return Spec(raw, for_override, window_override)
+    return Spec.parse(raw, path.name).with_overrides(for_override, window_override)

@@ -35,7 +35,7 @@ from alerts.names import (
     TARGET_DOWN,
     RuleNames,
 )
-from alerts.spec import Spec, load
+from alerts.spec import EnduranceSpec, MemorySpec, Spec, load
 
 from .grafana import (
     BLUE,
@@ -123,59 +123,37 @@ def duration(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class Limits:
-    """The spec's thresholds and windows as the dashboards use them; nothing else holds a threshold."""
+    """The typed spec as the dashboards read it: thresholds from `memory` and `endurance`, windows and
+    rule names, and figures derived from them. Holds no number of its own."""
 
     spec: Spec
-    ple_floor: float
-    ple_seconds_per_step: float
-    ple_step_bytes: float
-    page_bytes: float
-    stalls_max: float
-    lazy_max: float
-    lookups_max: float
-    lookups_min_batches: float
-    page_io_max: float
-    free_min: float
-    hit_oltp: float
-    hit_olap: float
-    grants_max: float
-    budget_share: float
-    exhaustion_share: float
-    remaining_warning: float
-    remaining_critical: float
-    projection_min_coverage: float
 
     @classmethod
     def from_spec(cls, spec: Spec) -> Limits:
-        ple = "memory.page_life_expectancy"
-        return cls(
-            spec=spec,
-            ple_floor=spec.number(f"{ple}.floor_seconds"),
-            ple_seconds_per_step=spec.number(f"{ple}.seconds_per_buffer_pool_bytes"),
-            ple_step_bytes=spec.number(f"{ple}.buffer_pool_bytes_per_step"),
-            page_bytes=spec.number(f"{ple}.page_bytes"),
-            stalls_max=spec.number("memory.free_list_stalls_per_second.max"),
-            lazy_max=spec.number("memory.lazy_writes_per_second.max"),
-            lookups_max=spec.number("memory.page_lookups_per_batch_request.max"),
-            lookups_min_batches=spec.number(
-                "memory.page_lookups_per_batch_request.min_batch_requests_per_second"
-            ),
-            page_io_max=spec.number("memory.page_io_per_second.max"),
-            free_min=spec.number("memory.free_memory_bytes.min"),
-            hit_oltp=spec.number("memory.buffer_cache_hit_ratio.oltp"),
-            hit_olap=spec.number("memory.buffer_cache_hit_ratio.olap"),
-            grants_max=spec.number("memory.memory_grants_pending.max"),
-            budget_share=spec.number("endurance.budget_high_share"),
-            exhaustion_share=spec.number("endurance.exhaustion_share"),
-            remaining_warning=spec.number("endurance.remaining_warning_seconds"),
-            remaining_critical=spec.number("endurance.remaining_critical_seconds"),
-            projection_min_coverage=spec.number("endurance.projection_min_coverage_seconds"),
-        )
+        return cls(spec)
+
+    @property
+    def memory(self) -> MemorySpec:
+        return self.spec.memory
+
+    @property
+    def endurance(self) -> EnduranceSpec:
+        return self.spec.endurance
+
+    @property
+    def page_bytes(self) -> float:
+        return self.memory.page_life_expectancy.page_bytes
+
+    @property
+    def lookups_by_workload(self) -> dict[str, Thresholds | None]:
+        """Dell's lookups-per-batch limit is for OLTP; analytic scans exceed it by design: none drawn."""
+        oltp = Thresholds.healthy_below(self.memory.page_lookups_per_batch_request.max)
+        return {"oltp": oltp, "olap": None}
 
     # windows and recording-rule names (the names keep the spec's window, as alerts/generate.py writes them)
     @property
     def window(self) -> str:
-        return str(self.spec.get("rate_window"))
+        return self.spec.rate_window
 
     def rule(self, name: str) -> str:
         """A recording rule's public name (alerts/names.py), by the role it plays on the dashboards."""
@@ -204,38 +182,36 @@ class Limits:
 
     @property
     def tempdb_short_window(self) -> str:
-        return str(self.spec.get("tempdb.short_rate_window"))
+        return self.spec.tempdb.short_rate_window
 
     @property
     def tempdb_long_window(self) -> str:
-        return str(self.spec.get("tempdb.long_rate_window"))
+        return self.spec.tempdb.long_rate_window
 
     @property
     def pool_short_window(self) -> str:
-        return str(self.spec.get("endurance.short_rate_window"))
+        return self.spec.endurance.short_rate_window
 
     @property
     def pool_long_window(self) -> str:
-        return str(self.spec.get("endurance.projection_rate_window"))
+        return self.spec.endurance.projection_rate_window
 
     @property
     def grants_alarm(self) -> float:
         # Grafana colors from a step's value upwards; a count above the limit is at least limit + 1.
-        return self.grants_max + 1
+        return self.memory.memory_grants_pending.max + 1
 
     @property
     def free_pages(self) -> float:
-        return self.free_min / self.page_bytes
+        return self.memory.free_memory_bytes.min / self.page_bytes
 
     @property
     def step_gib(self) -> str:
-        return f"{num(self.ple_step_bytes / 2**30)} GiB"
+        return f"{num(self.memory.page_life_expectancy.buffer_pool_bytes_per_step / 2**30)} GiB"
 
     def runbook(self, alert: str) -> Link:
         return Link(f"Runbook: {alert}", self.spec.runbook(alert))
 
-    def for_(self, key: str) -> str:
-        return str(self.spec.get(key))
 
 
 def with_workload(expr: str) -> str:
@@ -263,8 +239,9 @@ def per_workload(legend: str, thresholds: dict[str, Thresholds | None]) -> list[
 
 def ple_floor_text(lim: Limits) -> str:
     return (
-        f"{num(lim.ple_seconds_per_step)} s per {lim.step_gib} of the node's buffer pool, and at least "
-        f"Dell's {num(lim.ple_floor)} s"
+        f"{num(lim.memory.page_life_expectancy.seconds_per_buffer_pool_bytes)} s per {lim.step_gib} of the "
+        "node's buffer pool, and at least "
+        f"Dell's {num(lim.memory.page_life_expectancy.floor_seconds)} s"
     )
 
 
@@ -352,7 +329,7 @@ def header_links(lim: Limits, this: str) -> list[Json]:
     links.append(
         external_link(
             "Runbooks",
-            str(lim.spec.get("runbook_base_url")),
+            lim.spec.runbook_base_url,
             "What each alert means, its impact, diagnosis and mitigation",
         )
     )
@@ -470,42 +447,45 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
         now_stat(
             f"Lazy writes ({w})",
             f"Pages the lazy writer flushed per second, averaged over {w}. Healthy (Dell Table 4): under "
-            f"{num(lim.lazy_max)}/s.",
+            f"{num(lim.memory.lazy_writes_per_second.max)}/s.",
             UNIT_PAGES,
             m(lim.rule("lazy")),
-            thresholds=Thresholds.healthy_below(lim.lazy_max),
+            thresholds=Thresholds.healthy_below(lim.memory.lazy_writes_per_second.max),
             links=[lim.runbook(LAZY_WRITES)],
         ),
         now_stat(
             f"Free list stalls ({w})",
             f"Requests per second that waited for a free buffer page, averaged over {w}. Healthy (Dell Table "
-            f"4): under {num(lim.stalls_max)}/s; any sustained value above 0 means free pages run out.",
+            f"4): under {num(lim.memory.free_list_stalls_per_second.max)}/s; any sustained value above 0 "
+            "means free pages run out.",
             UNIT_STALLS,
             m(lim.rule("stalls")),
-            thresholds=Thresholds.healthy_below(lim.stalls_max),
+            thresholds=Thresholds.healthy_below(lim.memory.free_list_stalls_per_second.max),
             links=[lim.runbook(FREE_LIST_STALLS)],
         ),
         Panel(
             "stat",
             f"Lookups/batch ({w})",
             f"Buffer pool page lookups per batch request, averaged over {w}. Healthy (Dell Table 4, OLTP): "
-            f"under {num(lim.lookups_max)}; red from there on an OLTP target only, since analytic (OLAP) "
+            f"under {num(lim.memory.page_lookups_per_batch_request.max)}; red from there on an OLTP target "
+            "only, since analytic (OLAP) "
             "targets scan by design and the alert ignores them. Empty while the instance runs no batches.",
             "short",
             [Query(with_workload(m(lim.rule("lookups_ratio"))), "{{workload}} target", instant=True)],
             width=3,
             height=4,
-            thresholds=Thresholds.healthy_below(lim.lookups_max),
+            thresholds=Thresholds.healthy_below(lim.memory.page_lookups_per_batch_request.max),
             overrides=per_workload(
-                "{{workload}} target", {"oltp": Thresholds.healthy_below(lim.lookups_max), "olap": None}
+                "{{workload}} target", lim.lookups_by_workload
             ),
             links=[lim.runbook(LOOKUPS_PER_BATCH)],
         ),
         now_stat(
             "Grants pending",
-            f"Queries waiting for a workspace memory grant now. Healthy: {num(lim.grants_max)}; the alert "
-            f"fires when more than {num(lim.grants_max)} wait for "
-            f"{lim.for_('memory.memory_grants_pending.for')}.",
+            "Queries waiting for a workspace memory grant now. Healthy: "
+            f"{num(lim.memory.memory_grants_pending.max)}; the alert "
+            f"fires when more than {num(lim.memory.memory_grants_pending.max)} wait for "
+            f"{lim.memory.memory_grants_pending.for_}.",
             "short",
             m("mssql_memory_grants_pending"),
             thresholds=Thresholds.healthy_below(lim.grants_alarm),
@@ -533,26 +513,28 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             lim,
             "Free list stalls",
             'Requests per second that had to wait for a free page (Buffer Manager "Free list stalls/sec"). '
-            f"Desired range (Dell Table 4): under {num(lim.stalls_max)}/s, drawn as the red area; the alert "
-            f"fires after {lim.for_('memory.free_list_stalls_per_second.for')} over it. Stalls with low page "
+            f"Desired range (Dell Table 4): under {num(lim.memory.free_list_stalls_per_second.max)}/s, drawn "
+            "as the red area; the alert "
+            f"fires after {lim.memory.free_list_stalls_per_second.for_} over it. Stalls with low page "
             "life expectancy are memory pressure.",
             UNIT_STALLS,
             ("mssql_free_list_stalls_total", "stalls/s"),
             "stalls",
-            lim.stalls_max,
+            lim.memory.free_list_stalls_per_second.max,
             FREE_LIST_STALLS,
         ),
         rate_vs_limit(
             lim,
             "Lazy writes",
             'Pages per second the lazy writer flushes to make room in the buffer pool ("Lazy writes/sec"). '
-            f"Desired range (Dell Table 4): under {num(lim.lazy_max)}/s; the alert fires after "
-            f"{lim.for_('memory.lazy_writes_per_second.for')} over it. Checkpoints, not the lazy writer, "
+            f"Desired range (Dell Table 4): under {num(lim.memory.lazy_writes_per_second.max)}/s; the alert "
+            "fires after "
+            f"{lim.memory.lazy_writes_per_second.for_} over it. Checkpoints, not the lazy writer, "
             "should do most writing.",
             UNIT_PAGES,
             ("mssql_lazy_writes_total", "lazy writes/s"),
             "lazy",
-            lim.lazy_max,
+            lim.memory.lazy_writes_per_second.max,
             LAZY_WRITES,
         ),
         Panel(
@@ -560,7 +542,8 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "Page life expectancy per NUMA node vs its floor",
             'Seconds a page stays in each node\'s buffer pool (Buffer Node "Page life expectancy"), with the '
             f"node's own floor dashed: {ple_floor_text(lim)}. Healthy: every node above its floor; the red "
-            f"area is under Dell's {num(lim.ple_floor)} s. The instance-wide value is a harmonic mean that "
+            f"area is under Dell's {num(lim.memory.page_life_expectancy.floor_seconds)} s. The instance-wide "
+            "value is a harmonic mean that "
             "hides one starved node.",
             "s",
             [
@@ -568,7 +551,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
                 Query(m(lim.rule("ple_floor")), "node {{node}} floor"),
                 Query(m("mssql_page_life_expectancy_seconds"), "instance (harmonic mean of the nodes)"),
             ],
-            thresholds=Thresholds.healthy_above(lim.ple_floor),
+            thresholds=Thresholds.healthy_above(lim.memory.page_life_expectancy.floor_seconds),
             min=0,
             overrides=[
                 override(
@@ -584,10 +567,12 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "timeseries",
             "Page lookups per batch request",
             'Buffer pool page lookups per batch request ("Page lookups/sec" ÷ "Batch Requests/sec"). '
-            f"Desired range (Dell Table 4, OLTP): under {num(lim.lookups_max)}, drawn for OLTP targets only. "
+            "Desired range (Dell Table 4, OLTP): under "
+            f"{num(lim.memory.page_lookups_per_batch_request.max)}, drawn for OLTP targets only. "
             "High values point at scans and missing indexes that churn the buffer pool; analytic (OLAP) "
             "targets are expected to be higher, so no range is drawn for them, and the alert ignores them "
-            f"and instances under {num(lim.lookups_min_batches)} batch/s.",
+            "and instances under "
+            f"{num(lim.memory.page_lookups_per_batch_request.min_batch_requests_per_second)} batch/s.",
             "suffix: lookups/batch",
             [
                 Query(
@@ -596,15 +581,15 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
                 ),
                 Query(with_workload(m(lim.rule("lookups_ratio"))), f"{reads} ({{{{workload}}}} target)"),
             ],
-            thresholds=Thresholds.healthy_below(lim.lookups_max),
+            thresholds=Thresholds.healthy_below(lim.memory.page_lookups_per_batch_request.max),
             overrides=[
                 *per_workload(
                     "lookups per batch ({{workload}} target)",
-                    {"oltp": Thresholds.healthy_below(lim.lookups_max), "olap": None},
+                    lim.lookups_by_workload,
                 ),
                 *per_workload(
                     f"{reads} ({{{{workload}}}} target)",
-                    {"oltp": Thresholds.healthy_below(lim.lookups_max), "olap": None},
+                    lim.lookups_by_workload,
                 ),
             ],
             min=0,
@@ -614,7 +599,8 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "timeseries",
             "Page reads and writes",
             'Physical page I/O of the buffer pool ("Page reads/sec", "Page writes/sec"). Desired range '
-            f"(Dell Table 4): reads plus writes under {num(lim.page_io_max)}/s, a figure from Dell's 2010 "
+            f"(Dell Table 4): reads plus writes under {num(lim.memory.page_io_per_second.max)}/s, a figure "
+            "from Dell's 2010 "
             "test array: a starting point to adjust to your storage (no alert uses it). A buffer pool too "
             "small for the working set shows here first, as reads.",
             UNIT_PAGES,
@@ -623,7 +609,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
                 Query(rate("mssql_page_writes_total"), "writes/s"),
                 Query(m(lim.rule("page_io")), f"reads + writes, {w} average"),
             ],
-            thresholds=Thresholds.healthy_below(lim.page_io_max),
+            thresholds=Thresholds.healthy_below(lim.memory.page_io_per_second.max),
             min=0,
         ),
         Panel(
@@ -631,11 +617,12 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             f"Free memory vs Dell's {num(lim.free_pages)}-page floor",
             'Committed memory SQL Server is not using (Memory Manager "Free Memory (KB)", which replaced '
             f'"Free pages"). Desired range (Dell Table 4): more than {num(lim.free_pages)} pages of '
-            f"{num(lim.page_bytes / 1024)} KiB = {num(lim.free_min / 2**20)} MiB; the red area is under it. "
+            f"{num(lim.page_bytes / 1024)} KiB = "
+            f"{num(lim.memory.free_memory_bytes.min / 2**20)} MiB; the red area is under it. "
             "Near zero is common on a server at its memory target: read it with stalls and PLE.",
             "bytes",
             [Query(m("mssql_memory_free_bytes"), "free memory")],
-            thresholds=Thresholds.healthy_above(lim.free_min),
+            thresholds=Thresholds.healthy_above(lim.memory.free_memory_bytes.min),
             min=0,
             links=[lim.runbook(FREE_MEMORY_LOW)],
         ),
@@ -643,18 +630,21 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "timeseries",
             "Buffer cache hit ratio",
             "Share of page requests served from memory. Desired range (Dell Table 4): over "
-            f"{pct(lim.hit_oltp)} for OLTP targets, over {pct(lim.hit_olap)} for OLAP; each series is "
+            f"{pct(lim.memory.buffer_cache_hit_ratio.oltp)} for OLTP targets, over "
+            f"{pct(lim.memory.buffer_cache_hit_ratio.olap)} for OLAP; each series is "
             "coloured by its own target's workload (the legend names it). Read-ahead counts as hits, so this "
             "stays high under real pressure: never judge memory by it alone.",
             "percentunit",
             [Query(with_workload(m("mssql_buffer_cache_hit_ratio")), "hit ratio ({{workload}} target)")],
             # The default only shows before a series' workload is known; each workload has its own floor.
-            thresholds=Thresholds.healthy_above(lim.hit_olap, warn=lim.hit_oltp),
+            thresholds=Thresholds.healthy_above(
+                lim.memory.buffer_cache_hit_ratio.olap, warn=lim.memory.buffer_cache_hit_ratio.oltp
+            ),
             overrides=per_workload(
                 "hit ratio ({{workload}} target)",
                 {
-                    "oltp": Thresholds.healthy_above(lim.hit_oltp),
-                    "olap": Thresholds.healthy_above(lim.hit_olap),
+                    "oltp": Thresholds.healthy_above(lim.memory.buffer_cache_hit_ratio.oltp),
+                    "olap": Thresholds.healthy_above(lim.memory.buffer_cache_hit_ratio.olap),
                 },
             ),
             max=1,
@@ -665,7 +655,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "Batch requests",
             'Batch requests per second (SQL Statistics "Batch Requests/sec"): the workload the other '
             "counters are measured against. No desired range; the lookups-per-batch alert counts only above "
-            f"{num(lim.lookups_min_batches)} batch/s.",
+            f"{num(lim.memory.page_lookups_per_batch_request.min_batch_requests_per_second)} batch/s.",
             "reqps",
             [
                 Query(rate("mssql_batch_requests_total"), "batches/s"),
@@ -700,7 +690,8 @@ def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
             "timeseries",
             "Memory grants pending and outstanding",
             "Queries waiting for a workspace memory grant (pending) and holding one (outstanding). Healthy: "
-            f"{num(lim.grants_max)} pending; the red area starts above that. Pending grants mean queries "
+            f"{num(lim.memory.memory_grants_pending.max)} pending; the red area starts above that. Pending "
+            "grants mean queries "
             "wait for memory before they can even start.",
             "short",
             [
@@ -721,7 +712,8 @@ def memory_row_numa_nodes(lim: Limits) -> list[Panel | Row]:
         Panel(
             "timeseries",
             "Buffer pool per NUMA node",
-            f"Database pages held by each node, in bytes (pages x {num(lim.page_bytes)}). This sizes each "
+            "Database pages held by each node, in bytes (pages x "
+            f"{num(lim.page_bytes)}). This sizes each "
             f"node's PLE floor ({ple_floor_text(lim)}). Healthy: nodes of similar size; a node much smaller "
             "than the others is short of local memory.",
             "bytes",
@@ -858,13 +850,13 @@ def enough_data(lim: Limits, expr: str, pool: str = POOL) -> str:
     few minutes of a young Prometheus is noise, and must never read as a healthy green."""
     return (
         f"{expr}\nand on ({POOL_LABELS}) {m(lim.rule('pool_long_coverage'), pool)}"
-        f" >= {num(lim.projection_min_coverage)}"
+        f" >= {num(lim.endurance.projection_min_coverage_seconds)}"
     )
 
 
 def coverage_thresholds(lim: Limits) -> Thresholds:
     # Orange, not red: a young pool is not a fault, only too new to project.
-    return Thresholds((Step(ORANGE, None), Step(GREEN, lim.projection_min_coverage)))
+    return Thresholds((Step(ORANGE, None), Step(GREEN, lim.endurance.projection_min_coverage_seconds)))
 
 
 def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
@@ -889,7 +881,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
             f"max by ({POOL_LABELS}) (\n  {long_rate}\n"
             "  * on (job, instance, pool) group_left () "
             f"{m('mssql_ssd_pool_planned_lifetime_seconds', pool)}\n"
-            f"  and on ({POOL_LABELS}) {coverage} >= {num(lim.projection_min_coverage)}\n)",
+            f"  and on ({POOL_LABELS}) {coverage} >= {num(lim.endurance.projection_min_coverage_seconds)}\n)",
             "decbytes",
         ),
         ("Rated endurance", per_source("mssql_ssd_pool_rated_endurance_bytes"), "decbytes"),
@@ -926,7 +918,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
             "Rating used up in",
             (
                 "thresholds",
-                Thresholds.healthy_above(lim.remaining_critical, warn=lim.remaining_warning).json(),
+                remaining_ranges(lim).json(),
             ),
             ("custom.displayMode", "color-text"),
         )
@@ -946,12 +938,14 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         f"{lim.pool_long_window} write rate, the bytes it projects over the pool's planned life (rate x "
         "planned life), the rated endurance (drives x TBW, or DWPD x capacity x 365 x warranty years) and "
         "their ratio. Healthy share: "
-        f"under {pct(lim.budget_share)} (orange from there, red from {pct(lim.exhaustion_share)}: the drives "
+        f"under {pct(lim.endurance.budget_high_share)} (orange from there, red from "
+        f"{pct(lim.endurance.exhaustion_share)}: the drives "
         'wear out before the planned life ends). "Rating used up in" counts the bytes written so far as '
         "the drives' known reading (when configured) plus what the exporter counted plus the "
         f"{lim.pool_long_window} rate over the time nobody counted; red under "
-        f"{duration(lim.remaining_critical)}, orange under "
-        f"{duration(lim.remaining_warning)}. Host writes are not NAND writes: check the drives' own wear "
+        f"{duration(lim.endurance.remaining_critical_seconds)}, orange under "
+        f"{duration(lim.endurance.remaining_warning_seconds)}. Host writes are not NAND writes: check the "
+        "drives' own wear "
         "indicator once in a while."
     )
     return Panel(
@@ -971,22 +965,26 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
 
 def share_ranges(lim: Limits) -> Thresholds:
     """A pool's projected share of its rating: orange from the budget, red from exhaustion."""
-    return Thresholds.healthy_below(lim.exhaustion_share, warn=lim.budget_share)
+    return Thresholds.healthy_below(lim.endurance.exhaustion_share, warn=lim.endurance.budget_high_share)
 
 
 def remaining_ranges(lim: Limits) -> Thresholds:
     """Time until the rated bytes are written: orange under the warning, red under the critical."""
-    return Thresholds.healthy_above(lim.remaining_critical, warn=lim.remaining_warning)
+    return Thresholds.healthy_above(
+        lim.endurance.remaining_critical_seconds, warn=lim.endurance.remaining_warning_seconds
+    )
 
 
 def endurance_row_now(lim: Limits) -> list[Panel | Row]:
     """The endurance dashboard's row "Now"."""
     share_thresholds = share_ranges(lim)
     remaining_thresholds = remaining_ranges(lim)
-    short_w = str(lim.spec.get("tempdb.short_rate_window"))
+    short_w = lim.tempdb_short_window
     share_text = (
-        f"Healthy: under {pct(lim.budget_share)} of the rating (orange from there; the budget alert), "
-        f"and never past {pct(lim.exhaustion_share)} (red: the drives wear out before the planned life ends)."
+        f"Healthy: under {pct(lim.endurance.budget_high_share)} of the rating (orange from there; the budget "
+        "alert), "
+        f"and never past {pct(lim.endurance.exhaustion_share)} (red: the drives wear out before the planned "
+        "life ends)."
     )
     return [
         Row("Now"),
@@ -1012,13 +1010,14 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             [
                 Query(
                     f"{m(lim.rule('tempdb_long'))}\nand on ({INSTANCE_LABELS}) "
-                    f"{m(lim.rule('tempdb_long_coverage'))} >= {num(lim.projection_min_coverage)}",
+                    f"{m(lim.rule('tempdb_long_coverage'))} >= "
+                    f"{num(lim.endurance.projection_min_coverage_seconds)}",
                     instant=True,
                 )
             ],
             width=6,
             height=4,
-            no_value=f"Shown after {duration(lim.projection_min_coverage)} of data",
+            no_value=f"Shown after {duration(lim.endurance.projection_min_coverage_seconds)} of data",
         ),
         Panel(
             "stat",
@@ -1034,7 +1033,7 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             ],
             width=6,
             height=4,
-            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
+            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
             thresholds=share_thresholds,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
         ),
@@ -1042,8 +1041,9 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             "stat",
             "Shortest time until a rating is used up",
             f"Time until the first pool has written its rated bytes at the {lim.pool_long_window} rate. "
-            f"Healthy: longer than {duration(lim.remaining_warning)} (orange under it: order drives; red "
-            f"under {duration(lim.remaining_critical)}), or past the planned retirement.",
+            f"Healthy: longer than {duration(lim.endurance.remaining_warning_seconds)} (orange under it: "
+            "order drives; red "
+            f"under {duration(lim.endurance.remaining_critical_seconds)}), or past the planned retirement.",
             "s",
             [
                 Query(
@@ -1053,7 +1053,7 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             ],
             width=6,
             height=4,
-            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
+            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
             thresholds=remaining_thresholds,
             links=[lim.runbook(ENDURANCE_REMAINING)],
         ),
@@ -1062,7 +1062,7 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
 
 def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
     """The endurance dashboard's row "tempdb"."""
-    short_w = str(lim.spec.get("tempdb.short_rate_window"))
+    short_w = lim.tempdb_short_window
     return [
         Row("tempdb"),
         Panel(
@@ -1161,8 +1161,10 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
     share_thresholds = share_ranges(lim)
     remaining_thresholds = remaining_ranges(lim)
     share_text = (
-        f"Healthy: under {pct(lim.budget_share)} of the rating (orange from there; the budget alert), "
-        f"and never past {pct(lim.exhaustion_share)} (red: the drives wear out before the planned life ends)."
+        f"Healthy: under {pct(lim.endurance.budget_high_share)} of the rating (orange from there; the budget "
+        "alert), "
+        f"and never past {pct(lim.endurance.exhaustion_share)} (red: the drives wear out before the planned "
+        "life ends)."
     )
     return [
         Row("SSD pools"),
@@ -1175,7 +1177,7 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             f"projection; a short window overstates bursty loads. While Prometheus holds less than the "
             f"window (a new install, a new pool), each average is over the span it does hold: see "
             f"'Data the projection rests on'. Healthy: a rate the gauge beside it keeps "
-            f"under {pct(lim.budget_share)} of the rating.",
+            f"under {pct(lim.endurance.budget_high_share)} of the rating.",
             "Bps",
             [
                 Query(
@@ -1191,15 +1193,17 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             "gauge",
             "Projected share of the rating",
             f"Per pool and source: {lim.pool_long_window} write rate x planned lifetime ÷ rated endurance. "
-            f"{share_text} The marks sit at {pct(lim.budget_share)} and {pct(lim.exhaustion_share)}. "
-            f"Shown once the rate rests on {duration(lim.projection_min_coverage)} of data.",
+            f"{share_text} The marks sit at {pct(lim.endurance.budget_high_share)} and "
+            f"{pct(lim.endurance.exhaustion_share)}. "
+            f"Shown once the rate rests on {duration(lim.endurance.projection_min_coverage_seconds)} of "
+            "data.",
             "percentunit",
             [Query(enough_data(lim, m(lim.rule("share"), POOL)), "{{pool}} ({{source}})", instant=True)],
             width=6,
-            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
+            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
             thresholds=share_thresholds,
             min=0,
-            max=lim.exhaustion_share * GAUGE_HEADROOM,
+            max=lim.endurance.exhaustion_share * GAUGE_HEADROOM,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
         ),
         Panel(
@@ -1207,9 +1211,12 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             "Time until the rated bytes are written",
             "Per pool and source: (rated endurance - bytes written so far: known reading + counted + "
             "extrapolated over the gaps) ÷ the "
-            f"{lim.pool_long_window} write rate. Healthy: more than {duration(lim.remaining_warning)} "
-            f"(orange under it: order drives; red under {duration(lim.remaining_critical)}). Infinite when "
-            f"nothing is written. Shown once the rate rests on {duration(lim.projection_min_coverage)} of "
+            f"{lim.pool_long_window} write rate. Healthy: more than "
+            f"{duration(lim.endurance.remaining_warning_seconds)} "
+            "(orange under it: order drives; red under "
+            f"{duration(lim.endurance.remaining_critical_seconds)}). Infinite when "
+            "nothing is written. Shown once the rate rests on "
+            f"{duration(lim.endurance.projection_min_coverage_seconds)} of "
             "data.",
             "s",
             [Query(enough_data(lim, m(lim.rule("remaining"), POOL)), "{{pool}} ({{source}})", instant=True)],
@@ -1217,7 +1224,7 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             thresholds=remaining_thresholds,
             options={"textMode": "value_and_name"},
             links=[lim.runbook(ENDURANCE_REMAINING)],
-            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
+            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
         ),
         Panel(
             "stat",
@@ -1225,10 +1232,12 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             f"Per pool and source: the span of data the {lim.pool_long_window} write rate averages over, "
             f"from the pool's first sample in Prometheus (at most {lim.pool_long_window}). A young "
             "Prometheus or a new pool holds less; the rate is then over what it holds, never spread over "
-            f"the whole window. Projections show from {duration(lim.projection_min_coverage)} (orange "
+            "the whole window. Projections show from "
+            f"{duration(lim.endurance.projection_min_coverage_seconds)} (orange "
             "under it); the endurance alerts wait for "
-            f"{duration(lim.spec.number('endurance.alert_min_coverage_seconds'))}. Healthy: at least "
-            f"{duration(lim.projection_min_coverage)}; the full {lim.pool_long_window} once the pool has "
+            f"{duration(lim.endurance.alert_min_coverage_seconds)}. Healthy: at least "
+            f"{duration(lim.endurance.projection_min_coverage_seconds)}; the full {lim.pool_long_window} "
+            "once the pool has "
             "been watched that long.",
             "s",
             [Query(m(lim.rule("pool_long_coverage"), POOL), "{{pool}} ({{source}})", instant=True)],
@@ -1241,14 +1250,14 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             "timeseries",
             "Projected share of rated endurance, over time",
             f"The projection of the gauge as it moved: {share_text} Drawn once its rate rests on "
-            f"{duration(lim.projection_min_coverage)} of data.",
+            f"{duration(lim.endurance.projection_min_coverage_seconds)} of data.",
             "percentunit",
             [Query(enough_data(lim, m(lim.rule("share"), POOL)), "{{pool}} ({{source}})")],
             width=24,
             thresholds=share_thresholds,
             min=0,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
-            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
+            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
         ),
         pool_table(lim, "Endurance per pool, in the shape of Micron's Table 4", per_instance=False),
     ]
@@ -1359,20 +1368,20 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             f"Lazy writes ({w})",
             f"{by} ({m(lim.rule('lazy'))})",
             UNIT_PAGES,
-            Thresholds.healthy_below(lim.lazy_max),
+            Thresholds.healthy_below(lim.memory.lazy_writes_per_second.max),
         ),
         (
             f"Stalls ({w})",
             f"{by} ({m(lim.rule('stalls'))})",
             UNIT_STALLS,
-            Thresholds.healthy_below(lim.stalls_max),
+            Thresholds.healthy_below(lim.memory.free_list_stalls_per_second.max),
         ),
         (
             f"Lookups ({w})",
             # Dell's range and the alert are for OLTP targets: an analytic target's cell stays empty.
             f"{by} (\n  {m(lim.rule('lookups_ratio'))}\n  and on (job, instance) {oltp_targets}\n)",
             "suffix: /batch",  # "lookups/batch" in header and cell did not fit an 80 px column
-            Thresholds.healthy_below(lim.lookups_max),
+            Thresholds.healthy_below(lim.memory.page_lookups_per_batch_request.max),
         ),
         (f"tempdb ({lim.tempdb_long_window})", f"{by} ({m(lim.rule('tempdb_long'))})", "Bps", None),
         (
@@ -1406,12 +1415,15 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
         "PLE ÷ floor: the worst node's PLE over its floor, healthy at 100% or more "
         f"(floor: {ple_floor_text(lim)}). Under "
         f"pressure: minutes in the selected range that {MEMORY_PRESSURE} was firing; healthy 0. Lazy writes "
-        f"under {num(lim.lazy_max)}/s, free list stalls under {num(lim.stalls_max)}/s and lookups per batch "
-        f"under {num(lim.lookups_max)} (Dell Table 4, {w} averages; lookups of OLTP targets only, as the "
+        f"under {num(lim.memory.lazy_writes_per_second.max)}/s, free list stalls under "
+        f"{num(lim.memory.free_list_stalls_per_second.max)}/s and lookups per batch "
+        f"under {num(lim.memory.page_lookups_per_batch_request.max)} (Dell Table 4, {w} averages; lookups of "
+        "OLTP targets only, as the "
         "alert: an OLAP target's cell is empty). tempdb: writes to tempdb, "
         f"{lim.tempdb_long_window} average. Worst pool share: the projected share of rated endurance "
-        f"of the instance's worst SSD pool; healthy under {pct(lim.budget_share)}, red from "
-        f"{pct(lim.exhaustion_share)}, once its rate rests on {duration(lim.projection_min_coverage)} of "
+        f"of the instance's worst SSD pool; healthy under {pct(lim.endurance.budget_high_share)}, red from "
+        f"{pct(lim.endurance.exhaustion_share)}, once its rate rests on "
+        f"{duration(lim.endurance.projection_min_coverage_seconds)} of "
         f"data. Which pool that is: the next table, {FLEET_POOLS_TITLE!r}, lists "
         "every pool by instance, worst share first. Build and edition from SERVERPROPERTY.",
         "short",
@@ -1445,10 +1457,10 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             "timeseries",
             f"Lazy writes per instance ({w})",
             f"Pages per second flushed by each instance's lazy writer, {w} averages. Desired range (Dell "
-            f"Table 4): under {num(lim.lazy_max)}/s, the red area above it.",
+            f"Table 4): under {num(lim.memory.lazy_writes_per_second.max)}/s, the red area above it.",
             UNIT_PAGES,
             [Query(m(lim.rule("lazy")), "{{instance}}")],
-            thresholds=Thresholds.healthy_below(lim.lazy_max),
+            thresholds=Thresholds.healthy_below(lim.memory.lazy_writes_per_second.max),
             min=0,
             links=[lim.runbook(LAZY_WRITES)],
         ),
@@ -1466,7 +1478,8 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             "bargauge",
             "Projected share of rated endurance, per pool",
             f"Every SSD pool of the fleet: {lim.pool_long_window} write rate x planned life ÷ rated "
-            f"endurance. Healthy: under {pct(lim.budget_share)}; red from {pct(lim.exhaustion_share)}, where "
+            f"endurance. Healthy: under {pct(lim.endurance.budget_high_share)}; red from "
+            f"{pct(lim.endurance.exhaustion_share)}, where "
             "the drives wear out before the planned life ends.",
             "percentunit",
             [
@@ -1479,9 +1492,9 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             ],
             thresholds=share_thresholds,
             min=0,
-            max=lim.exhaustion_share * GAUGE_HEADROOM,
+            max=lim.endurance.exhaustion_share * GAUGE_HEADROOM,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
-            no_value=f"No pool with {duration(lim.projection_min_coverage)} of data yet",
+            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
         ),
     ]
     return Dashboard(

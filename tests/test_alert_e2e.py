@@ -84,13 +84,13 @@ def expected_pressure_figures() -> tuple[str, str]:
     late = PRESSURE_STARTS_AT + 60  # well inside the pressure phase
     ple = nodes["Page life expectancy"].at(late, since=0)
     pages = nodes["Database pages"].at(late, since=0)
-    ple_spec = spec.get("memory.page_life_expectancy")
+    ple_spec = spec.memory.page_life_expectancy
     floor = max(
         pages
-        * ple_spec["page_bytes"]
-        / ple_spec["buffer_pool_bytes_per_step"]
-        * ple_spec["seconds_per_buffer_pool_bytes"],
-        ple_spec["floor_seconds"],
+        * ple_spec.page_bytes
+        / ple_spec.buffer_pool_bytes_per_step
+        * ple_spec.seconds_per_buffer_pool_bytes,
+        ple_spec.floor_seconds,
     )
     return humanize_duration(ple), humanize_duration(floor)
 
@@ -183,8 +183,8 @@ def _check_pressure_notification(stack: Stack, got: Notification, seen_after: fl
     if got.receiver != "pager":
         problems.append(f"routed to {got.receiver!r} ({got.path}); critical must go to pager")
     description = got.annotations.get("description", "")
-    stalls = f"{spec.number('memory.free_list_stalls_per_second.max'):g}/s"
-    lazy = f"{spec.number('memory.lazy_writes_per_second.max'):g}/s"
+    stalls = f"{spec.memory.free_list_stalls_per_second.max:g}/s"
+    lazy = f"{spec.memory.lazy_writes_per_second.max:g}/s"
     for figure in (ple, floor, stalls, lazy):
         if figure not in description:
             problems.append(f"description does not quote {figure!r}: {description!r}")
@@ -236,7 +236,7 @@ def _check_healthy_stayed_quiet(stack: Stack, prom: Prometheus, receiver: Webhoo
     # "Nothing fired" proves something only if its series were there: scraped up nearly every second,
     # and the churn rates the pressure rule reads were computed for it too.
     sel = f'job="{JOB}",instance="healthy"'
-    lazy_rate = f"instance:mssql_lazy_writes:rate{load_spec().get('rate_window')}"
+    lazy_rate = f"instance:mssql_lazy_writes:rate{load_spec().rate_window}"
     scrapes = prom.query(f"count_over_time(mssql_up{{{sel}}}[{span}])")
     ups = prom.query(f"sum_over_time(mssql_up{{{sel}}}[{span}])")
     rates = prom.query(f"count_over_time({lazy_rate}{{{sel}}}[{span}])")

@@ -257,15 +257,15 @@ def test_alertmanager_comments_quote_the_specs_limits() -> None:
     comments = comment_text(AM_CONFIG)
     days = {float(d) for d in re.findall(r"\b(\d+) days\b", comments)}
     limits = {
-        spec.number("endurance.remaining_warning_seconds") / 86400,
-        spec.number("endurance.remaining_critical_seconds") / 86400,
+        spec.endurance.remaining_warning_seconds / 86400,
+        spec.endurance.remaining_critical_seconds / 86400,
     }
     assert days == limits, f"alertmanager.yml's comments say {sorted(days)} days; the spec {sorted(limits)}"
     shares = {float(p) / 100 for p in re.findall(r"\b(\d+)%", comments)}
     shares |= {float(s) for s in re.findall(r"share > ([\d.]+)", comments)}
     assert shares and shares <= {
-        spec.number("endurance.budget_high_share"),
-        spec.number("endurance.exhaustion_share"),
+        spec.endurance.budget_high_share,
+        spec.endurance.exhaustion_share,
     }
 
 

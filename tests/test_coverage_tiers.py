@@ -61,8 +61,8 @@ def expected_coverage(span: int, window: str) -> int:
     now = latest + EVAL_AFTER_SCRAPE
     window_s = int(duration_seconds(window))
     found = latest
-    for tier in load().get("endurance.coverage_tiers"):
-        reach, step = int(duration_seconds(str(tier["reach"]))), int(duration_seconds(str(tier["step"])))
+    for tier in load().endurance.coverage_tiers:
+        reach, step = int(duration_seconds(tier.reach)), int(duration_seconds(tier.step))
         reach = min(reach, window_s)
         earliest = max(FIRST_SAMPLE, now - (reach + step))
         found = min(found, math.ceil(earliest / step) * step)

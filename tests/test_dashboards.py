@@ -43,6 +43,7 @@ from tests.lint.dashboards import (
     substitute,
     variable_promql,
 )
+from tests.lint.spec import moved_number, perturbed, spec_value
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
@@ -230,7 +231,7 @@ def _links(board: dict[str, Any]) -> Iterator[tuple[str, str]]:
 @pytest.mark.parametrize("uid", list(BOARDS))
 def test_links_lead_to_runbooks_and_dashboards_that_exist(uid):
     spec = load_spec()
-    base = str(spec.get("runbook_base_url")).rstrip("/")
+    base = spec.runbook_base_url.rstrip("/")
     runbooks = 0
     for where, url in _links(BOARDS[uid]):
         if url.startswith(base + "/"):
@@ -284,9 +285,7 @@ def _spec_numbers(node: Any) -> Iterator[float]:
 def _distinctive(spec: Spec) -> set[float]:
     """Spec numbers that cannot be anything else in the source: all but small integers (layout, 0, 1)."""
     numbers = {v for v in _spec_numbers(spec.raw) if not (v.is_integer() and abs(v) < 25)}
-    pages = spec.number("memory.free_memory_bytes.min") / spec.number(
-        "memory.page_life_expectancy.page_bytes"
-    )
+    pages = spec.memory.free_memory_bytes.min / spec.memory.page_life_expectancy.page_bytes
     return numbers | {pages}  # Dell's 640 pages, derived
 
 
@@ -422,20 +421,11 @@ def test_each_threshold_follows_the_spec(path):
     *parents, leaf = path.split(".")
     for part in parents:
         node = node[part]
-    moved = round(float(node[leaf]) * 1.37 + 0.123, 6)  # a value no other setting has
+    moved = moved_number(node[leaf])  # a value no other setting has
     node[leaf] = moved
-    after = _threshold_values(generate.build(Spec(raw)))
+    after = _threshold_values(generate.build(Spec.parse(raw)))
     drawn = moved + THRESHOLDS[path]
     assert drawn in after and drawn not in before, f"{path} = {moved} is not drawn as a threshold"
-
-
-def perturbed(node: Any) -> Any:
-    """The spec with every number moved to a value no setting has (durations and strings unchanged)."""
-    if isinstance(node, dict):
-        return {key: perturbed(value) for key, value in node.items()}
-    if isinstance(node, int | float) and not isinstance(node, bool):
-        return round(float(node) * 1.37 + 0.123, 6)
-    return node
 
 
 StepKey = tuple[str, int, str | None]
@@ -497,7 +487,7 @@ def test_every_threshold_step_moves_with_the_spec():
     the spec at once, and every step of every panel must move with it, save the named constants."""
     spec = load_spec()
     before = threshold_steps(generate.build(spec))
-    after = threshold_steps(generate.build(Spec(perturbed(spec.raw))))
+    after = threshold_steps(generate.build(Spec.parse(perturbed(spec.raw))))
     assert sum(len(steps) for steps in before.values()) > 40
     assert unchanged_steps(before, after) == []
     used = {(TITLES[key[:2]], key[2]) for key, steps in before.items() if constant_step(key) in steps[1:]}
@@ -507,7 +497,7 @@ def test_every_threshold_step_moves_with_the_spec():
 def test_the_perturbation_check_sees_a_hard_coded_step():
     spec = load_spec()
     before = threshold_steps(generate.build(spec))
-    after = threshold_steps(generate.build(Spec(perturbed(spec.raw))))
+    after = threshold_steps(generate.build(Spec.parse(perturbed(spec.raw))))
     key = next(k for k in after if TITLES[k[:2]] == "Free list stalls")
     spelled = before[key][1]
     after[key] = [None, spelled]  # a panel that spelled the spec's 2 instead of reading it
@@ -528,7 +518,7 @@ def test_recording_rule_names_follow_the_spec_windows():
     raw["rate_window"] = "10m"
     raw["tempdb"]["long_rate_window"] = "2d"
     raw["endurance"]["projection_rate_window"] = "14d"
-    moved = Spec(raw)
+    moved = Spec.parse(raw)
     text = json.dumps(generate.build(moved))
     used = set(re.findall(r"\b[a-z_]+:[a-z0-9_]+:[a-z0-9_]+\b", text))
     assert used <= recorded_names(moved), sorted(used - recorded_names(moved))
@@ -585,20 +575,23 @@ def doc_figures(spec: Spec) -> list[str]:
     """The phrases of docs/dashboards.md that quote the spec, rebuilt from the spec."""
     lim = generate.Limits.from_spec(spec)
     num, pct = generate.num, generate.pct
-    rate_window = _as_adjective(str(spec.get("rate_window")))
+    rate_window = _as_adjective(spec.rate_window)
+    mem, ple, end = spec.memory, spec.memory.page_life_expectancy, spec.endurance
+    hit = mem.buffer_cache_hit_ratio
     return [
-        f"free memory (against the {num(lim.free_pages)}-page = {num(lim.free_min / 2**20)} MiB floor)",
-        f"buffer cache hit ratio ({pct(lim.hit_oltp)} OLTP, {pct(lim.hit_olap)} OLAP)",
+        f"free memory (against the {num(lim.free_pages)}-page = "
+        f"{num(mem.free_memory_bytes.min / 2**20)} MiB floor)",
+        f"buffer cache hit ratio ({pct(hit.oltp)} OLTP, {pct(hit.olap)} OLAP)",
         f"the recording rule the alert reads (the {rate_window} average)",
-        f"{num(lim.ple_seconds_per_step)} s per {lim.step_gib} of the node's buffer pool, at least "
-        f"{num(lim.ple_floor)} s",
+        f"{num(ple.seconds_per_buffer_pool_bytes)} s per {lim.step_gib} of the node's buffer pool, at least "
+        f"{num(ple.floor_seconds)} s",
         f"tempdb write rate ({_as_adjective(lim.tempdb_short_window)} and "
         f"{_as_adjective(lim.tempdb_long_window)} averages)",
         f"each pool's write rate over {_as_words(lim.pool_short_window)} and "
         f"{_as_words(lim.pool_long_window)}",
-        f"marks at {pct(lim.budget_share)} (budget) and {pct(lim.exhaustion_share)} (worn out",
-        f"(orange under {generate.duration(lim.remaining_warning)}, red under "
-        f"{generate.duration(lim.remaining_critical)})",
+        f"marks at {pct(end.budget_high_share)} (budget) and {pct(end.exhaustion_share)} (worn out",
+        f"(orange under {generate.duration(end.remaining_warning_seconds)}, red under "
+        f"{generate.duration(end.remaining_critical_seconds)})",
         f"lazy writes, free list stalls and lookups per batch ({rate_window} averages)",
         f"tempdb write rate ({_as_adjective(lim.tempdb_long_window)} average)",
         f"(`{spec.selector}` in `alerts/thresholds.yml`)",
@@ -614,7 +607,7 @@ def test_docs_quote_the_shipped_spec():
     raw.update(rate_window="10m", selector='job=~"sql"')
     raw["tempdb"].update(short_rate_window="2m", long_rate_window="2d")
     raw["endurance"].update(short_rate_window="2d", projection_rate_window="14d")
-    moved = doc_figures(Spec(raw))
+    moved = doc_figures(Spec.parse(raw))
     assert [phrase for phrase in moved if phrase in docs] == []
 
 
@@ -666,7 +659,7 @@ def _series_thresholds(panel: dict[str, Any], display_name: str) -> tuple[list[A
         ),
         ("Page lookups per batch request", "memory.page_lookups_per_batch_request.max", None),
         (
-            f"Lookups/batch ({load_spec().get('rate_window')})",
+            f"Lookups/batch ({load_spec().rate_window})",
             "memory.page_lookups_per_batch_request.max",
             None,
         ),
@@ -685,7 +678,7 @@ def test_each_workload_is_coloured_by_its_own_range(title, oltp, olap):
             if key is None:
                 assert drawn == [] and (style == "off" or panel["type"] == "stat"), (title, workload, steps)
             else:
-                assert drawn == [spec.number(key)], (title, workload, steps)
+                assert drawn == [spec_value(spec, key)], (title, workload, steps)
 
 
 def test_the_fleet_judges_lookups_per_batch_of_oltp_targets_only():

@@ -96,7 +96,7 @@ def _short_window_expr(expr: str) -> str:
     """The stack's rules have WINDOW-long rates (--window), so a rate rests on at most WINDOW of data:
     the dashboards' projection minimum (an hour) comes down to half the window, as alerts.generate
     lowers the alerts' minimum under --window."""
-    minimum = generate.num(load_spec().number("endurance.projection_min_coverage_seconds"))
+    minimum = generate.num(load_spec().endurance.projection_min_coverage_seconds)
     short = generate.num(duration_seconds(WINDOW) / 2)
     return expr.replace(f" >= {minimum}", f" >= {short}") if "_coverage_seconds" in expr else expr
 
@@ -237,11 +237,11 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         nodes = prom.query(
             substitute(_target(m, ple_panel, "B").expr, {**PLACEHOLDERS, "instance": "numa"}), at=now
         )
-        ple = spec.get("memory.page_life_expectancy")
+        ple = spec.memory.page_life_expectancy
         floors = {r["metric"]["node"]: float(r["value"][1]) for r in nodes}
         assert set(floors) == {"0", "1", "2", "3"}, floors
-        assert floors["3"] == ple["floor_seconds"]  # 60,000 pages: under one step, so Dell's floor
-        step = ple["page_bytes"] / ple["buffer_pool_bytes_per_step"] * ple["seconds_per_buffer_pool_bytes"]
+        assert floors["3"] == ple.floor_seconds  # 60,000 pages: under one step, so Dell's floor
+        step = ple.page_bytes / ple.buffer_pool_bytes_per_step * ple.seconds_per_buffer_pool_bytes
         assert floors["0"] == pytest.approx(2040000 * step)
 
         table = "Endurance per pool, in the shape of Micron's Table 4"

@@ -353,7 +353,7 @@ def test_the_writer_loop_dirties_one_page_per_row_and_outpaces_the_lazy_write_th
     assert demo_rows // int(rows.group(1)) > rows_per_page, "updated rows would share pages"
     # A batch must dirty more pages than the threshold's whole per-second rate for half a minute: the
     # margin covers the pages a checkpoint writes first, which are not lazy writes.
-    lazy_writes_max = load_spec().number("memory.lazy_writes_per_second.max")
+    lazy_writes_max = load_spec().memory.lazy_writes_per_second.max
     assert int(rows.group(1)) >= 30 * lazy_writes_max
     workload = (COMPOSE_DIR / "workload" / "workload.sh").read_text(encoding="utf-8")
     assert re.search(r'run_loop "writes-\$i" writes\.sql 0 &', workload)
@@ -377,8 +377,8 @@ def test_quickstart_endurance_rates_follow_from_the_demo_pool_and_the_spec() -> 
         assert found, alert
         return float(found.group(1))
 
-    budget = spec.number("endurance.budget_high_share") * rated / life / 1e6
-    exhaustion = spec.number("endurance.exhaustion_share") * rated / life / 1e6
+    budget = spec.endurance.budget_high_share * rated / life / 1e6
+    exhaustion = spec.endurance.exhaustion_share * rated / life / 1e6
     assert stated("MSSQLSSDEnduranceBudgetHigh") == round(budget, 1)
     assert stated("MSSQLSSDEnduranceExhaustionProjected") == round(exhaustion, 1)
 
@@ -390,11 +390,11 @@ def test_quickstart_endurance_rates_follow_from_the_demo_pool_and_the_spec() -> 
     in_service = datetime.fromisoformat(str(pool["in_service_date"])).replace(tzinfo=UTC).timestamp()
     assert f"in service since {pool['in_service_date']}" in text
     for found, limit in (
-        (warning, spec.number("endurance.remaining_warning_seconds")),
-        (critical, spec.number("endurance.remaining_critical_seconds")),
+        (warning, spec.endurance.remaining_warning_seconds),
+        (critical, spec.endurance.remaining_critical_seconds),
     ):
         assert float(found.group(1)) == round(rated / (on - in_service + limit) / 1e6, 1)
-    assert f"within {spec.number('endurance.remaining_warning_seconds') / 86400:.0f} days" in text
+    assert f"within {spec.endurance.remaining_warning_seconds / 86400:.0f} days" in text
 
 
 def test_quickstart_names_every_bundled_dashboard() -> None:
