@@ -30,7 +30,7 @@ from .names import (
     UPTIME,
     RuleNames,
 )
-from .spec import Spec, duration_seconds, load, prometheus_duration
+from .spec import Spec, duration_seconds, load, number, prometheus_duration
 
 RULES_DIR = Path(__file__).resolve().parent / "rules"
 HEADER = (
@@ -79,15 +79,8 @@ def _coverage(spec: Spec, series: str, window: str) -> str:
     scrape gap a span up to now would make the rate read low."""
     return (
         f"clamp_max(\n  timestamp({series})\n  - {_first_sample_timestamp(spec, series, window)},\n"
-        f"  {_num(duration_seconds(window))}\n)"
+        f"  {number(duration_seconds(window))}\n)"
     )
-
-
-def _num(value: float) -> str:
-    """Exactly as given: a rounded 4 GiB step would lower every scaled PLE floor a little."""
-    if float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
 
 
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
@@ -125,10 +118,10 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # The modern floor scales with the node's buffer pool, and never goes below Dell's.
             "record": PLE_FLOOR,
             "expr": (
-                f"clamp_min(\n  {_m(spec, 'mssql_buffer_node_database_pages')} * {_num(ple.page_bytes)}"
-                f" / {_num(ple.buffer_pool_bytes_per_step)}"
-                f" * {_num(ple.seconds_per_buffer_pool_bytes)},\n"
-                f"  {_num(ple.floor_seconds)}\n)"
+                f"clamp_min(\n  {_m(spec, 'mssql_buffer_node_database_pages')} * {number(ple.page_bytes)}"
+                f" / {number(ple.buffer_pool_bytes_per_step)}"
+                f" * {number(ple.seconds_per_buffer_pool_bytes)},\n"
+                f"  {number(ple.floor_seconds)}\n)"
             ),
         },
         {
@@ -196,7 +189,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
         {
             # The short window's span is the long one's, capped: one subquery per series, not two.
             "record": names.pool(short_name) + COVERAGE_SUFFIX,
-            "expr": f"clamp_max({long_rate}{COVERAGE_SUFFIX}, {_num(duration_seconds(short_window))})",
+            "expr": f"clamp_max({long_rate}{COVERAGE_SUFFIX}, {number(duration_seconds(short_window))})",
         },
     ]
     for name, window in ((short_name, short_window), (long_name, long_window)):
@@ -309,8 +302,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     # up longer than the node's floor.
     warmed_up = f"and on ({INSTANCE}, node) (\n  {PLE_FLOOR}\n  < on ({INSTANCE}) group_left () {UPTIME}\n)"
     churn = (
-        f"{names.instance_rate('free_list_stalls')} > {_num(stalls)}\n"
-        f"or {names.instance_rate('lazy_writes')} > {_num(lazy)}"
+        f"{names.instance_rate('free_list_stalls')} > {number(stalls)}\n"
+        f"or {names.instance_rate('lazy_writes')} > {number(lazy)}"
     )
     rules = [
         _alert(
@@ -337,14 +330,14 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             # A share of failed scrapes, not a run of them: a collector failing every other scrape is broken.
             f"avg_over_time({_m(spec, 'mssql_exporter_collector_success')}"
             f"[{spec.window(spec.target.collector_failing_window)}])\n"
-            f"< {_num(1 - spec.target.collector_failing_share)}",
+            f"< {number(1 - spec.target.collector_failing_share)}",
             spec.target.collector_failing_for,
             "warning",
             "Collector {{ $labels.collector }} fails on {{ $labels.instance }}",
             "The {{ $labels.collector }} section of the scrape succeeded in only"
             " {{ $value | humanizePercentage }}"
             f" of the scrapes of the last {spec.target.collector_failing_window} (limit: "
-            + f"{_num((1 - spec.target.collector_failing_share) * 100)}%); its metrics are missing"
+            + f"{number((1 - spec.target.collector_failing_share) * 100)}%); its metrics are missing"
             " meanwhile, while the rest still export. The exporter log names the SQL error.",
         ),
         _alert(
@@ -357,7 +350,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "Buffer pool under memory pressure on {{ $labels.instance }} node {{ $labels.node }}",
             "NUMA node {{ $labels.node }} keeps pages for only {{ $value | humanizeDuration }} (floor "
             + _floor_of_node()
-            + f") while free list stalls exceed {_num(stalls)}/s or lazy writes exceed {_num(lazy)}/s:"
+            + f") while free list stalls exceed {number(stalls)}/s or lazy writes exceed {number(lazy)}/s:"
             " queries wait for memory and re-read pages from disk.",
             keep_firing=spec.keep_firing_for,
         ),
@@ -371,78 +364,78 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "NUMA node {{ $labels.node }} keeps pages for {{ $value | humanizeDuration }},"
             " under its floor of "
             + _floor_of_node()
-            + f" ({_num(spec.memory.page_life_expectancy.seconds_per_buffer_pool_bytes)} s per"
-            + f" {_num(spec.memory.page_life_expectancy.buffer_pool_bytes_per_step / 2**30)} GiB"
+            + f" ({number(spec.memory.page_life_expectancy.seconds_per_buffer_pool_bytes)} s per"
+            + f" {number(spec.memory.page_life_expectancy.buffer_pool_bytes_per_step / 2**30)} GiB"
             " of the node's buffer pool, at least "
-            + _num(spec.memory.page_life_expectancy.floor_seconds)
+            + number(spec.memory.page_life_expectancy.floor_seconds)
             + " s). Only counted once the instance has been up longer than the floor.",
             keep_firing=spec.keep_firing_for,
         ),
         _alert(
             spec,
             N.FREE_LIST_STALLS,
-            f"{names.instance_rate('free_list_stalls')} > {_num(stalls)}",
+            f"{names.instance_rate('free_list_stalls')} > {number(stalls)}",
             spec.memory.free_list_stalls_per_second.for_,
             "warning",
             "Free list stalls on {{ $labels.instance }}",
             "{{ $value | humanize }} requests per second wait for a free buffer page (Dell's limit: "
-            + f"{_num(stalls)}/s).",
+            + f"{number(stalls)}/s).",
             keep_firing=spec.keep_firing_for,
         ),
         _alert(
             spec,
             N.LAZY_WRITES,
-            f"{names.instance_rate('lazy_writes')} > {_num(lazy)}",
+            f"{names.instance_rate('lazy_writes')} > {number(lazy)}",
             spec.memory.lazy_writes_per_second.for_,
             "warning",
             "Lazy writer busy on {{ $labels.instance }}",
             "The lazy writer flushes {{ $value | humanize }} pages per second to make room (Dell's limit: "
-            + f"{_num(lazy)}/s).",
+            + f"{number(lazy)}/s).",
             keep_firing=spec.keep_firing_for,
         ),
         _alert(
             spec,
             N.LOOKUPS_PER_BATCH,
-            f"{names.lookups_ratio} > {_num(lookups.max)}\n"
+            f"{names.lookups_ratio} > {number(lookups.max)}\n"
             f"and on ({INSTANCE}) {names.instance_rate('batch_requests')}"
-            f" > {_num(lookups.min_batch_requests_per_second)}\n"
+            f" > {number(lookups.min_batch_requests_per_second)}\n"
             # Analytic scans look up many pages per batch by design: Dell's limit is for OLTP.
             f'and on ({INSTANCE}) mssql_target_info{{{spec.selector}, workload="oltp"}}',
             spec.memory.page_lookups_per_batch_request.for_,
             "warning",
             "Many page lookups per batch on {{ $labels.instance }}",
             "Each batch request looks up {{ $value | humanize }} pages on average (Dell's limit: "
-            + f"{_num(lookups.max)}, OLTP targets only): scans or missing indexes are churning the buffer"
+            + f"{number(lookups.max)}, OLTP targets only): scans or missing indexes are churning the buffer"
             " pool.",
             keep_firing=spec.keep_firing_for,
         ),
         _alert(
             spec,
             N.GRANTS_PENDING,
-            f"{_m(spec, 'mssql_memory_grants_pending')} > {_num(grants)}",
+            f"{_m(spec, 'mssql_memory_grants_pending')} > {number(grants)}",
             spec.memory.memory_grants_pending.for_,
             "warning",
             "Queries waiting for memory grants on {{ $labels.instance }}",
             "{{ $value }} queries wait for a workspace memory grant (expected "
-            + f"{_num(grants)}); they run only when memory frees up.",
+            + f"{number(grants)}); they run only when memory frees up.",
         ),
         _alert(
             spec,
             N.FREE_MEMORY_LOW,
-            f"{_m(spec, 'mssql_memory_free_bytes')} < {_num(free_min)}",
+            f"{_m(spec, 'mssql_memory_free_bytes')} < {number(free_min)}",
             spec.memory.free_memory_bytes.for_,
             "warning",
             "SQL Server free memory low on {{ $labels.instance }}",
             "SQL Server has {{ $value | humanize1024 }}B of committed memory free (Dell's floor: "
-            + f"{_num(free_min / spec.memory.page_life_expectancy.page_bytes)} pages ="
-            + f" {_num(free_min)} bytes).",
+            + f"{number(free_min / spec.memory.page_life_expectancy.page_bytes)} pages ="
+            + f" {number(free_min)} bytes).",
         ),
     ]
     hit_ratio = _m(spec, "mssql_buffer_cache_hit_ratio")
     parts = []
     for workload in ("oltp", "olap"):
         info = f'mssql_target_info{{{spec.selector}, workload="{workload}"}}'
-        parts.append(f"(\n  {hit_ratio}\n  and on ({INSTANCE}) {info}\n) < {_num(getattr(hit, workload))}")
+        parts.append(f"(\n  {hit_ratio}\n  and on ({INSTANCE}) {info}\n) < {number(getattr(hit, workload))}")
     hit_expr = "\nor\n".join(parts)
     rules.append(
         _alert(
@@ -453,7 +446,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "info",
             "Buffer cache hit ratio low on {{ $labels.instance }}",
             "{{ $value | humanizePercentage }} of page requests are served from memory (Dell's floor: "
-            + f"{_num(hit.oltp * 100)}% for OLTP, {_num(hit.olap * 100)}% for OLAP)."
+            + f"{number(hit.oltp * 100)}% for OLTP, {number(hit.olap * 100)}% for OLAP)."
             " Read-ahead counts as"
             " hits, so this stays high under real pressure: read it with page life expectancy.",
         )
@@ -489,7 +482,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
         min_coverage = min(min_coverage, duration_seconds(spec.window_override) / 2)
     enough_data = (
         f"\nand on ({pool}, source)\n"
-        f"  {RuleNames.from_spec(spec).pool(window)}{COVERAGE_SUFFIX} >= {_num(min_coverage)}"
+        f"  {RuleNames.from_spec(spec).pool(window)}{COVERAGE_SUFFIX} >= {number(min_coverage)}"
     )
     # Seconds until the end of the pool's planned life: wearing out after that is no concern.
     life_left = (
@@ -501,27 +494,27 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
         _alert(
             spec,
             N.ENDURANCE_EXHAUSTION,
-            f"{share} > {_num(spec.endurance.exhaustion_share)}{enough_data}",
+            f"{share} > {number(spec.endurance.exhaustion_share)}{enough_data}",
             spec.endurance.for_,
             "warning",
             "SSD pool {{ $labels.pool }} wears out before its planned life ends",
             f"At the {window} write rate ({{{{ $labels.source }}}} source),"
             " pool {{ $labels.pool }} would write"
             " {{ $value | humanizePercentage }} of its rated endurance over its planned life (limit: "
-            + f"{_num(spec.endurance.exhaustion_share * 100)}%).",
+            + f"{number(spec.endurance.exhaustion_share * 100)}%).",
             keep_firing=spec.endurance.keep_firing_for,
         ),
         _alert(
             spec,
             N.ENDURANCE_BUDGET,
-            f"{share} > {_num(spec.endurance.budget_high_share)}{enough_data}",
+            f"{share} > {number(spec.endurance.budget_high_share)}{enough_data}",
             spec.endurance.for_,
             "warning",
             "SSD pool {{ $labels.pool }} uses most of its endurance budget",
             f"At the {window} write rate ({{{{ $labels.source }}}} source),"
             " pool {{ $labels.pool }} would write"
             " {{ $value | humanizePercentage }} of its rated endurance over its planned life (budget: "
-            + f"{_num(spec.endurance.budget_high_share * 100)}%).",
+            + f"{number(spec.endurance.budget_high_share * 100)}%).",
             keep_firing=spec.endurance.keep_firing_for,
         ),
     ]
@@ -536,7 +529,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
                 N.ENDURANCE_REMAINING,
                 # Silent only while the planned retirement is still ahead AND comes first; a pool kept in
                 # service past its planned life is alerted like any other.
-                f"{remaining} < {_num(limit)}\nunless on ({pool}, source) (\n"
+                f"{remaining} < {number(limit)}\nunless on ({pool}, source) (\n"
                 f"  {remaining} > on ({pool}) group_left () {life_left}\n"
                 f"  and on ({pool}) {life_left} > 0\n){enough_data}",
                 spec.endurance.remaining_for,
@@ -546,7 +539,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
                 " pool {{ $labels.pool }} reaches"
                 " its rated bytes written in {{ $value | humanizeDuration }}"
                 + _retirement_of_pool()
-                + f" (limit: {_num(limit / 86400)} days).",
+                + f" (limit: {number(limit / 86400)} days).",
                 keep_firing=spec.endurance.keep_firing_for,
             )
         )

@@ -54,6 +54,14 @@ def prometheus_duration(seconds: float) -> str:
     return "".join(parts)
 
 
+def number(value: float) -> str:
+    """A spec number as the rules, dashboards and docs print it: exactly as given, integers without a
+    decimal point (a rounded 4 GiB step would lower every scaled PLE floor a little)."""
+    if float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))
+
+
 def _duration(text: str) -> str:
     duration_seconds(text)  # raises with the text named
     return text
@@ -74,7 +82,7 @@ def _ratio(value: float) -> float:
 # A duration as Prometheus spells it ("5m", "1d"), kept as written: rule names carry it.
 Duration = Annotated[str, AfterValidator(_duration)]
 Ratio = Annotated[float, AfterValidator(_ratio)]
-# Numbers stay as YAML gave them (int or float): `_num` prints 300, not 300.0, either way.
+# Numbers stay as YAML gave them (int or float): `number()` prints 300, not 300.0, either way.
 Number = StrictInt | StrictFloat
 Positive = Annotated[StrictInt | StrictFloat, AfterValidator(_positive)]
 

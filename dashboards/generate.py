@@ -36,6 +36,7 @@ from alerts.names import (
     RuleNames,
 )
 from alerts.spec import EnduranceSpec, MemorySpec, Spec, load
+from alerts.spec import number as num
 
 from .grafana import (
     BLUE,
@@ -100,12 +101,6 @@ def m(metric: str, extra: str = "") -> str:
 
 def rate(counter: str, extra: str = "") -> str:
     return f"rate({m(counter, extra)}[$__rate_interval])"
-
-
-def num(value: float) -> str:
-    """A spec number as written: integers without a decimal point, others as Python prints them."""
-    rounded = round(float(value), 9)
-    return str(int(rounded)) if rounded.is_integer() else repr(rounded)
 
 
 def pct(ratio: float) -> str:
