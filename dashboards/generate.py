@@ -1334,21 +1334,29 @@ FLEET_POOLS_TITLE = "SSD pools of every instance"
 MIN_COLUMN_PX = 80  # fits the widest value of each numeric column
 
 
-def fleet_dashboard(lim: Limits) -> Dashboard:
-    w = lim.window
-    by = "max by (job, instance)"
-    ple_ratio = (
+def fleet_ple_ratio(lim: Limits) -> str:
+    """Each instance's worst NUMA node's PLE over that node's floor."""
+    return (
         f"min by (job, instance) (\n  {m('mssql_buffer_node_page_life_expectancy_seconds')}\n"
         f"  / on (job, instance, node) {m(lim.rule('ple_floor'))}\n)"
     )
+
+
+# (header, expr, unit, thresholds colouring the cell or None)
+FleetColumn = tuple[str, str, str, Thresholds | None]
+
+
+def fleet_columns(lim: Limits) -> list[FleetColumn]:
+    """The instances table's columns, one query each."""
+    w = lim.window
+    by = "max by (job, instance)"
     pressure = (
         f'count_over_time(\n  (max by (job, instance) (ALERTS{{alertname="{MEMORY_PRESSURE}", '
         f'alertstate="firing", {INSTANCE}}}))[$__range:$__interval]\n)\n* $__interval_ms / 60000\n'
         f"or on (job, instance) 0 * {by} ({m('mssql_up')})"
     )
     oltp_targets = m("mssql_target_info", 'workload="oltp"')
-    # (header, expr, unit, thresholds, color the cell)
-    columns: list[tuple[str, str, str, Thresholds | None]] = [
+    return [
         ("Up", f"{by} ({m('mssql_up')})", "bool_yes_no", None),
         (
             "Build",
@@ -1357,7 +1365,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             None,
         ),
         ("Worst node PLE", f"{by} ({m(lim.rule('ple_min'))})", "s", None),
-        ("PLE ÷ floor", ple_ratio, "percentunit", Thresholds.healthy_above(AT_FLOOR)),
+        ("PLE ÷ floor", fleet_ple_ratio(lim), "percentunit", Thresholds.healthy_above(AT_FLOOR)),
         ("Under pressure", pressure, "m", Thresholds.healthy_below(ANY)),
         (
             f"Lazy writes ({w})",
@@ -1387,6 +1395,12 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
         ),
         ("Uptime", f"{by} ({m(lim.rule('uptime'))})", "s", None),
     ]
+
+
+def fleet_instances_table(lim: Limits) -> Panel:
+    """One sortable row per instance: the fleet's front page."""
+    w = lim.window
+    columns = fleet_columns(lim)
     renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _, _, _) in enumerate(columns)}
     build_value = next(ref for ref, name in renames.items() if name == "Build")
     del renames[build_value]
@@ -1403,7 +1417,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
     overrides.append(override("Up", ("mappings", value_map({0: ("down", RED), 1: ("up", GREEN)}))))
     overrides.append(instance_links())
     overrides.append(override("job", ("custom.hidden", True)))  # the links use it; one job is usual
-    instances = Panel(
+    return Panel(
         "table",
         "Instances",
         "One row per SQL Server instance; click a column to sort, an instance to open its dashboards. "
@@ -1432,10 +1446,11 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
         custom={"minWidth": MIN_COLUMN_PX},
         links=[lim.runbook(MEMORY_PRESSURE)],
     )
+def fleet_trends(lim: Limits) -> list[Panel | Row]:
+    """Under the tables: each instance's PLE, lazy writes and tempdb writes over time, and every pool."""
+    w = lim.window
     share_thresholds = share_ranges(lim)
-    items: list[Panel | Row] = [
-        instances,
-        pool_table(lim, FLEET_POOLS_TITLE, per_instance=True),
+    return [
         Panel(
             "timeseries",
             "Lowest node PLE ÷ floor, per instance",
@@ -1443,7 +1458,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             f"({ple_floor_text(lim)}). Healthy: above 100% (the red area is under it). Instances that dip "
             "under it regularly need memory, or fewer scans.",
             "percentunit",
-            [Query(ple_ratio, "{{instance}}")],
+            [Query(fleet_ple_ratio(lim), "{{instance}}")],
             thresholds=Thresholds.healthy_above(AT_FLOOR),
             min=0,
             links=[lim.runbook(PLE_LOW)],
@@ -1491,6 +1506,14 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
             no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
         ),
+    ]
+
+
+def fleet_dashboard(lim: Limits) -> Dashboard:
+    items: list[Panel | Row] = [
+        fleet_instances_table(lim),
+        pool_table(lim, FLEET_POOLS_TITLE, per_instance=True),
+        *fleet_trends(lim),
     ]
     return Dashboard(
         uid=FLEET_UID,
