@@ -73,22 +73,6 @@ def rule_test_files() -> list[Path]:
     return sorted(RULE_TESTS.glob("*.test.yml"))
 
 
-# Rule tests whose values still differ under Prometheus 3.x (left-open range windows drop the sample on a
-# window's start; hourly samples on the hourly evaluation grid put one exactly there). Until their inputs
-# are reshaped like real scrapes (issue 13; docs/alerts.md, "Testing the rules"), they run under 2.42 only;
-# the test below fails as soon as one passes under 3.x, so this list can only shrink.
-PENDING_UNDER_PROMETHEUS3 = {
-    "endurance.test.yml",
-    "endurance_history.test.yml",
-}
-
-
-def rule_test_files_for(promtool: tools.Versioned) -> list[Path]:
-    if promtool.version == tools.PROMETHEUS3_VERSION:
-        return [p for p in rule_test_files() if p.name not in PENDING_UNDER_PROMETHEUS3]
-    return rule_test_files()
-
-
 def test_there_are_rule_tests() -> None:
     assert rule_test_files(), "no alerts/tests/*.test.yml"
 
@@ -98,22 +82,13 @@ def test_there_are_rule_tests() -> None:
 # the other (docs/alerts.md, "Testing the rules").
 @pytest.mark.parametrize(
     ("promtool", "path"),
-    [(p, path) for p in tools.promtool_versions() for path in rule_test_files_for(p)],
+    [(p, path) for p in tools.promtool_versions() for path in rule_test_files()],
     ids=lambda v: v.name.removesuffix(".test.yml") if isinstance(v, Path) else str(v),
 )
 def test_promtool_unit_tests_pass(promtool: tools.Versioned, path: Path) -> None:
     tools.check_binary(promtool)
     result = run([promtool.path, "test", "rules", str(path.relative_to(ROOT))], timeout=240)
     assert result.returncode == 0, output(result)
-
-
-@pytest.mark.parametrize("name", sorted(PENDING_UNDER_PROMETHEUS3))
-def test_rule_tests_pending_under_prometheus3_still_fail_there(name: str) -> None:
-    promtool = next(p for p in tools.promtool_versions() if p.version == tools.PROMETHEUS3_VERSION)
-    tools.check_binary(promtool)
-    assert (RULE_TESTS / name).exists(), f"{name} is listed as pending but does not exist"
-    result = run([promtool.path, "test", "rules", str(RULE_TESTS / name)], timeout=240)
-    assert result.returncode != 0, f"{name} passes under Prometheus 3 now: take it off the pending list"
 
 
 def load_rule_tests(paths: list[Path]) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ import yaml
 
 from alerts.spec import load
 from tests import tools
-from tests.test_alerting import RULE_TESTS, output, rule_test_files_for, run
+from tests.test_alerting import RULE_TESTS, output, rule_test_files, run
 
 TARGET_LABEL = ("env", "prod")
 _JOB = re.compile(r'job\s*=\s*"[^"]*"')
@@ -130,7 +130,7 @@ def test_the_rewrite_adds_the_label_and_the_self_scrape_copy():
 
 @pytest.mark.parametrize(
     ("path", "promtool"),
-    [(path, p) for p in tools.promtool_versions() for path in rule_test_files_for(p)],
+    [(path, p) for p in tools.promtool_versions() for path in rule_test_files()],
     ids=lambda value: value.name if isinstance(value, Path) else str(value),
 )
 def test_rule_tests_pass_with_target_labels_and_a_self_scrape_job(tmp_path, path, promtool):
