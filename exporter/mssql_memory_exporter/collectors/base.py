@@ -35,6 +35,9 @@ class Section:
     tag: str
     sql: str
     requires: tuple[str, ...] = ()
+    # Columns that arrived after their view (object, column): checked with COL_LENGTH next to the
+    # OBJECT_ID checks, so an older server answers "unavailable" instead of Msg 207 (invalid column).
+    requires_columns: tuple[tuple[str, str], ...] = ()
     # An empty answer cannot carry its tag, so by default it counts as a failure; sections where
     # "no rows" is a true answer (e.g. no database has a feature on) say so here.
     may_be_empty: bool = False
