@@ -186,6 +186,22 @@ class CollectorRecord:
     perf_object: PerfObject | None = None
 
 
+def number(value: object, what: str) -> float | None:
+    """A DMV cell as a float: None for NULL (the metric is left out), ImpossibleValue for anything that is
+    not a finite number (bytes, text, NaN, infinity: no SQL Server sends those in a numeric column)."""
+    if value is None:
+        return None
+    if isinstance(value, bytes | str):
+        raise ImpossibleValue(f"{what} is {value!r}, not a number")
+    try:
+        result = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise ImpossibleValue(f"{what} is {value!r}, not a number") from None
+    if not math.isfinite(result):
+        raise ImpossibleValue(f"{what} is {value!r}, not a finite number")
+    return result
+
+
 def rows_of(results: Mapping[str, SectionResult], tag: str) -> Iterable[Row]:
     result = results.get(tag)
     return result.rows if result is not None else ()

@@ -15,7 +15,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import sys_info
-from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, Section, SectionResult, rows_of
+from .base import (
+    CollectorRecord,
+    FamilyBuilder,
+    MissingData,
+    ScrapeContext,
+    Section,
+    SectionResult,
+    number,
+    rows_of,
+)
 
 CONFIG_TAG = "memory_config"
 MODEL_TAG = "memory_model"
@@ -62,11 +71,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     }
     missing = []
     for name, (metric, doc) in SETTINGS.items():
-        value = seen.get(name.casefold())
+        value = number(seen.get(name.casefold()), name)
         if value is None:
             missing.append(name)
             continue
-        out.gauge(metric, doc, float(value) * MIB)  # type: ignore[arg-type]
+        out.gauge(metric, doc, value * MIB)
     if missing:
         raise MissingData(f"sys.configurations lacks {', '.join(repr(m) for m in missing)}")
     for row in rows_of(results, MODEL_TAG):
@@ -89,9 +98,9 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
                 " OS asked for memory back.",
             ),
         ):
-            value = row.get(column)
+            value = number(row.get(column), column)
             if value is not None:
-                out.gauge(metric, doc, float(value) * KIB)  # type: ignore[arg-type]
+                out.gauge(metric, doc, value * KIB)
         break
 
 

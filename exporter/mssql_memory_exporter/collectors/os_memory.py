@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, Section, SectionResult, rows_of
+from .base import (
+    CollectorRecord,
+    FamilyBuilder,
+    MissingData,
+    ScrapeContext,
+    Section,
+    SectionResult,
+    number,
+    rows_of,
+)
 
 SYS_TAG = "os_sys_memory"
 PROCESS_TAG = "os_process_memory"
@@ -123,8 +132,7 @@ def _one_row(results: Mapping[str, SectionResult], tag: str) -> Mapping[str, obj
 
 
 def _number(row: Mapping[str, object], column: str) -> float | None:
-    value = row.get(column)
-    return None if value is None else float(value)  # type: ignore[arg-type]
+    return number(row.get(column), column)
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:

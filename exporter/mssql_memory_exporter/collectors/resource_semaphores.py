@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
 
 TAG = "resource_semaphores"
 KIB = 1024.0
@@ -83,14 +83,13 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
             "resource_semaphore_id": str(row.get("resource_semaphore_id")),
         }
         for column, metric, doc, scale, is_counter in COLUMNS:
-            value = row.get(column)
+            value = number(row.get(column), column)
             if value is None:
                 continue
-            number = float(value) * scale  # type: ignore[arg-type]
             if is_counter:
-                out.counter(metric, doc, number, labels)
+                out.counter(metric, doc, value * scale, labels)
             else:
-                out.gauge(metric, doc, number, labels)
+                out.gauge(metric, doc, value * scale, labels)
 
 
 COLLECTOR = CollectorRecord(
