@@ -71,6 +71,8 @@ MUTATIONS = {
     "wrong_dmv_column": ("si.ms_ticks,", "si.cntr_value,"),
     # broken syntax
     "syntax": ("END CATCH;\nBEGIN TRY", "END CATCH;\nBEGIN TRI"),
+    # sys.configurations.value_in_use read as sql_variant, which FreeTDS cannot fetch
+    "sql_variant": ("CAST(c.value_in_use AS bigint) AS value_in_use", "c.value_in_use"),
 }
 
 
