@@ -32,7 +32,7 @@ from tests.standin.tsql import Interpreter
 SECTIONS = sections_of(COLLECTORS)
 PERF_COLUMNS = ("section", "object_name", "counter_name", "instance_name", "cntr_value", "cntr_type")
 KNOWN_TYPES = [65792, 272696576, 537003264, 1073939712, 1073874176, 1073939458]
-OBJECTS = ["Buffer Manager", "Buffer Node", "Memory Manager", "SQL Statistics", "Locks"]
+OBJECTS = ["Buffer Manager", "Buffer Node", "Memory Manager", "Memory Node", "SQL Statistics", "Locks"]
 COUNTERS = [
     "Page life expectancy",
     "Lazy writes/sec",
@@ -42,6 +42,8 @@ COUNTERS = [
     "Database pages",
     "Batch Requests/sec",
     "Free Memory (KB)",
+    "Granted Workspace Memory (KB)",
+    "Foreign Node Memory (KB)",
     "Memory Grants Pending",
     "Target Server Memory (KB)",
     "Local node page lookups/sec",
@@ -250,6 +252,60 @@ SECTION_CELLS: dict[str, dict[str, st.SearchStrategy[object]]] = {
         "now_unix_ms": st.one_of(st.integers(1_600_000_000_000, 1_900_000_000_000), numbers),
         "ms_ticks": counts,
         "sqlserver_start_time_ms_ticks": counts,
+        "committed_kb": counts,
+        "committed_target_kb": counts,
+    },
+    "os_sys_memory": {
+        **{
+            column: counts
+            for column in (
+                "total_physical_memory_kb",
+                "available_physical_memory_kb",
+                "total_page_file_kb",
+                "available_page_file_kb",
+            )
+        },
+        "system_high_memory_signal_state": flags,
+        "system_low_memory_signal_state": flags,
+        "system_memory_state_desc": st.one_of(
+            st.sampled_from(["Available physical memory is low", "Physical memory usage is steady"]), texts
+        ),
+    },
+    "os_process_memory": {
+        **{
+            column: counts
+            for column in (
+                "physical_memory_in_use_kb",
+                "locked_page_allocations_kb",
+                "large_page_allocations_kb",
+                "virtual_address_space_committed_kb",
+            )
+        },
+        "memory_utilization_percentage": st.one_of(st.integers(0, 100), numbers),
+        "process_physical_memory_low": flags,
+        "process_virtual_memory_low": flags,
+    },
+    "memory_config": {
+        "name": st.one_of(st.sampled_from(["max server memory (MB)", "min server memory (MB)"]), texts),
+        "value_in_use": st.one_of(st.sampled_from([0, 16384, 2147483647]), numbers),
+    },
+    "memory_model": {"sql_memory_model_desc": st.one_of(st.sampled_from(["LOCK_PAGES"]), texts)},
+    "resource_semaphores": {
+        "pool_id": ids,
+        "resource_semaphore_id": st.one_of(st.sampled_from([0, 1]), ids),
+        **{
+            column: counts
+            for column in (
+                "target_memory_kb",
+                "available_memory_kb",
+                "granted_memory_kb",
+                "used_memory_kb",
+                "grantee_count",
+                "waiter_count",
+                "timeout_error_count",
+                "forced_grant_count",
+            )
+        },
     },
     "perf": {
         "object_name": names,

@@ -18,7 +18,6 @@ ERROR_TAG = "section_error"
 UNAVAILABLE_TAG = "section_unavailable"
 
 
-
 def _error_select(tag: str, number: str, message: str, marker: str = ERROR_TAG) -> str:
     return (
         f"SELECT {sql_literal(marker)} AS section, {sql_literal(tag)} AS failed_section,"
@@ -29,9 +28,15 @@ def _error_select(tag: str, number: str, message: str, marker: str = ERROR_TAG) 
 def render_section(section: Section) -> str:
     run = f"EXEC sys.sp_executesql {sql_literal(section.sql)};"
     body = f"    {run}"
-    if section.requires:
-        missing = " OR ".join(f"OBJECT_ID({sql_literal(obj)}) IS NULL" for obj in section.requires)
-        message = sql_literal(f"{', '.join(section.requires)} not available")
+    if section.requires or section.requires_columns:
+        checks = [f"OBJECT_ID({sql_literal(obj)}) IS NULL" for obj in section.requires]
+        checks += [
+            f"COL_LENGTH({sql_literal(obj)}, {sql_literal(col)}) IS NULL"
+            for obj, col in section.requires_columns
+        ]
+        missing = " OR ".join(checks)
+        needed = [*section.requires, *(f"{obj}.{col}" for obj, col in section.requires_columns)]
+        message = sql_literal(f"{', '.join(needed)} not available")
         absent = _error_select(section.tag, "208", message, marker=UNAVAILABLE_TAG)
         body = f"    IF {missing}\n        {absent}\n    ELSE\n        {run}"
     caught = _error_select(section.tag, "ERROR_NUMBER()", "ERROR_MESSAGE()")

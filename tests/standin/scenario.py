@@ -11,9 +11,16 @@ as one of:
                                               grows by r per second and restarts from 0 on a restart
   - {fraction: f}                             a ratio and its base row (537003264 / 1073939712)
   - any of the above with cntr_type: N        to imitate a server that types a counter differently
-Under "Buffer Node", a list gives one spec per node; a single spec applies to every node. When the
-scenario gives no Buffer Manager page life expectancy, it is the harmonic mean of the nodes', as in
-SQL Server.
+Under "Buffer Node" and "Memory Node", a list gives one spec per node; a single spec applies to every
+node. When the scenario gives no Buffer Manager page life expectancy, it is the harmonic mean of the
+nodes', as in SQL Server.
+
+`views:` gives the rows of the DMVs that are not performance counters, by view name without `sys.`
+(dm_os_sys_memory, dm_os_process_memory, configurations, dm_exec_query_resource_semaphores; for
+dm_os_sys_info, columns added to the row the stand-in computes). A mapping is one row, a list is many;
+each column is a literal (number, text, null) or a counter spec as above ({gauge:, steps:} or {rate:},
+which grows with time and restarts from 0). Columns the catalog says the scenario's ProductVersion
+lacks are dropped from the rows, as an older server would not have them.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 
 from .files import FileModel, parse_databases
 from .scenario_files import read_scenario, scenario_path
+from .sql_catalog import Catalog, available, load_catalog, release_of
 
 RAW, BULK, FRACTION, FRACTION_BASE = 65792, 272696576, 537003264, 1073939712
 NCHAR = 128
@@ -110,6 +118,7 @@ class Scenario:
     noise: dict[str, list[str]] = field(default_factory=dict)
     files: FileModel = field(default_factory=lambda: FileModel([]))
     workload: str = "oltp"  # what the server runs: the `workload` a target config for it should set
+    views: dict[str, Any] = field(default_factory=dict)  # DMV rows by view name without "sys."
 
     @classmethod
     def load(cls, name_or_path: str | Path) -> Scenario:
@@ -145,6 +154,7 @@ class Scenario:
                 bpe=raw.get("buffer_pool_extension"),
             ),
             workload=str(raw.get("workload", "oltp")),
+            views=dict(raw.get("views", {})),
         )
 
 
@@ -153,7 +163,7 @@ DEFAULT_NOISE = {
     "General Statistics": ["User Connections", "Logins/sec", "Processes blocked"],
     "Locks": ["Lock Requests/sec", "Lock Waits/sec"],
     "Buffer Manager": [],
-    "Memory Manager": ["Connection Memory (KB)", "Lock Memory (KB)", "SQL Cache Memory (KB)"],
+    "Memory Manager": ["External benefit of memory", "Lock Blocks", "Lock Owner Blocks"],
     "SQL Statistics": ["SQL Compilations/sec", "SQL Re-Compilations/sec"],
     "Access Methods": ["Full Scans/sec", "Page Splits/sec"],
 }
@@ -245,6 +255,17 @@ class Instance:
         "sys.databases",
         "sys.dm_os_volume_stats",
         "sys.dm_os_buffer_pool_extension_configuration",
+        "sys.dm_os_sys_memory",
+        "sys.dm_os_process_memory",
+        "sys.configurations",
+        "sys.dm_exec_query_resource_semaphores",
+    )
+    # Views whose rows come straight from the scenario's `views:`.
+    SCENARIO_VIEWS = (
+        "sys.dm_os_sys_memory",
+        "sys.dm_os_process_memory",
+        "sys.configurations",
+        "sys.dm_exec_query_resource_semaphores",
     )
     HBP_VIEW = "sys.server_memory_optimized_hybrid_buffer_pool_configuration"
 
@@ -286,6 +307,31 @@ class Instance:
             return int(str(self.scenario.properties.get("ProductVersion", "16")).split(".")[0]) >= 15
         return name in self.OBJECTS
 
+    @property
+    def release(self) -> str | None:
+        """The catalog release of the scenario's ProductVersion (None: newer than the catalog knows)."""
+        version = self.scenario.properties.get("ProductVersion")
+        return release_of(str(version)) if version else None
+
+    def column_exists(self, name: str, column: str) -> bool:
+        """What COL_LENGTH answers: the object exists here and the catalog gives this release the column."""
+        if not self.object_exists(name):
+            return False
+        obj = _catalog().objects.get(name)
+        if obj is None:
+            return False
+        spec = obj.columns.get(column.lower())
+        return spec is not None and available(spec.since, spec.until, self.release)
+
+    def _drop_unreleased(self, name: str, rows: list[dict[str, object]]) -> list[dict[str, object]]:
+        obj = _catalog().objects.get(name)
+        if obj is None:
+            return rows
+        gone = {k for k, c in obj.columns.items() if not available(c.since, c.until, self.release)}
+        if not gone:
+            return rows
+        return [{k: v for k, v in row.items() if k not in gone} for row in rows]
+
     def serverproperty(self, name: str) -> object:
         return self.scenario.properties.get(name)
 
@@ -322,8 +368,29 @@ class Instance:
                 }
             ],
             "sys.dm_os_buffer_pool_extension_configuration": self._bpe_rows,
+            **{view: (lambda view=view: self.view_rows(view)) for view in self.SCENARIO_VIEWS},
         }[name]
-        return producer()
+        return self._drop_unreleased(name, producer())
+
+    def view_rows(self, name: str) -> list[dict[str, object]]:
+        """The scenario's rows for a view, each column evaluated at the current scenario time."""
+        spec = self.scenario.views.get(name.removeprefix("sys."))
+        if spec is None:
+            return []
+        rows = [spec] if isinstance(spec, dict) else list(spec)
+        now, since = self.clock.now(), self._since()
+        return [
+            {str(k).lower(): self._cell(v, now, since, f"{name}.{k}") for k, v in row.items()} for row in rows
+        ]
+
+    @staticmethod
+    def _cell(raw: object, now: float, since: float, where: str) -> object:
+        if not isinstance(raw, dict):
+            return raw
+        spec = CounterSpec.parse(raw, where)
+        value = spec.at(now, since)
+        # DMV counts are whole numbers: a count growing at a fractional rate reads as its floor.
+        return int(value) if spec.kind == "rate" or float(value).is_integer() else value
 
     def _bpe_rows(self) -> list[dict[str, object]]:
         bpe = self.scenario.files.bpe
@@ -358,6 +425,7 @@ class Instance:
                 "sqlserver_start_time": start_local,
                 "cpu_count": 8,
                 "physical_memory_kb": 64 * 1024 * 1024,
+                **next(iter(self.view_rows("sys.dm_os_sys_info")), {}),
             }
         ]
 
@@ -367,7 +435,7 @@ class Instance:
         rows: list[dict[str, object]] = []
         for obj, counters in self.scenario.counters.items():
             for counter, spec in counters.items():
-                if isinstance(spec, list) or obj == "Buffer Node":
+                if isinstance(spec, list) or obj in ("Buffer Node", "Memory Node"):
                     specs = spec if isinstance(spec, list) else [spec] * self.scenario.numa_nodes
                     for node, node_spec in enumerate(specs):
                         rows += self._rows_for(obj, counter, f"{node:03d}", node_spec, now, since)
@@ -417,3 +485,13 @@ class Instance:
 
     def _nchar(self, text: str) -> str:
         return text.ljust(NCHAR) if self.scenario.pad else text
+
+
+_CATALOG: Catalog | None = None
+
+
+def _catalog() -> Catalog:
+    global _CATALOG
+    if _CATALOG is None:
+        _CATALOG = load_catalog()
+    return _CATALOG

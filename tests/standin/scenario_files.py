@@ -5,7 +5,8 @@ file and property the exporter reads), and states only what it tests. The rules:
 
 - `extends: NAME` reads `scenarios/NAME.yml` first (which may extend another; a cycle is an error).
 - These mappings merge key by key: the top level, `server`, `server.properties`, `counters`, each
-  object under `counters`, `volumes` and `noise`. A scenario that sets
+  object under `counters`, `volumes`, `noise`, `views` and each single-row view under `views` (a view
+  given as a list of rows is replaced whole). A scenario that sets
   `counters.Buffer Manager.Lazy writes/sec` keeps every other Buffer Manager counter of its parent.
 - Everything else replaces the parent's value whole: numbers, strings, lists (`databases`, `restarts`,
   a per-node list) and the other mappings, in particular one counter's spec (`{rate: 2}` over a parent's
@@ -50,6 +51,7 @@ TOP_LEVEL_KEYS = frozenset(
         "hybrid_buffer_pool",
         "buffer_pool_extension",
         "workload",
+        "views",
     }
 )
 SERVER_KEYS = frozenset({"object_prefix", "uptime_seconds", "properties", "pad"})
@@ -123,7 +125,17 @@ def _delete(tree: dict[str, Any], dotted: str, path: Path) -> None:
 
 # Where mappings merge (a "*" stands for any key); everywhere else the child's value replaces the parent's.
 MERGED = frozenset(
-    {(), ("server",), ("server", "properties"), ("counters",), ("counters", "*"), ("volumes",), ("noise",)}
+    {
+        (),
+        ("server",),
+        ("server", "properties"),
+        ("counters",),
+        ("counters", "*"),
+        ("volumes",),
+        ("noise",),
+        ("views",),
+        ("views", "*"),
+    }
 )
 
 

@@ -75,6 +75,7 @@ class Ref:
     pos: Pos
     in_order_by: bool = False
     star: bool = False
+    selected: bool = False  # the whole select-list item: its value goes to the client as it is
 
 
 @dataclass(frozen=True)
@@ -477,6 +478,9 @@ class _Walker:
                 qb.output = None
             if name is not None and qb.output is not None:
                 qb.output.append(name.lower())
+            if len(body) == 1 and body[0].is_type("column_reference"):
+                self._column_reference(body[0], ctx, selected=True)
+                continue
             for k in body:
                 self._visit(k, ctx)
 
@@ -594,8 +598,8 @@ class _Walker:
 
     # ----------------------------------------------------------------- expressions
 
-    def _column_reference(self, seg: BaseSegment, ctx: _Ctx) -> None:
-        ref = Ref(_name_parts(seg), _pos(seg), in_order_by=ctx.in_order_by)
+    def _column_reference(self, seg: BaseSegment, ctx: _Ctx, selected: bool = False) -> None:
+        ref = Ref(_name_parts(seg), _pos(seg), in_order_by=ctx.in_order_by, selected=selected)
         if ctx.query is not None:
             ctx.query.refs.append(ref)
         elif not ctx.lenient:

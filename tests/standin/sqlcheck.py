@@ -13,7 +13,10 @@ numbers and wording:
 * every column must exist on an object in scope, aliases and qualifiers resolved -- else
   207/209/4104;
 * functions, procedures, data types, variables must be known or declared -- else
-  195/4121/2812/243/2715/137/1087; ``sp_executesql`` needs Unicode literals -- else 214.
+  195/4121/2812/243/2715/137/1087; ``sp_executesql`` needs Unicode literals -- else 214;
+* a ``sql_variant`` column selected as it is (not CAST or CONVERTed) is refused with
+  :data:`SQL_VARIANT_UNCAST`: SQL Server would send it, but FreeTDS 1.3 cannot fetch it, so
+  the exporter's first scrape through FreeTDS would fail. This one is not a SQL Server error.
 
 Objects and columns carry the version that introduced them; ``server_version`` makes newer
 ones missing, so the stand-in can imitate an older server. One deliberate difference from
@@ -47,6 +50,7 @@ from .sql_catalog import (
 # The checker's interface (the stand-in's handler and the tests import from here; the modules behind it:
 # sql_catalog.py for the documented objects per release, sql_analysis.py for parsing and walking a batch).
 __all__ = [
+    "SQL_VARIANT_UNCAST",
     "VERSIONS",
     "BatchInfo",
     "Catalog",
@@ -64,6 +68,9 @@ __all__ = [
 ]
 
 _CHECK_CACHE_SIZE = 512
+
+# Not a SQL Server error number (50000 is where user-defined messages start): the stand-in's own refusal.
+SQL_VARIANT_UNCAST = 50000
 
 # Parse errors are level 15, name-resolution errors level 16; the TDS ERROR token needs it.
 _SEVERITY = {102: 15, 105: 15, 113: 15, 137: 15, 195: 15, 1087: 15}
@@ -223,6 +230,8 @@ class _Judge:
             return
         if columns is not None and column.lower() not in columns:
             self.add(BIND, ref.pos, 207, f"Invalid column name '{column}'.")
+            return
+        self._variant(ref, qi)
 
     def _bind_qualifier(
         self, qualifier: str, qi: int | None, known: list[list[frozenset[str] | None]]
@@ -249,10 +258,34 @@ class _Judge:
             if hits > 1:
                 self.add(BIND, ref.pos, 209, f"Ambiguous column name '{column}'.")
                 return
-            if hits == 1 or any(c is None for c in cols):
+            if hits == 1:
+                self._variant(ref, qi)
+                return
+            if any(c is None for c in cols):
                 return
             scope = q.parent
         self.add(BIND, ref.pos, 207, f"Invalid column name '{column}'.")
+
+    def _variant(self, ref: Ref, qi: int) -> None:
+        """A sql_variant column selected bare: FreeTDS cannot fetch the value, so refuse it here."""
+        if not ref.selected:
+            return
+        name = ref.parts[-1].lower()
+        qualifier = ".".join(ref.parts[:-1]).lower()
+        for src in self.a.queries[qi].sources:
+            if src.kind != "object" or (qualifier and qualifier not in src.exposed()):
+                continue
+            obj = self.catalog.object(src.key, self.version)
+            column = obj.columns.get(name) if obj is not None else None
+            if column is not None and column.type.lower() == "sql_variant":
+                self.add(
+                    BIND,
+                    ref.pos,
+                    SQL_VARIANT_UNCAST,
+                    f"Column '{ref.parts[-1]}' of {src.written} is sql_variant, which FreeTDS cannot fetch:"
+                    " CAST it to a plain type in the SELECT (stand-in check, not a SQL Server error).",
+                )
+                return
 
     def _functions(self) -> None:
         for call in self.a.functions:

@@ -538,6 +538,12 @@ class Interpreter:
             return self.data.serverproperty(str(values[0]))
         if name == "OBJECT_ID":
             return -1 if self.data.object_exists(str(values[0]).lower()) else None
+        if name == "COL_LENGTH":
+            # The length itself does not matter to the exporter, only NULL (no such column) or not.
+            exists = getattr(self.data, "column_exists", None)
+            if exists is None or values[0] is None or values[1] is None:
+                return None
+            return 8 if exists(str(values[0]).lower(), str(values[1])) else None
         if name in ("SYSUTCDATETIME", "GETUTCDATE"):
             return self.data.utcnow()
         if name in ("DATEDIFF", "DATEDIFF_BIG"):

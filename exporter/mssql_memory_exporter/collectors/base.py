@@ -35,6 +35,9 @@ class Section:
     tag: str
     sql: str
     requires: tuple[str, ...] = ()
+    # Columns that arrived after their view (object, column): checked with COL_LENGTH next to the
+    # OBJECT_ID checks, so an older server answers "unavailable" instead of Msg 207 (invalid column).
+    requires_columns: tuple[tuple[str, str], ...] = ()
     # An empty answer cannot carry its tag, so by default it counts as a failure; sections where
     # "no rows" is a true answer (e.g. no database has a feature on) say so here.
     may_be_empty: bool = False
@@ -181,6 +184,22 @@ class CollectorRecord:
     defines: tuple[Section, ...] = ()
     # Its object in the one shared performance-counter section, if it reads perf counters.
     perf_object: PerfObject | None = None
+
+
+def number(value: object, what: str) -> float | None:
+    """A DMV cell as a float: None for NULL (the metric is left out), ImpossibleValue for anything that is
+    not a finite number (bytes, text, NaN, infinity: no SQL Server sends those in a numeric column)."""
+    if value is None:
+        return None
+    if isinstance(value, bytes | str):
+        raise ImpossibleValue(f"{what} is {value!r}, not a number")
+    try:
+        result = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise ImpossibleValue(f"{what} is {value!r}, not a number") from None
+    if not math.isfinite(result):
+        raise ImpossibleValue(f"{what} is {value!r}, not a finite number")
+    return result
 
 
 def rows_of(results: Mapping[str, SectionResult], tag: str) -> Iterable[Row]:

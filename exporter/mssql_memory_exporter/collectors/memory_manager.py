@@ -1,4 +1,6 @@
-"""SQL Server:Memory Manager — grants and the memory targets, in bytes (the counters are in KB).
+"""SQL Server:Memory Manager — grants, the memory targets and who holds the memory (workspace, locks,
+caches, connections), in bytes (the counters are in KB). Every one of them exists since SQL Server 2012,
+so all are required.
 
 Free Memory (KB) replaces Buffer Manager "Free pages", which left in SQL Server 2012; Dell's floor of
 640 free pages is 640 x 8 KiB = 5 MiB.
@@ -55,6 +57,52 @@ METRICS = (
         "Database Cache Memory (KB)",
         "mssql_memory_database_cache_bytes",
         "Memory used for the database page cache.",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "Granted Workspace Memory (KB)",
+        "mssql_memory_workspace_granted_bytes",
+        "Workspace memory (sorts, hashes) granted to running queries.",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "Maximum Workspace Memory (KB)",
+        "mssql_memory_workspace_maximum_bytes",
+        "The most workspace memory SQL Server would grant to all queries together.",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "Reserved Server Memory (KB)",
+        "mssql_memory_reserved_bytes",
+        "Memory reserved for grants not yet used by their queries.",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "SQL Cache Memory (KB)",
+        "mssql_memory_sql_cache_bytes",
+        "Memory used by the dynamic SQL cache.",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric("Lock Memory (KB)", "mssql_memory_lock_bytes", "Memory used by locks.", G, KIB),
+    perf.PerfMetric(
+        "Log Pool Memory (KB)",
+        "mssql_memory_log_pool_bytes",
+        "Memory used by the log pool (log cache).",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "Optimizer Memory (KB)", "mssql_memory_optimizer_bytes", "Memory used by query optimization.", G, KIB
+    ),
+    perf.PerfMetric(
+        "Connection Memory (KB)",
+        "mssql_memory_connection_bytes",
+        "Memory used to maintain connections.",
         G,
         KIB,
     ),

@@ -40,7 +40,6 @@ class PerfMetric:
     required: bool = True
 
 
-
 def perf_section(objects: Iterable[PerfObject]) -> Section:
     """One SELECT for all declared objects.
 

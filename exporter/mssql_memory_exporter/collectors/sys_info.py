@@ -1,4 +1,8 @@
-"""sys.dm_os_sys_info: when the instance started, so rules can tell a restart from a counter glitch."""
+"""sys.dm_os_sys_info: when the instance started, so rules can tell a restart from a counter glitch.
+
+The same SELECT also brings committed_kb and committed_target_kb, which memory_config exports: one read
+of the view, and this collector keeps its one job.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,8 @@ SECTION = Section(
     tag=TAG,
     sql="SELECT N'sys_info' AS section,"
     " DATEDIFF_BIG(MILLISECOND, '19700101', SYSUTCDATETIME()) AS now_unix_ms,"
-    " si.ms_ticks, si.sqlserver_start_time_ms_ticks\nFROM sys.dm_os_sys_info AS si;",
+    " si.ms_ticks, si.sqlserver_start_time_ms_ticks, si.committed_kb, si.committed_target_kb\n"
+    "FROM sys.dm_os_sys_info AS si;",
     requires=("sys.dm_os_sys_info",),
 )
 

@@ -39,6 +39,10 @@ RESERVED_LABELS = frozenset(
         "update_level",
         "edition",
         "engine_edition",
+        "state",
+        "model",
+        "pool_id",
+        "resource_semaphore_id",
     }
 )
 

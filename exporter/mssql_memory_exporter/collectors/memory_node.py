@@ -1,0 +1,77 @@
+"""SQL Server:Memory Node — the memory manager's figures per NUMA node, in bytes (the counters are in KB).
+
+Foreign Node Memory is memory this node's allocations got from other nodes: slow remote memory that
+grows when one node runs short. The names are the ones servers report; Microsoft's page spells three of
+them differently ("Stolen Memory Node (KB)", "Target Node Memory", "Total Node Memory").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from . import perf
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from .buffer_node import node_label
+from .perfcounters import CounterKind, PerfIndex
+
+G = CounterKind.GAUGE
+KIB = 1024.0
+METRICS = (
+    perf.PerfMetric(
+        "Total Node Memory (KB)",
+        "mssql_memory_node_total_bytes",
+        "Memory the memory manager has committed on this NUMA node.",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "Target Node Memory (KB)",
+        "mssql_memory_node_target_bytes",
+        "Memory the memory manager would like to use on this NUMA node.",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "Free Node Memory (KB)",
+        "mssql_memory_node_free_bytes",
+        "Committed memory on this NUMA node not in use.",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "Stolen Node Memory (KB)",
+        "mssql_memory_node_stolen_bytes",
+        "Memory on this NUMA node used for purposes other than database pages.",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "Database Node Memory (KB)",
+        "mssql_memory_node_database_bytes",
+        "Memory on this NUMA node holding database pages.",
+        G,
+        KIB,
+    ),
+    perf.PerfMetric(
+        "Foreign Node Memory (KB)",
+        "mssql_memory_node_foreign_bytes",
+        "Memory this NUMA node uses that comes from another node (remote, slower).",
+        G,
+        KIB,
+    ),
+)
+OBJECT = perf.PerfObject("Memory Node", tuple(m.counter for m in METRICS))
+
+
+def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    index = PerfIndex(perf.perf_rows(results, OBJECT.name))
+    for instance in index.instances():
+        perf.export(out, ctx, index, METRICS, instance=instance, labels={"node": node_label(instance)})
+
+
+COLLECTOR = CollectorRecord(
+    name="memory_node",
+    sections=(perf.PERF_TAG,),
+    collect=collect,
+    perf_object=OBJECT,
+)
