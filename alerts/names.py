@@ -25,6 +25,10 @@ HIT_RATIO_LOW = "MSSQLBufferCacheHitRatioLow"
 ENDURANCE_EXHAUSTION = "MSSQLSSDEnduranceExhaustionProjected"
 ENDURANCE_BUDGET = "MSSQLSSDEnduranceBudgetHigh"
 ENDURANCE_REMAINING = "MSSQLSSDEnduranceRemainingLow"
+EXTERNAL_PRESSURE = "MSSQLMemoryExternalPressure"
+TARGET_PULLED_DOWN = "MSSQLTargetMemoryPulledDown"
+GRANT_TIMEOUTS = "MSSQLMemoryGrantTimeouts"
+MAX_MEMORY_DEFAULT = "MSSQLMaxServerMemoryDefault"
 
 # Recording rules without a window in their name.
 PLE_MIN = "instance:mssql_buffer_node_page_life_expectancy:min"
@@ -35,6 +39,11 @@ REMAINING = "pool:mssql_ssd_endurance_remaining_seconds"
 SINCE_IN_SERVICE = "pool:mssql_ssd_written_bytes_since_in_service:estimate"
 COUNTED = "pool:mssql_ssd_written_bytes_counted:since_counting_start"
 UNOBSERVED = "pool:mssql_ssd_written_bytes_unobserved:estimate"
+# Where memory pressure comes from (0/1 per instance), and the memory figures the diagnosis reads.
+PRESSURE_EXTERNAL = "instance:mssql_memory_pressure_external:bool"
+PRESSURE_INTERNAL = "instance:mssql_memory_pressure_internal:bool"
+WORKSPACE_GRANTED = "instance:mssql_memory_workspace_granted:ratio"
+OTHER_PROCESSES = "instance:mssql_os_memory_other_processes:ratio"
 COVERAGE_SUFFIX = "_coverage_seconds"  # seconds of data the same-named rate rests on
 
 

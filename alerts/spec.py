@@ -134,6 +134,22 @@ class ForOnly(_Section):
     for_: Duration = Field(alias="for")
 
 
+class TargetPulledDownSpec(_Section):
+    share: Ratio
+    lookback: Duration
+    for_: Duration = Field(alias="for")
+
+
+class WindowOnly(_Section):
+    window: Duration
+
+
+class MaxServerMemoryDefaultSpec(_Section):
+    default_bytes: Positive
+    other_processes_share: Ratio
+    for_: Duration = Field(alias="for")
+
+
 class MemorySpec(_Section):
     page_life_expectancy: PageLifeExpectancySpec
     free_list_stalls_per_second: UpperLimit
@@ -144,6 +160,11 @@ class MemorySpec(_Section):
     buffer_cache_hit_ratio: HitRatioSpec
     memory_grants_pending: UpperLimit
     memory_pressure: ForOnly
+    external_pressure: ForOnly
+    internal_total_at_target_share: Ratio
+    target_pulled_down: TargetPulledDownSpec
+    grant_timeouts: WindowOnly
+    max_server_memory_default: MaxServerMemoryDefaultSpec
 
 
 class CoverageTier(_Section):

@@ -1,0 +1,148 @@
+"""Rules behind the memory alerts' diagnosis: is the pressure from outside SQL Server or from inside, is
+the target pulled down, do queries starve for workspace memory, does max server memory leave room?
+
+The exporter reads the signals (sys.dm_os_sys_memory, sys.dm_os_process_memory, sys.dm_os_sys_info,
+sys.configurations, sys.dm_exec_query_resource_semaphores); these rules combine them per instance. Every
+threshold comes from alerts/thresholds.yml (`memory.*`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import names as N
+from .names import RuleNames
+from .rule_parts import INSTANCE, alert, instance_value, metric
+from .spec import Spec, number
+
+
+def recording_rules(spec: Spec) -> list[dict[str, Any]]:
+    names = RuleNames.from_spec(spec)
+    mem = spec.memory
+    m = lambda name: metric(spec, name)  # noqa: E731 - one selector for every series here
+    stalls, lazy = names.instance_rate("free_list_stalls"), names.instance_rate("lazy_writes")
+    churn = (
+        f"(\n    ({stalls} > bool {number(mem.free_list_stalls_per_second.max)})\n"
+        f"    + ({lazy} > bool {number(mem.lazy_writes_per_second.max)})\n  )"
+    )
+    return [
+        {
+            # 1 while anything outside SQL Server squeezes it: the OS says memory is low, SQL Server finds
+            # its process short of RAM, or the memory manager's target was pulled under what it holds.
+            "record": N.PRESSURE_EXTERNAL,
+            "expr": (
+                f"(\n  {m('mssql_os_memory_low_signal')}\n"
+                f"  + {m('mssql_process_physical_memory_low')}\n"
+                f"  + (\n    {m('mssql_memory_committed_target_bytes')}\n"
+                f"    < bool {m('mssql_memory_committed_bytes')}\n  )\n"
+                ") > bool 0"
+            ),
+        },
+        {
+            # 1 while the buffer pool churns although SQL Server has the memory it asked for and nothing
+            # outside squeezes it: the workload outgrew the memory SQL Server may use.
+            "record": N.PRESSURE_INTERNAL,
+            "expr": (
+                f"(\n  {churn} > bool 0\n)\n"
+                f"* ({m('mssql_memory_total_bytes')}"
+                f" >= bool {m('mssql_memory_target_bytes')} * {number(mem.internal_total_at_target_share)})\n"
+                f"* ({N.PRESSURE_EXTERNAL} == bool 0)"
+            ),
+        },
+        {
+            # Workspace memory granted to queries over the most the memory manager will grant.
+            "record": N.WORKSPACE_GRANTED,
+            "expr": (
+                f"{m('mssql_memory_workspace_granted_bytes')}\n"
+                f"/ ({m('mssql_memory_workspace_maximum_bytes')} > 0)"
+            ),
+        },
+        {
+            # RAM in use by everything but SQL Server (other processes, the OS, VM balloon drivers).
+            "record": N.OTHER_PROCESSES,
+            "expr": (
+                f"clamp_min(\n  {m('mssql_os_physical_memory_bytes')}\n"
+                f"  - {m('mssql_os_available_physical_memory_bytes')}\n"
+                f"  - {m('mssql_process_physical_memory_bytes')},\n  0\n)\n"
+                f"/ ({m('mssql_os_physical_memory_bytes')} > 0)"
+            ),
+        },
+    ]
+
+
+def pressure_source() -> str:
+    """Template text for MSSQLMemoryPressure: where the pressure comes from, as the rules classify it."""
+    return (
+        f"{{{{ with printf \"{N.PRESSURE_EXTERNAL}{{job='%s',instance='%s'}}\" $labels.job $labels.instance"
+        " | query }}{{ if eq (. | first | value) 1.0 }} The pressure comes from outside SQL Server: the OS"
+        f" is taking memory back (see {N.EXTERNAL_PRESSURE}).{{{{ else }}}} The pressure comes from inside"
+        " SQL Server: nothing outside squeezes it, the workload needs more than it may use.{{ end }}"
+        "{{ end }}"
+    )
+
+
+def alert_rules(spec: Spec) -> list[dict[str, Any]]:
+    mem = spec.memory
+    m = lambda name: metric(spec, name)  # noqa: E731
+    pulled = mem.target_pulled_down
+    target = m("mssql_memory_target_bytes")
+    max_memory = m("mssql_config_max_server_memory_bytes")
+    physical = m("mssql_os_physical_memory_bytes")
+    default = mem.max_server_memory_default
+    return [
+        alert(
+            spec,
+            N.EXTERNAL_PRESSURE,
+            f"{N.PRESSURE_EXTERNAL} == 1",
+            mem.external_pressure.for_,
+            "warning",
+            "Memory pressure from outside SQL Server on {{ $labels.instance }}",
+            "The OS or the host is taking memory from SQL Server on {{ $labels.instance }}: the OS low-memory"
+            " signal, SQL Server's process-physical-memory-low flag, or its committed target under what it"
+            " has committed. Available physical memory: "
+            + instance_value("mssql_os_available_physical_memory_bytes", "humanize1024", "B")
+            + "; other processes hold "
+            + instance_value(N.OTHER_PROCESSES, "humanizePercentage")
+            + " of RAM. SQL Server shrinks its caches and the buffer pool churns.",
+            keep_firing=spec.keep_firing_for,
+        ),
+        alert(
+            spec,
+            N.TARGET_PULLED_DOWN,
+            f"{target}\n< {number(pulled.share)} * max_over_time({target}[{spec.window(pulled.lookback)}])\n"
+            f"or (\n  {target}\n  < {number(pulled.share)} * {max_memory}\n"
+            f"  and {max_memory}\n  < {physical}\n)",
+            pulled.for_,
+            "warning",
+            "SQL Server's target memory pulled down on {{ $labels.instance }}",
+            "Target Server Memory is {{ $value | humanize1024 }}B, under "
+            f"{number(pulled.share * 100)}% of its maximum over the last {pulled.lookback} or of a max server"
+            " memory set under physical memory: SQL Server has been told to use less (the OS signalled low"
+            " memory, a VM balloon, or max server memory was lowered).",
+        ),
+        alert(
+            spec,
+            N.GRANT_TIMEOUTS,
+            f"increase({m('mssql_resource_semaphore_timeout_errors_total')}"
+            f"[{spec.window(mem.grant_timeouts.window)}]) > 0",
+            None,
+            "warning",
+            "Queries time out waiting for workspace memory on {{ $labels.instance }}",
+            "About {{ $value | humanize }} queries failed with error 8645 (timeout waiting for memory) in"
+            " resource pool {{ $labels.pool_id }} (semaphore {{ $labels.resource_semaphore_id }}) over the"
+            f" last {mem.grant_timeouts.window}: users saw errors, not just slowness.",
+        ),
+        alert(
+            spec,
+            N.MAX_MEMORY_DEFAULT,
+            f"{N.OTHER_PROCESSES} > {number(default.other_processes_share)}\n"
+            f"and on ({INSTANCE}) {max_memory} >= {number(default.default_bytes)}",
+            default.for_,
+            "info",
+            "max server memory left at its default on {{ $labels.instance }}",
+            "max server memory is at its default (2147483647 MB, unlimited) while other processes hold"
+            " {{ $value | humanizePercentage }} of physical memory (limit: "
+            f"{number(default.other_processes_share * 100)}%): SQL Server and they compete for RAM, and the"
+            " OS will take memory back from SQL Server under load. Set max server memory.",
+        ),
+    ]

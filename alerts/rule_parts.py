@@ -1,0 +1,43 @@
+"""The pieces every rule generator builds with: a selected metric, an alert rule, the instance labels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .spec import Spec
+
+INSTANCE = "job, instance"
+
+
+def metric(spec: Spec, name: str, extra: str = "") -> str:
+    """`name{<the SQL Server targets' selector>[, extra]}`."""
+    return f"{name}{{{spec.selector}{', ' + extra if extra else ''}}}"
+
+
+def alert(
+    spec: Spec,
+    name: str,
+    expr: str,
+    for_: str | None,
+    severity: str,
+    summary: str,
+    description: str,
+    keep_firing: str | None = None,
+) -> dict[str, Any]:
+    rule: dict[str, Any] = {"alert": name, "expr": expr}
+    if for_ is not None:
+        rule["for"] = spec.duration(for_)
+    if keep_firing is not None:
+        rule["keep_firing_for"] = spec.duration(keep_firing)
+    rule["labels"] = {"severity": severity}
+    rule["annotations"] = {"summary": summary, "description": description, "runbook_url": spec.runbook(name)}
+    return rule
+
+
+def instance_value(rule: str, fmt: str, unit: str = "") -> str:
+    """Template text quoting the instance's own value of `rule` (looked up when the alert is sent), or
+    "unknown" when the instance has no such series."""
+    return (
+        f"{{{{ with printf \"{rule}{{job='%s',instance='%s'}}\" $labels.job $labels.instance | query }}}}"
+        f"{{{{ . | first | value | {fmt} }}}}{unit}{{{{ else }}}}unknown{{{{ end }}}}"
+    )
