@@ -27,17 +27,18 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     )
     return [
         {
-            # 1 while anything outside SQL Server squeezes it: the OS says memory is low, SQL Server finds
-            # its process short of RAM, or the memory manager's target was pulled under what it holds.
-            "record": N.PRESSURE_EXTERNAL,
+            # How many of the three signals of pressure from outside are on: the OS says memory is low,
+            # SQL Server finds its process short of RAM, the memory manager's target was pulled under
+            # what it holds.
+            "record": N.PRESSURE_EXTERNAL_SIGNALS,
             "expr": (
-                f"(\n  {m('mssql_os_memory_low_signal')}\n"
-                f"  + {m('mssql_process_physical_memory_low')}\n"
-                f"  + (\n    {m('mssql_memory_committed_target_bytes')}\n"
-                f"    < bool {m('mssql_memory_committed_bytes')}\n  )\n"
-                ") > bool 0"
+                f"{m('mssql_os_memory_low_signal')}\n"
+                f"+ {m('mssql_process_physical_memory_low')}\n"
+                f"+ (\n  {m('mssql_memory_committed_target_bytes')}\n"
+                f"  < bool {m('mssql_memory_committed_bytes')}\n)"
             ),
         },
+        {"record": N.PRESSURE_EXTERNAL, "expr": f"{N.PRESSURE_EXTERNAL_SIGNALS} > bool 0"},
         {
             # 1 while the buffer pool churns although SQL Server has the memory it asked for and nothing
             # outside squeezes it: the workload outgrew the memory SQL Server may use.
@@ -93,13 +94,13 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         alert(
             spec,
             N.EXTERNAL_PRESSURE,
-            f"{N.PRESSURE_EXTERNAL} == 1",
+            f"{N.PRESSURE_EXTERNAL_SIGNALS} > 0",
             mem.external_pressure.for_,
             "warning",
             "Memory pressure from outside SQL Server on {{ $labels.instance }}",
-            "The OS or the host is taking memory from SQL Server on {{ $labels.instance }}: the OS low-memory"
-            " signal, SQL Server's process-physical-memory-low flag, or its committed target under what it"
-            " has committed. Available physical memory: "
+            "The OS or the host is taking memory from SQL Server on {{ $labels.instance }}: {{ $value }} of 3"
+            " signals on (the OS low-memory signal, SQL Server's process-physical-memory-low flag, its"
+            " committed target under what it has committed). Available physical memory: "
             + instance_value("mssql_os_available_physical_memory_bytes", "humanize1024", "B")
             + "; other processes hold "
             + instance_value(N.OTHER_PROCESSES, "humanizePercentage")

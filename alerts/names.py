@@ -40,6 +40,7 @@ SINCE_IN_SERVICE = "pool:mssql_ssd_written_bytes_since_in_service:estimate"
 COUNTED = "pool:mssql_ssd_written_bytes_counted:since_counting_start"
 UNOBSERVED = "pool:mssql_ssd_written_bytes_unobserved:estimate"
 # Where memory pressure comes from (0/1 per instance), and the memory figures the diagnosis reads.
+PRESSURE_EXTERNAL_SIGNALS = "instance:mssql_memory_pressure_external_signals:count"
 PRESSURE_EXTERNAL = "instance:mssql_memory_pressure_external:bool"
 PRESSURE_INTERNAL = "instance:mssql_memory_pressure_internal:bool"
 WORKSPACE_GRANTED = "instance:mssql_memory_workspace_granted:ratio"
