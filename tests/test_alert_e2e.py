@@ -2,11 +2,14 @@
 (the shipped routing and inhibition) -> a webhook. Run once under Debian's Prometheus 2.42 and once under
 3.13.3, the release compose pins (built by scripts/prometheus3.sh).
 
-Three targets are scraped by one real Prometheus through the exporter's /probe, relabeled as in
+Four targets are scraped by one real Prometheus through the exporter's /probe, relabeled as in
 production (docs/configuration.md):
   pressure  plays memory-pressure: healthy for 20 s, then PLE far under its floor with stalls and lazy
             writes over their limits; MSSQLMemoryPressure must reach the pager webhook.
   healthy   plays healthy-oltp over the same time; nothing of it may reach the webhook.
+  external  plays external-pressure: healthy for 20 s, then the OS signals low memory and takes memory
+            back; MSSQLMemoryExternalPressure must reach the ticket webhook, and MSSQLMemoryPressure of
+            `pressure` must say its pressure comes from inside SQL Server.
   doomed    plays healthy-oltp and its stand-in is stopped once Prometheus has seen it up;
             MSSQLTargetDown must reach the pager webhook, and (when the shipped config inhibits on it)
             a pressure alert of the same target must be held back.
@@ -190,11 +193,35 @@ def _check_pressure_notification(stack: Stack, got: Notification, seen_after: fl
             problems.append(f"description does not quote {figure!r}: {description!r}")
     if got.annotations.get("runbook_url") != spec.runbook("MSSQLMemoryPressure"):
         problems.append(f"runbook_url {got.annotations.get('runbook_url')!r}")
+    if "comes from inside SQL Server" not in description:
+        problems.append(f"description does not say the pressure is internal: {description!r}")
     if seen_after < PRESSURE_STARTS_AT:
         problems.append(f"fired {seen_after:.1f} s after start, before the scenario's pressure began")
     if problems:
         raise stack.fail(
             "MSSQLMemoryPressure notification is wrong:\n  " + "\n  ".join(problems) + f"\n{got}"
+        )
+
+
+def _check_external_notification(stack: Stack, got: Notification, seen_after: float) -> None:
+    """external-pressure's scenario: available memory 256 MiB from second 20, the low-memory signal, the
+    process low flag and the committed target under committed: 3 of 3 signals."""
+    spec = load_spec()
+    description = got.annotations.get("description", "")
+    problems = []
+    if got.labels.get("severity") != "warning" or got.receiver != "ticket":
+        severity = got.labels.get("severity")
+        problems.append(f"severity {severity!r} to {got.receiver!r}: expected warning, ticket")
+    for figure in ("3 of 3 signals", "Available physical memory: 256MiB"):
+        if figure not in description:
+            problems.append(f"description does not quote {figure!r}: {description!r}")
+    if got.annotations.get("runbook_url") != spec.runbook("MSSQLMemoryExternalPressure"):
+        problems.append(f"runbook_url {got.annotations.get('runbook_url')!r}")
+    if seen_after < PRESSURE_STARTS_AT:
+        problems.append(f"fired {seen_after:.1f} s after start, before the scenario's pressure began")
+    if problems:
+        raise stack.fail(
+            "MSSQLMemoryExternalPressure notification is wrong:\n  " + "\n  ".join(problems) + f"\n{got}"
         )
 
 
@@ -283,6 +310,7 @@ def test_memory_pressure_and_target_down_reach_the_webhook(standin, tmp_path, pr
         standins = {
             "pressure": standin("memory-pressure", manual_clock=False),
             "healthy": standin("healthy-oltp", manual_clock=False),
+            "external": standin("external-pressure", manual_clock=False),
             "doomed": standin("healthy-oltp", manual_clock=False),
         }
         timeline.mark("stand-ins started (scenario time 0)")
@@ -346,6 +374,18 @@ def test_memory_pressure_and_target_down_reach_the_webhook(standin, tmp_path, pr
         )
         timeline.mark("MSSQLMemoryPressure(pressure) at the webhook", pressure.received_at)
         _check_pressure_notification(stack, pressure, pressure.received_at - scenario_start)
+
+        external = stack.wait_for(
+            lambda: _firing(receiver, "MSSQLMemoryExternalPressure", "external"),
+            max(1.0, scenario_start + PRESSURE_DEADLINE - time.monotonic()),
+            "firing MSSQLMemoryExternalPressure for external at the webhook",
+            interval=0.5,
+        )
+        timeline.mark("MSSQLMemoryExternalPressure(external) at the webhook", external.received_at)
+        _check_external_notification(stack, external, external.received_at - scenario_start)
+        leaked = _firing(receiver, "MSSQLMemoryExternalPressure", "pressure")
+        if leaked is not None:
+            raise stack.fail(f"memory-pressure is internal pressure, yet reported external: {leaked}")
 
         inhibition_checked = _check_inhibition(stack, am, receiver, shipped, pressure, down)
         timeline.mark(f"inhibition {'checked' if inhibition_checked else 'not in the shipped config'}")
