@@ -24,15 +24,19 @@ from alerts.names import (
     ENDURANCE_BUDGET,
     ENDURANCE_EXHAUSTION,
     ENDURANCE_REMAINING,
+    EXTERNAL_PRESSURE,
     FREE_LIST_STALLS,
     FREE_MEMORY_LOW,
+    GRANT_TIMEOUTS,
     GRANTS_PENDING,
     HIT_RATIO_LOW,
     LAZY_WRITES,
     LOOKUPS_PER_BATCH,
+    MAX_MEMORY_DEFAULT,
     MEMORY_PRESSURE,
     PLE_LOW,
     TARGET_DOWN,
+    TARGET_PULLED_DOWN,
     RuleNames,
 )
 from alerts.spec import EnduranceSpec, MemorySpec, Spec, load
@@ -700,6 +704,156 @@ def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
     ]
 
 
+UNSTACKED = ("custom.stacking", {"group": "A", "mode": "none"})
+STACKED = {"stacking": {"group": "A", "mode": "normal"}, "fillOpacity": 60, "lineWidth": 1}
+
+
+def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
+    """The memory dashboard's row "Who holds the memory"."""
+    parts = {
+        "database cache": "mssql_memory_database_cache_bytes",
+        "plan cache (SQL cache)": "mssql_memory_sql_cache_bytes",
+        "query workspace (granted)": "mssql_memory_workspace_granted_bytes",
+        "locks": "mssql_memory_lock_bytes",
+        "log pool": "mssql_memory_log_pool_bytes",
+        "optimizer": "mssql_memory_optimizer_bytes",
+        "connections": "mssql_memory_connection_bytes",
+        "free": "mssql_memory_free_bytes",
+    }
+    # Stolen memory is everything but database pages and free memory; what the named parts of it leave.
+    named_stolen = " + ".join(m(parts[k]) for k in list(parts)[1:-1])
+    return [
+        Row("Who holds the memory"),
+        Panel(
+            "timeseries",
+            "What SQL Server's memory holds, against target and total",
+            "Memory Manager's committed memory split by use, stacked: database pages, the plan cache, "
+            "query workspace granted to running queries, locks, the log pool, the optimizer, connections, "
+            "other stolen memory and free; target and total as lines. Healthy: the stack reaches total, "
+            "total sits at target, and database cache is most of it. A plan cache or workspace growing "
+            "at the database cache's expense is internal pressure; total falling with the target is "
+            "pressure from outside (row below).",
+            "bytes",
+            [
+                *(Query(m(metric), name) for name, metric in parts.items() if name != "free"),
+                Query(
+                    f"clamp_min(\n  {m('mssql_memory_stolen_bytes')}\n  - ({named_stolen}),\n  0\n)",
+                    "other stolen",
+                ),
+                Query(m(parts["free"]), "free"),
+                Query(m("mssql_memory_target_bytes"), "target"),
+                Query(m("mssql_memory_total_bytes"), "total"),
+            ],
+            width=24,
+            min=0,
+            custom=STACKED,
+            overrides=[override("target", UNSTACKED), override("total", UNSTACKED)],
+        ),
+        Panel(
+            "timeseries",
+            "Query workspace: granted vs maximum",
+            "Workspace memory granted to running queries (sorts, hashes) against the most the memory "
+            "manager will grant (Memory Manager \"Granted\" and \"Maximum Workspace Memory\"). Healthy: "
+            "granted well under maximum. Near it, new queries queue for grants (pending grants, "
+            "RESOURCE_SEMAPHORE waits) and may time out.",
+            "bytes",
+            [
+                Query(m("mssql_memory_workspace_granted_bytes"), "granted"),
+                Query(m("mssql_memory_workspace_maximum_bytes"), "maximum"),
+            ],
+            min=0,
+            links=[lim.runbook(GRANTS_PENDING), lim.runbook(GRANT_TIMEOUTS)],
+        ),
+        Panel(
+            "timeseries",
+            "Foreign memory per NUMA node",
+            'Memory each node uses from other nodes (Memory Node "Foreign Node Memory (KB)"). Healthy: near '
+            "0. Growth means the node ran short of local memory; every access to it pays the cross-node "
+            "latency (compare the remote page lookups of the NUMA row).",
+            "bytes",
+            [Query(m("mssql_memory_node_foreign_bytes"), "node {{node}}")],
+            min=0,
+        ),
+    ]
+
+
+def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
+    """The memory dashboard's row "Pressure from outside"."""
+    signals = {
+        "OS low-memory signal": m("mssql_os_memory_low_signal"),
+        "process physical memory low": m("mssql_process_physical_memory_low"),
+        "committed target under committed": (
+            f"{m('mssql_memory_committed_target_bytes')}\n< bool {m('mssql_memory_committed_bytes')}"
+        ),
+    }
+    return [
+        Row("Pressure from outside"),
+        Panel(
+            "timeseries",
+            "The box's memory: SQL Server, other processes, available",
+            "Physical memory of the box split into what SQL Server's process holds (working set, locked "
+            "and large pages), what everything else holds (other processes, the OS, a VM balloon) and "
+            "what is available. Healthy: available comfortably above zero and the other processes "
+            "steady. Available falling while SQL Server is not growing means something else takes memory.",
+            "bytes",
+            [
+                Query(m("mssql_process_physical_memory_bytes"), "SQL Server"),
+                Query(
+                    f"clamp_min(\n  {m('mssql_os_physical_memory_bytes')}\n"
+                    f"  - {m('mssql_os_available_physical_memory_bytes')}\n"
+                    f"  - {m('mssql_process_physical_memory_bytes')},\n  0\n)",
+                    "other processes",
+                ),
+                Query(m("mssql_os_available_physical_memory_bytes"), "available"),
+                Query(m("mssql_os_physical_memory_bytes"), "physical memory"),
+            ],
+            min=0,
+            custom=STACKED,
+            overrides=[override("physical memory", UNSTACKED)],
+            links=[lim.runbook(EXTERNAL_PRESSURE), lim.runbook(MAX_MEMORY_DEFAULT)],
+        ),
+        Panel(
+            "timeseries",
+            "Signals of pressure from outside",
+            "Each signal 1 while on: the OS low-memory signal (sys.dm_os_sys_memory), SQL Server's "
+            "process-physical-memory-low flag (sys.dm_os_process_memory), and the memory manager's "
+            "committed target under what it has committed (sys.dm_os_sys_info). Healthy: all 0. "
+            f"{EXTERNAL_PRESSURE} fires after {lim.memory.external_pressure.for_} with any of them on; "
+            f"{MEMORY_PRESSURE}'s description then says the pressure comes from outside.",
+            "short",
+            [Query(expr, name) for name, expr in signals.items()],
+            thresholds=Thresholds.healthy_below(ANY),
+            min=0,
+            max=1,
+            links=[lim.runbook(EXTERNAL_PRESSURE)],
+        ),
+        Panel(
+            "timeseries",
+            "Target vs max server memory",
+            "What SQL Server would like (target), holds (total) and may commit (committed target), against "
+            "max server memory when it is set under physical memory (the default, 2147483647 MB, is not "
+            "drawn) and the box's physical memory. Healthy: target steady at max server memory (or near "
+            f"physical memory). {TARGET_PULLED_DOWN} fires when target falls under "
+            f"{pct(lim.memory.target_pulled_down.share)} of its {lim.memory.target_pulled_down.lookback} "
+            "maximum or of max server memory.",
+            "bytes",
+            [
+                Query(m("mssql_memory_target_bytes"), "target"),
+                Query(m("mssql_memory_total_bytes"), "total"),
+                Query(m("mssql_memory_committed_target_bytes"), "committed target"),
+                Query(
+                    f"{m('mssql_config_max_server_memory_bytes')}\n"
+                    f"< {m('mssql_os_physical_memory_bytes')}",
+                    "max server memory",
+                ),
+                Query(m("mssql_os_physical_memory_bytes"), "physical memory"),
+            ],
+            min=0,
+            links=[lim.runbook(TARGET_PULLED_DOWN)],
+        ),
+    ]
+
+
 def memory_row_numa_nodes(lim: Limits) -> list[Panel | Row]:
     """The memory dashboard's row "NUMA nodes"."""
     return [
@@ -813,6 +967,8 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         *memory_row_now(lim),
         *memory_row_dell_table_4(lim),
         *memory_row_memory_manager(lim),
+        *memory_row_who_holds(lim),
+        *memory_row_pressure_from_outside(lim),
         *memory_row_numa_nodes(lim),
         *memory_row_hybrid_buffer_pool(lim),
         *memory_row_exporter(lim),
@@ -821,7 +977,8 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         uid=MEMORY_UID,
         title="SQL Server memory pressure",
         description="One SQL Server instance: Dell Table 4 counters against their desired ranges, page life "
-        "expectancy per NUMA node against its scaled floor, memory manager, Hybrid Buffer Pool.",
+        "expectancy per NUMA node against its scaled floor, memory manager, who holds the memory and "
+        "pressure from outside, Hybrid Buffer Pool.",
         tags=[*TAGS, "memory"],
         items=items,
         variables=variables(lim, multi=False),
@@ -1076,7 +1233,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             min=0,
             # Stacked: evenly spread files are equal bands (eight identical lines hid each other), and the
             # top edge is tempdb's total.
-            custom={"stacking": {"group": "A", "mode": "normal"}, "fillOpacity": 60, "lineWidth": 1},
+            custom=STACKED,
         ),
         Panel(
             "timeseries",

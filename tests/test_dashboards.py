@@ -349,6 +349,7 @@ def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():
 # Unit and scale constants of the alerts package that happen to equal a spec number, per file.
 ALERTS_UNIT_CONSTANTS = {
     "generate.py": {100: "ratio to percent", 86400: "seconds per day"},
+    "diagnosis.py": {100: "ratio to percent"},
     "spec.py": {3600: "seconds per hour", 86400: "seconds per day", 604800: "seconds per week"},
 }
 
@@ -454,8 +455,9 @@ TITLES = {(uid, panel["id"]): panel["title"] for uid, board in BOARDS.items() fo
 
 # Threshold steps that are no spec number, by (panel title, column or series): dashboards/generate.py's
 # named constants. A value divided by its own floor is healthy from 100% (AT_FLOOR), and of a count of
-# firing alerts or of minutes under pressure one is already too many (ANY).
+# firing alerts, of minutes under pressure or of pressure signals on, one is already too many (ANY).
 CONSTANT_STEPS = {
+    ("Signals of pressure from outside", None): generate.ANY,
     ("Worst PLE ÷ floor", None): generate.AT_FLOOR,
     ("Firing alerts", None): generate.ANY,
     ("Instances", "PLE ÷ floor"): generate.AT_FLOOR,
