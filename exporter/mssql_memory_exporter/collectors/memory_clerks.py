@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from .base import (
     CollectorRecord,
     FamilyBuilder,
+    ImpossibleValue,
     MissingData,
     ScrapeContext,
     Section,
@@ -68,7 +69,7 @@ SECTION = Section(
 
 DOC = (
     "Memory held by SQL Server's memory clerks of this type (sys.dm_os_memory_clerks.pages_kb summed per"
-    " type), in bytes; clerk=\"other\" sums every type not listed."
+    ' type), in bytes; clerk="other" sums every type not listed.'
 )
 _BY_NAME = {c.casefold(): c for c in CLERKS}
 
@@ -82,6 +83,8 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         value = number(row.get("pages_kb"), f"pages_kb of {clerk!r}")
         if value is None:
             continue  # SUM over no non-NULL pages_kb: nothing held
+        if value < 0:  # summed with the others it could hide in a plausible total
+            raise ImpossibleValue(f"pages_kb of {clerk!r} is {value!r}: memory held is never negative")
         # The SQL already folds unknown types into "other"; a name it did not fold (a server answering
         # in another case) still lands on its own series or on "other", never on a new one.
         held[_BY_NAME.get(clerk.casefold(), OTHER)] += value * KIB
