@@ -312,7 +312,11 @@ def test_a_denied_clerk_or_wait_view_fails_only_its_collector(
     scraper = scraper_for(config)
     got = scrape(scraper, config)
     assert value(got, "mssql_up") == 1
-    success = {dict(k)["collector"]: v for k, v in got.items() if k[0] == "mssql_exporter_collector_success"}
+    success = {
+        dict(labels)["collector"]: v
+        for (name, labels), v in got.items()
+        if name == "mssql_exporter_collector_success"
+    }
     assert {c for c, ok in success.items() if ok == 0} == {collector}, success
     assert metric not in only_scrape_metrics(got)
     failed = assert_logged(caplog, "permission was denied", message="section failed")
