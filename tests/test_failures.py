@@ -296,6 +296,37 @@ def test_permission_denied_on_one_section_fails_it_alone_then_recovers(standin, 
     assert "mssql_start_time_seconds" in only_scrape_metrics(got)
 
 
+@pytest.mark.parametrize(
+    ("view", "collector", "metric"),
+    [
+        ("sys.dm_os_memory_clerks", "memory_clerks", "mssql_memory_clerk_bytes"),
+        ("sys.dm_os_wait_stats", "wait_stats", "mssql_wait_seconds_total"),
+    ],
+)
+def test_a_denied_clerk_or_wait_view_fails_only_its_collector(
+    standin, scraper_for, caplog, view, collector, metric
+):
+    s = standin("healthy-oltp")
+    s.instance.denied.add(view, 229)
+    config = s.config()
+    scraper = scraper_for(config)
+    got = scrape(scraper, config)
+    assert value(got, "mssql_up") == 1
+    success = {
+        dict(labels)["collector"]: v
+        for (name, labels), v in got.items()
+        if name == "mssql_exporter_collector_success"
+    }
+    assert {c for c, ok in success.items() if ok == 0} == {collector}, success
+    assert metric not in only_scrape_metrics(got)
+    failed = assert_logged(caplog, "permission was denied", message="section failed")
+    assert str(failed.err).startswith("229: ") and failed.collector == collector
+    s.instance.denied.discard(view)
+    got = assert_recovers(scraper, config)
+    assert value(got, "mssql_exporter_collector_success", collector=collector) == 1
+    assert metric in only_scrape_metrics(got)
+
+
 def test_missing_dmv_on_an_older_server_fails_its_section_only(standin, scraper_for, caplog):
     s = standin("healthy-oltp")
     s.instance.missing.add("sys.dm_os_performance_counters")

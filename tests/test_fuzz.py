@@ -41,6 +41,8 @@ COUNTERS = [
     "Buffer cache hit ratio base",
     "Database pages",
     "Batch Requests/sec",
+    "SQL Compilations/sec",
+    "SQL Re-Compilations/sec",
     "Free Memory (KB)",
     "Granted Workspace Memory (KB)",
     "Foreign Node Memory (KB)",
@@ -307,6 +309,19 @@ SECTION_CELLS: dict[str, dict[str, st.SearchStrategy[object]]] = {
             )
         },
     },
+    "memory_clerks": {
+        "clerk": st.one_of(
+            st.sampled_from(["MEMORYCLERK_SQLBUFFERPOOL", "cachestore_sqlcp", "other", "MEMORYCLERK_NEW"]),
+            texts,
+        ),
+        "pages_kb": counts,
+    },
+    "wait_stats": {
+        "wait_type": st.one_of(st.sampled_from(["RESOURCE_SEMAPHORE", "writelog ", "LCK_M_X"]), texts),
+        "waiting_tasks_count": counts,
+        "wait_time_ms": counts,
+        "signal_wait_time_ms": counts,
+    },
     "perf": {
         "object_name": names,
         "counter_name": st.one_of(st.sampled_from(COUNTERS), padded, st.none()),
@@ -523,7 +538,8 @@ def _negated(server: list[ScenarioServer]) -> Callable[[ResultSet], list[ResultS
         if server[0].batches < 2:
             return [rs]
         columns = {"cntr_value", "num_of_reads", "num_of_bytes_read", "io_stall_read_ms", "num_of_writes"}
-        columns |= {"num_of_bytes_written", "io_stall_write_ms"}
+        columns |= {"num_of_bytes_written", "io_stall_write_ms", "pages_kb"}
+        columns |= {"waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms"}
         at = [i for i, column in enumerate(rs.columns) if column in columns]
         rows = [
             tuple(-abs(v) - 5 if i in at and isinstance(v, int) else v for i, v in enumerate(row))
@@ -543,4 +559,8 @@ def test_negative_readings_never_become_negative_counters():
         for family in text_string_to_metric_families(text):
             if family.type == "counter":
                 negative |= {sample.name for sample in family.samples if sample.value < 0}
+            if family.name == "mssql_memory_clerk_bytes":
+                negative |= {sample.name for sample in family.samples if sample.value < 0}
+        success = check_scrape(text, records)
+        assert success["memory_clerks"] == 0 and success["wait_stats"] == 0
     assert not negative, sorted(negative)

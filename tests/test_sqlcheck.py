@@ -419,6 +419,8 @@ BRIEF_OBJECTS = {
     "sys.dm_os_nodes": "view",
     "sys.dm_exec_query_memory_grants": "view",
     "sys.dm_exec_query_resource_semaphores": "view",
+    "sys.dm_os_memory_clerks": "view",
+    "sys.dm_os_wait_stats": "view",
     "sys.databases": "view",
     "sys.master_files": "view",
     "sys.database_files": "view",
@@ -442,6 +444,8 @@ def test_catalog_covers_the_objects_with_their_docs(catalog: Catalog) -> None:
     assert catalog.objects["sys.server_memory_optimized_hybrid_buffer_pool_configuration"].since == "2019"
     assert catalog.objects["sys.dm_os_host_info"].since == "2017"
     assert catalog.objects["sys.dm_os_buffer_pool_extension_configuration"].since == "2014"
+    clerks = catalog.objects["sys.dm_os_memory_clerks"].columns
+    assert clerks["pages_kb"].since == "2012" and clerks["single_pages_kb"].until == "2008 R2"
 
 
 def test_catalog_lists_the_exporters_functions_and_properties(catalog: Catalog) -> None:

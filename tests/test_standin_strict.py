@@ -48,6 +48,8 @@ def test_the_exporters_batch_passes_the_strict_checks(standin):
         "memory_config",
         "memory_model",
         "resource_semaphores",
+        "memory_clerks",
+        "wait_stats",
         "file_stats",
         "hbp",
         "bpe",
@@ -73,6 +75,10 @@ MUTATIONS = {
     "syntax": ("END CATCH;\nBEGIN TRY", "END CATCH;\nBEGIN TRI"),
     # sys.configurations.value_in_use read as sql_variant, which FreeTDS cannot fetch
     "sql_variant": ("CAST(c.value_in_use AS bigint) AS value_in_use", "c.value_in_use"),
+    # the clerk type selected without its GROUP BY (SQL Server: Msg 8120)
+    "group_by": ("END AS clerk, SUM(mc.pages_kb) AS pages_kb", "END AS clerk, mc.pages_kb"),
+    # a wait-stats column that is not on the view
+    "wait_column": ("ws.signal_wait_time_ms\n", "ws.signal_wait_ms\n"),
 }
 
 

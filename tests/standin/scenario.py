@@ -16,8 +16,12 @@ node. When the scenario gives no Buffer Manager page life expectancy, it is the 
 nodes', as in SQL Server.
 
 `views:` gives the rows of the DMVs that are not performance counters, by view name without `sys.`
-(dm_os_sys_memory, dm_os_process_memory, configurations, dm_exec_query_resource_semaphores; for
-dm_os_sys_info, columns added to the row the stand-in computes). A mapping is one row, a list is many;
+(dm_os_sys_memory, dm_os_process_memory, configurations, dm_exec_query_resource_semaphores,
+dm_os_memory_clerks, dm_os_wait_stats; for dm_os_sys_info, columns added to the row the stand-in
+computes). A mapping is one row, a list is many. The keyed views (KEYED_VIEWS: dm_os_memory_clerks by
+`type`, dm_os_wait_stats by `wait_type`) are mappings from that key to one row or a list of rows (a clerk
+type has one clerk per memory node), so a scenario that extends another changes or deletes one clerk type
+or wait type and keeps the rest;
 each column is a literal (number, text, null) or a counter spec as above ({gauge:, steps:} or {rate:},
 which grows with time and restarts from 0). Columns the catalog says the scenario's ProductVersion
 lacks are dropped from the rows, as an older server would not have them.
@@ -31,7 +35,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .files import FileModel, parse_databases
 from .scenario_files import read_scenario, scenario_path
@@ -164,7 +168,7 @@ DEFAULT_NOISE = {
     "Locks": ["Lock Requests/sec", "Lock Waits/sec"],
     "Buffer Manager": [],
     "Memory Manager": ["External benefit of memory", "Lock Blocks", "Lock Owner Blocks"],
-    "SQL Statistics": ["SQL Compilations/sec", "SQL Re-Compilations/sec"],
+    "SQL Statistics": ["Auto-Param Attempts/sec", "Safe Auto-Params/sec"],
     "Access Methods": ["Full Scans/sec", "Page Splits/sec"],
 }
 
@@ -259,6 +263,8 @@ class Instance:
         "sys.dm_os_process_memory",
         "sys.configurations",
         "sys.dm_exec_query_resource_semaphores",
+        "sys.dm_os_memory_clerks",
+        "sys.dm_os_wait_stats",
     )
     # Views whose rows come straight from the scenario's `views:`.
     SCENARIO_VIEWS = (
@@ -266,7 +272,14 @@ class Instance:
         "sys.dm_os_process_memory",
         "sys.configurations",
         "sys.dm_exec_query_resource_semaphores",
+        "sys.dm_os_memory_clerks",
+        "sys.dm_os_wait_stats",
     )
+    # Views written as a mapping from one column's value to that value's row(s); the key becomes the column.
+    KEYED_VIEWS: ClassVar[Mapping[str, str]] = {
+        "sys.dm_os_memory_clerks": "type",
+        "sys.dm_os_wait_stats": "wait_type",
+    }
     HBP_VIEW = "sys.server_memory_optimized_hybrid_buffer_pool_configuration"
 
     def __init__(self, scenario: Scenario, clock: Clock | None = None) -> None:
@@ -377,7 +390,14 @@ class Instance:
         spec = self.scenario.views.get(name.removeprefix("sys."))
         if spec is None:
             return []
-        rows = [spec] if isinstance(spec, dict) else list(spec)
+        if name in self.KEYED_VIEWS:
+            rows = [
+                {self.KEYED_VIEWS[name]: key, **row}
+                for key, value in spec.items()
+                for row in ([value] if isinstance(value, dict) else list(value))
+            ]
+        else:
+            rows = [spec] if isinstance(spec, dict) else list(spec)
         now, since = self.clock.now(), self._since()
         return [
             {str(k).lower(): self._cell(v, now, since, f"{name}.{k}") for k, v in row.items()} for row in rows

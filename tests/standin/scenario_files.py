@@ -6,7 +6,8 @@ file and property the exporter reads), and states only what it tests. The rules:
 - `extends: NAME` reads `scenarios/NAME.yml` first (which may extend another; a cycle is an error).
 - These mappings merge key by key: the top level, `server`, `server.properties`, `counters`, each
   object under `counters`, `volumes`, `noise`, `views` and each single-row view under `views` (a view
-  given as a list of rows is replaced whole). A scenario that sets
+  given as a list of rows is replaced whole; a keyed view, dm_os_memory_clerks or dm_os_wait_stats,
+  merges by clerk type or wait type, each type's rows replaced whole). A scenario that sets
   `counters.Buffer Manager.Lazy writes/sec` keeps every other Buffer Manager counter of its parent.
 - Everything else replaces the parent's value whole: numbers, strings, lists (`databases`, `restarts`,
   a per-node list) and the other mappings, in particular one counter's spec (`{rate: 2}` over a parent's

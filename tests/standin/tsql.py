@@ -99,6 +99,7 @@ class Select:
     source_args: list[Expr] = field(default_factory=list)
     alias: str | None = None
     where: Expr | None = None
+    group_by: list[Expr] | None = None  # GROUP BY expressions; None without the clause
 
 
 @dataclass
@@ -243,11 +244,16 @@ class _Parser:
                     sel.source_args.append(self.expr())
                 self.expect_op(")")
             tok = self.peek()
-            bare_alias = tok is not None and tok.kind == "name" and not tok.is_kw("WHERE", "AS")
+            bare_alias = tok is not None and tok.kind == "name" and not tok.is_kw("WHERE", "AS", "GROUP")
             if self.accept_kw("AS") or bare_alias:
                 sel.alias = self.take().text
         if self.accept_kw("WHERE"):
             sel.where = self.condition()
+        if self.accept_kw("GROUP"):
+            self.expect_kw("BY")
+            sel.group_by = [self.expr()]
+            while self.accept_op(","):
+                sel.group_by.append(self.expr())
         tok = self.peek()
         if (
             tok is not None
@@ -346,6 +352,8 @@ class _Parser:
             raise Unsupported(f"expression starting with {tok.text!r}")
         if tok.is_kw("NULL"):
             return ("lit", None)
+        if tok.is_kw("CASE"):
+            return self.case()
         if tok.is_kw("CAST"):
             self.expect_op("(")
             inner = self.expr()
@@ -367,6 +375,20 @@ class _Parser:
         if self.accept_op("."):
             return ("col", tok.text.lower(), self.take().text.lower())
         return ("col", None, tok.text.lower())
+
+    def case(self) -> Expr:
+        """CASE WHEN cond THEN v ... [ELSE v] END, or the simple form CASE x WHEN v THEN ... END."""
+        operand = None if (tok := self.peek()) is not None and tok.is_kw("WHEN") else self.expr()
+        branches: list[tuple[Expr, Expr]] = []
+        while self.accept_kw("WHEN"):
+            test = self.condition() if operand is None else self.expr()
+            self.expect_kw("THEN")
+            branches.append((test, self.expr()))
+        if not branches:
+            raise Unsupported("CASE without WHEN")
+        otherwise = self.expr() if self.accept_kw("ELSE") else ("lit", None)
+        self.expect_kw("END")
+        return ("case", operand, branches, otherwise)
 
     def _arg(self) -> Expr:
         # Date parts (MILLISECOND, SECOND...) are bare words, not columns.
@@ -463,12 +485,78 @@ class Interpreter:
             args = [self._eval(a, {}, err) for a in sel.source_args]
             source_rows = self.data.rows(sel.source, args)
         result_rows: list[tuple[object, ...]] = []
-        for row in source_rows:
-            if sel.where is not None and not _truth(self._eval(sel.where, row, err, sel.alias)):
-                continue
-            result_rows.append(tuple(self._eval(e, row, err, sel.alias) for e, _ in sel.items))
+        kept = [
+            row
+            for row in source_rows
+            if sel.where is None or _truth(self._eval(sel.where, row, err, sel.alias))
+        ]
+        if sel.group_by is not None or any(_has_aggregate(e) for e, _ in sel.items):
+            result_rows = self._grouped(sel, kept, err)
+        else:
+            result_rows = [tuple(self._eval(e, row, err, sel.alias) for e, _ in sel.items) for row in kept]
         columns = [Column(name, _column_type(e, result_rows, i)) for i, (e, name) in enumerate(sel.items)]
         return ResultSet(columns, result_rows)
+
+    def _grouped(
+        self, sel: Select, rows: list[dict[str, object]], err: _ErrorContext | None
+    ) -> list[tuple[object, ...]]:
+        """GROUP BY (or aggregates over the whole input): one output row per group. Groups are keyed the
+        way a case-insensitive collation compares (trailing blanks ignored); without GROUP BY there is
+        exactly one group, even over no rows, as SQL Server answers SUM over an empty set with NULL."""
+        keys = sel.group_by or []
+        groups: dict[tuple[object, ...], list[dict[str, object]]] = {}
+        for row in rows:
+            key = tuple(_group_key(self._eval(k, row, err, sel.alias)) for k in keys)
+            groups.setdefault(key, []).append(row)
+        if not keys:
+            groups = {(): rows}
+        return [
+            tuple(self._eval_group(e, members, keys, err, sel.alias) for e, _ in sel.items)
+            for members in groups.values()
+        ]
+
+    def _eval_group(
+        self,
+        e: Expr,
+        rows: list[dict[str, object]],
+        keys: list[Expr],
+        err: _ErrorContext | None,
+        alias: str | None,
+    ) -> object:
+        if e in keys:
+            return self._eval(e, rows[0], err, alias) if rows else None
+        tag = e[0]
+        if tag == "call" and e[1] in _AGGREGATES:
+            if len(e[2]) != 1:
+                raise Unsupported(f"{e[1]} with {len(e[2])} arguments")
+            values = [v for r in rows if (v := self._eval(e[2][0], r, err, alias)) is not None]
+            if e[1] in ("COUNT", "COUNT_BIG"):
+                return len(values)
+            if not values:
+                return None
+            if e[1] == "SUM":
+                return sum(values)  # type: ignore[arg-type]
+            return min(values) if e[1] == "MIN" else max(values)  # type: ignore[type-var]
+        if tag == "col":
+            raise SqlRuntimeError(
+                8120,
+                f"Column '{e[2]}' is invalid in the select list because it is not contained in either an"
+                " aggregate function or the GROUP BY clause.",
+            )
+        if tag == "lit":
+            return e[1]
+        if tag == "bin":
+            a = self._eval_group(e[2], rows, keys, err, alias)
+            b = self._eval_group(e[3], rows, keys, err, alias)
+            return None if a is None or b is None else _arith(e[1], a, b)
+        if tag == "cast":
+            return _cast(self._eval_group(e[1], rows, keys, err, alias), e[2])
+        if _has_column(e):
+            raise SqlRuntimeError(
+                8120,
+                "An expression in the select list is neither in the GROUP BY clause nor an aggregate.",
+            )
+        return self._eval(e, {}, err, alias)
 
     def _eval(
         self, e: Expr, row: dict[str, object], err: _ErrorContext | None, alias: str | None = None
@@ -496,6 +584,17 @@ class Interpreter:
             return self._call(e[1], e[2], row, err, alias)
         if tag == "datepart":
             return e[1]
+        if tag == "case":
+            operand = None if e[1] is None else self._eval(e[1], row, err, alias)
+            for test, result in e[2]:
+                hit = (
+                    _truth(self._eval(test, row, err, alias))
+                    if e[1] is None
+                    else _equal(operand, self._eval(test, row, err, alias))
+                )
+                if hit:
+                    return self._eval(result, row, err, alias)
+            return self._eval(e[3], row, err, alias)
         if tag in ("and", "or"):
             a = _truth(self._eval(e[1], row, err, alias))
             if tag == "and":
@@ -557,6 +656,30 @@ class Interpreter:
         if name in ("ISNULL", "COALESCE"):
             return next((v for v in values if v is not None), None)
         raise SqlRuntimeError(195, f"'{name}' is not a recognized built-in function name.")
+
+
+_AGGREGATES = frozenset({"SUM", "MIN", "MAX", "COUNT", "COUNT_BIG"})
+
+
+def _walk(e: object) -> Iterator[tuple]:
+    if isinstance(e, tuple) and e and isinstance(e[0], str):
+        yield e
+    if isinstance(e, tuple | list):
+        for part in e:
+            if isinstance(part, tuple | list):
+                yield from _walk(part)
+
+
+def _has_aggregate(e: Expr) -> bool:
+    return any(x[0] == "call" and len(x) == 3 and x[1] in _AGGREGATES for x in _walk(e))
+
+
+def _has_column(e: Expr) -> bool:
+    return any(x[0] == "col" and len(x) == 3 for x in _walk(e))
+
+
+def _group_key(value: object) -> object:
+    return value.rstrip(" ").casefold() if isinstance(value, str) else value
 
 
 def like(value: str, pattern: str) -> bool:

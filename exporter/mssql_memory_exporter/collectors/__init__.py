@@ -11,6 +11,7 @@ from . import (
     buffer_node,
     buffer_pool_extension,
     hybrid_buffer_pool,
+    memory_clerks,
     memory_config,
     memory_manager,
     memory_node,
@@ -22,6 +23,7 @@ from . import (
     sys_info,
     tempdb,
     volumes,
+    wait_stats,
 )
 from .base import CollectorRecord
 
@@ -39,6 +41,8 @@ COLLECTORS: tuple[CollectorRecord, ...] = tuple(
         os_memory,
         memory_config,
         resource_semaphores,
+        memory_clerks,
+        wait_stats,
         sql_statistics,
         tempdb,
         volumes,

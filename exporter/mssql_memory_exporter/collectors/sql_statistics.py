@@ -1,4 +1,7 @@
-"""SQL Server:SQL Statistics — batch requests, the denominator of Dell's lookups-per-batch ratio."""
+"""SQL Server:SQL Statistics — batch requests (the denominator of Dell's lookups-per-batch ratio), and
+compilations and re-compilations: a plan cache under pressure (or an ad hoc workload that never reuses a
+plan) compiles a large share of its batches. All three are cumulative "/sec" counters, exported as counters
+for rate()."""
 
 from __future__ import annotations
 
@@ -13,6 +16,18 @@ METRICS = (
         "Batch Requests/sec",
         "mssql_batch_requests_total",
         "T-SQL command batches received.",
+        CounterKind.CUMULATIVE,
+    ),
+    perf.PerfMetric(
+        "SQL Compilations/sec",
+        "mssql_sql_compilations_total",
+        "Query compilations (statement-level, auto-parameterization attempts and recompiles included).",
+        CounterKind.CUMULATIVE,
+    ),
+    perf.PerfMetric(
+        "SQL Re-Compilations/sec",
+        "mssql_sql_recompilations_total",
+        "Statement recompilations (a cached plan found invalid: schema or statistics changed, or a hint).",
         CounterKind.CUMULATIVE,
     ),
 )

@@ -43,6 +43,8 @@ RESERVED_LABELS = frozenset(
         "model",
         "pool_id",
         "resource_semaphore_id",
+        "clerk",
+        "wait_type",
     }
 )
 
