@@ -15,11 +15,15 @@ from .names import RuleNames
 from .rule_parts import INSTANCE, alert, instance_value, metric
 from .spec import Spec, number
 
+GRANT_WAIT = 'wait_type="RESOURCE_SEMAPHORE"'
+
 
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     names = RuleNames.from_spec(spec)
     mem = spec.memory
     m = lambda name: metric(spec, name)  # noqa: E731 - one selector for every series here
+    m_extra = lambda name, extra: metric(spec, name, extra)  # noqa: E731
+    w = spec.window(spec.rate_window)
     stalls, lazy = names.instance_rate("free_list_stalls"), names.instance_rate("lazy_writes")
     churn = (
         f"(\n    ({stalls} > bool {number(mem.free_list_stalls_per_second.max)})\n"
@@ -48,6 +52,32 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
                 f"* ({m('mssql_memory_total_bytes')}"
                 f" >= bool {m('mssql_memory_target_bytes')} * {number(mem.internal_total_at_target_share)})\n"
                 f"* ({N.PRESSURE_EXTERNAL} == bool 0)"
+            ),
+        },
+        {
+            # Seconds spent waiting for a workspace memory grant per second: on average, how many queries
+            # wait for one at once.
+            "record": names.grant_waits,
+            "expr": (
+                "sum without (wait_type) (\n"
+                f"  rate({m_extra('mssql_wait_seconds_total', GRANT_WAIT)}[{w}])\n)"
+            ),
+        },
+        {
+            # Their share of the wait time of every wait type the exporter reads (sys.dm_os_wait_stats,
+            # the fixed list in docs/metrics.md): the denominator is that list, not all of SQL Server's.
+            "record": names.grant_wait_share,
+            "expr": (
+                f"{names.grant_waits}\n"
+                f"/ (sum without (wait_type) (rate({m('mssql_wait_seconds_total')}[{w}])) > 0)"
+            ),
+        },
+        {
+            # Compilations per batch request: near 1, almost no plan is reused (plan-cache bloat).
+            "record": names.compilations_per_batch,
+            "expr": (
+                f"rate({m('mssql_sql_compilations_total')}[{w}])\n"
+                f"/ ({names.instance_rate('batch_requests')} > 0)"
             ),
         },
         {
@@ -132,6 +162,19 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "About {{ $value | humanize }} queries failed with error 8645 (timeout waiting for memory) in"
             " resource pool {{ $labels.pool_id }} (semaphore {{ $labels.resource_semaphore_id }}) over the"
             f" last {mem.grant_timeouts.window}: users saw errors, not just slowness.",
+        ),
+        alert(
+            spec,
+            N.GRANT_WAITS,
+            f"{RuleNames.from_spec(spec).grant_waits} > {number(mem.grant_waits.max_waiting_queries)}",
+            mem.grant_waits.for_,
+            "warning",
+            "Queries queue for workspace memory on {{ $labels.instance }}",
+            "On average {{ $value | humanize }} queries at once waited for a workspace memory grant"
+            f" (RESOURCE_SEMAPHORE wait seconds per second, {spec.rate_window} average; limit:"
+            f" {number(mem.grant_waits.max_waiting_queries)}): sorts and hashes cannot start until memory"
+            " frees up, and may time out (error 8645).",
+            keep_firing=spec.keep_firing_for,
         ),
         alert(
             spec,

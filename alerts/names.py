@@ -28,6 +28,7 @@ ENDURANCE_REMAINING = "MSSQLSSDEnduranceRemainingLow"
 EXTERNAL_PRESSURE = "MSSQLMemoryExternalPressure"
 TARGET_PULLED_DOWN = "MSSQLTargetMemoryPulledDown"
 GRANT_TIMEOUTS = "MSSQLMemoryGrantTimeouts"
+GRANT_WAITS = "MSSQLMemoryGrantWaits"
 MAX_MEMORY_DEFAULT = "MSSQLMaxServerMemoryDefault"
 
 # Recording rules without a window in their name.
@@ -75,6 +76,20 @@ class RuleNames:
     @property
     def lookups_ratio(self) -> str:
         return f"instance:mssql_page_lookups_per_batch_request:ratio_rate{self.rate}"
+
+    @property
+    def grant_waits(self) -> str:
+        """RESOURCE_SEMAPHORE wait seconds per second: queries waiting for a grant at once, on average."""
+        return f"instance:mssql_grant_wait_seconds:rate{self.rate}"
+
+    @property
+    def grant_wait_share(self) -> str:
+        """Grant waits' share of the wait time of the wait types the exporter reads."""
+        return f"instance:mssql_grant_wait:ratio_rate{self.rate}"
+
+    @property
+    def compilations_per_batch(self) -> str:
+        return f"instance:mssql_sql_compilations_per_batch_request:ratio_rate{self.rate}"
 
     @property
     def page_io(self) -> str:

@@ -144,6 +144,11 @@ class WindowOnly(_Section):
     window: Duration
 
 
+class GrantWaitsSpec(_Section):
+    max_waiting_queries: Positive
+    for_: Duration = Field(alias="for")
+
+
 class MaxServerMemoryDefaultSpec(_Section):
     default_bytes: Positive
     other_processes_share: Ratio
@@ -164,6 +169,7 @@ class MemorySpec(_Section):
     internal_total_at_target_share: Ratio
     target_pulled_down: TargetPulledDownSpec
     grant_timeouts: WindowOnly
+    grant_waits: GrantWaitsSpec
     max_server_memory_default: MaxServerMemoryDefaultSpec
 
 
