@@ -28,6 +28,7 @@ from alerts.names import (
     FREE_LIST_STALLS,
     FREE_MEMORY_LOW,
     GRANT_TIMEOUTS,
+    GRANT_WAITS,
     GRANTS_PENDING,
     HIT_RATIO_LOW,
     LAZY_WRITES,
@@ -161,6 +162,8 @@ class Limits:
             "lazy": n.instance_rate("lazy_writes"),
             "stalls": n.instance_rate("free_list_stalls"),
             "batches": n.instance_rate("batch_requests"),
+            "compilations_per_batch": n.compilations_per_batch,
+            "grant_waits": n.grant_waits,
             "lookups_ratio": n.lookups_ratio,
             "page_io": n.page_io,
             "volume": n.volume,
@@ -748,6 +751,56 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             min=0,
             custom=STACKED,
             overrides=[override("target", UNSTACKED), override("total", UNSTACKED)],
+        ),
+        Panel(
+            "timeseries",
+            "Memory clerks",
+            "sys.dm_os_memory_clerks, pages summed per clerk type (the fixed list in docs/metrics.md, the "
+            "rest as other), stacked against Total Server Memory. Healthy: MEMORYCLERK_SQLBUFFERPOOL (the "
+            "buffer pool) is most of it. A plan cache (CACHESTORE_SQLCP) of gigabytes with many "
+            "compilations per batch is plan-cache bloat; MEMORYCLERK_SQLQERESERVATIONS holds query grants; "
+            "OBJECTSTORE_LOCK_MANAGER grows with lock escalation turned off; MEMORYCLERK_XTP is In-Memory "
+            "OLTP.",
+            "bytes",
+            [
+                Query(f"{m('mssql_memory_clerk_bytes')} > 0", "{{clerk}}"),
+                Query(m("mssql_memory_total_bytes"), "Total Server Memory"),
+            ],
+            min=0,
+            custom=STACKED,
+            overrides=[override("Total Server Memory", UNSTACKED)],
+        ),
+        Panel(
+            "timeseries",
+            "Compilations per batch",
+            "SQL Statistics compilations and re-compilations per batch request. Healthy: a small share on "
+            "an OLTP server (plans are reused). Near 1, almost every batch compiles: an ad hoc workload "
+            "filling the plan cache (CACHESTORE_SQLCP) at the buffer pool's expense; consider "
+            "'optimize for ad hoc workloads' or parameterisation.",
+            "percentunit",
+            [
+                Query(m(lim.rule("compilations_per_batch")), f"compilations ({lim.window} average)"),
+                Query(
+                    f"{rate('mssql_sql_recompilations_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)",
+                    "re-compilations",
+                ),
+            ],
+            min=0,
+        ),
+        Panel(
+            "timeseries",
+            "Waits for memory and I/O",
+            "Seconds spent waiting per second, per wait type (sys.dm_os_wait_stats, the fixed list in "
+            "docs/metrics.md): on average, how many tasks wait at once. Healthy: low and steady. "
+            "RESOURCE_SEMAPHORE: queries waiting for workspace memory (grant waits, alerted from "
+            f"{num(lim.memory.grant_waits.max_waiting_queries)} at once); PAGEIOLATCH_*: reads of pages "
+            "not in the buffer pool; WRITELOG: the log disk; CMEMTHREAD and SOS_VIRTUALMEMORY_LOW: memory "
+            "allocation itself; THREADPOOL: no worker threads.",
+            "short",
+            [Query(f"{rate('mssql_wait_seconds_total')} > 0", "{{wait_type}}")],
+            width=24,
+            min=0,
+            links=[lim.runbook(GRANT_WAITS)],
         ),
         Panel(
             "timeseries",
