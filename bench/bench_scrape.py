@@ -1,10 +1,11 @@
-"""`make bench`: the exporter's cost, measured against SQL Server stand-ins in one run, as four tables.
+"""`make bench`: the exporter's cost, measured against SQL Server stand-ins in one run, as six tables.
 
 (a) round trips and bytes on the wire per scrape        bench/scrape_cost.py
 (b) scrape latency and exporter-side time vs SELECT 1    bench/scrape_cost.py
 (c) growth with databases and NUMA nodes (exporter process: time, CPU, RSS)   bench/growth.py
 (d) a fleet of targets through /probe of one exporter process                  bench/fleet.py
 (e) start-up with 1k/10k/50k targets: seconds to listening, bytes written, RSS  bench/startup.py
+(f) the memory diagnosis sections' share of a scrape                            bench/section_share.py
 
 Prints the tables and writes every figure to build/bench-results.json. `--quick` is a smoke run
 (seconds, not minutes) whose numbers mean little. docs/performance.md explains the method.
@@ -22,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import fleet, growth, scrape_cost, startup  # noqa: E402
+from bench import fleet, growth, scrape_cost, section_share, startup  # noqa: E402
 from bench.common import BUILD, MachineLoad, load_note, machine_info, print_table, raise_fd_limit  # noqa: E402
 
 COST_SCENARIOS = ("healthy-oltp", "numa-4-nodes")
@@ -44,7 +45,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--only", default="abcde", help="tables to run, e.g. 'cd' (a and b run together)")
+    parser.add_argument("--only", default="abcdef", help="tables to run, e.g. 'cd' (a and b run together)")
     parser.add_argument("--scrapes", type=int, default=1000, help="scrapes per scenario in (a)/(b)")
     parser.add_argument("--fleet", type=int, action="append", help="fleet sizes for (d); default 100 and 500")
     parser.add_argument("--interval", type=float, default=15.0, help="scrape interval of the fleet, seconds")
@@ -162,6 +163,23 @@ def main() -> int:
         results["e_startup"] = [startup.summary(r) for r in starts]
         headers, rows = startup.table(starts, args.startup_timeout)
         print_table(startup.TITLE, headers, rows, startup.NOTES)
+
+    if "f" in args.only:
+        n = max(20, int(args.scrapes * scale))
+        load = MachineLoad()
+        load.start()
+        shares = [section_share.measure(s, n) for s in COST_SCENARIOS]
+        machine = load.stop()
+        results["f_section_share"] = [section_share.summary(s) for s in shares]
+        headers, rows = section_share.table(shares)
+        print_table(
+            "(f) The memory diagnosis sections' share of a scrape: every collector vs all but those six,"
+            " probed alternately",
+            headers,
+            rows,
+            "    in process (probe + exposition), each scraper on its own connection to one stand-in; times"
+            " in ms.\n" + load_note(machine),
+        )
 
     elapsed = time.monotonic() - started
     results["elapsed_seconds"] = elapsed

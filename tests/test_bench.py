@@ -24,9 +24,9 @@ def run_python(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[
 
 def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_path):
     out = tmp_path / "bench.json"
-    run = run_python("bench/bench_scrape.py", "--quick", "--only", "abd", "--fleet", "5", "--json", str(out))
+    run = run_python("bench/bench_scrape.py", "--quick", "--only", "abdf", "--fleet", "5", "--json", str(out))
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    for title in ("(a) Round trips and bytes", "(b) Scrape latency", "(d) Fleet"):
+    for title in ("(a) Round trips and bytes", "(b) Scrape latency", "(d) Fleet", "(f) The memory diagnosis"):
         assert title in run.stdout, run.stdout[-2000:]
     results = json.loads(out.read_text())
     for cost in results["a_b"]:
@@ -36,6 +36,10 @@ def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_
         assert cost["refresh_bytes_to_server"] > cost["bytes_to_server"], cost
         for figure in ("total", "batch_round_trip", "exporter_cpu", "select1"):
             assert cost["ms"][figure]["p50"] > 0, (figure, cost["ms"])
+    for share in results["f_section_share"]:
+        # Without the diagnosis collectors the scrape has fewer series; both sides were measured.
+        assert share["series_all"] > share["series_without"] > 0, share
+        assert share["median_ms_all"] > 0 and share["median_ms_without"] > 0, share
     (fleet,) = results["d_fleet"]
     assert fleet["targets"] == 5 and fleet["probes"] >= 5 and fleet["failed"] == 0, fleet
     assert fleet["round_trips_per_probe"] == 1.0, fleet
