@@ -707,7 +707,13 @@ def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
     ]
 
 
-UNSTACKED = ("custom.stacking", {"group": "A", "mode": "none"})
+# A reference line over a stacked panel (target, total, physical memory): not stacked and not filled, or
+# its fill tints every area under it.
+UNSTACKED = (
+    ("custom.stacking", {"group": "A", "mode": "none"}),
+    ("custom.fillOpacity", 0),
+    ("custom.lineWidth", 2),
+)
 STACKED = {"stacking": {"group": "A", "mode": "normal"}, "fillOpacity": 60, "lineWidth": 1}
 
 
@@ -750,7 +756,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             width=24,
             min=0,
             custom=STACKED,
-            overrides=[override("target", UNSTACKED), override("total", UNSTACKED)],
+            overrides=[override("target", *UNSTACKED), override("total", *UNSTACKED)],
         ),
         Panel(
             "timeseries",
@@ -766,26 +772,11 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
                 Query(f"{m('mssql_memory_clerk_bytes')} > 0", "{{clerk}}"),
                 Query(m("mssql_memory_total_bytes"), "Total Server Memory"),
             ],
+            width=24,
+            height=10,  # sixteen clerk names: the legend needs three lines
             min=0,
             custom=STACKED,
-            overrides=[override("Total Server Memory", UNSTACKED)],
-        ),
-        Panel(
-            "timeseries",
-            "Compilations per batch",
-            "SQL Statistics compilations and re-compilations per batch request. Healthy: a small share on "
-            "an OLTP server (plans are reused). Near 1, almost every batch compiles: an ad hoc workload "
-            "filling the plan cache (CACHESTORE_SQLCP) at the buffer pool's expense; consider "
-            "'optimize for ad hoc workloads' or parameterisation.",
-            "percentunit",
-            [
-                Query(m(lim.rule("compilations_per_batch")), f"compilations ({lim.window} average)"),
-                Query(
-                    f"{rate('mssql_sql_recompilations_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)",
-                    "re-compilations",
-                ),
-            ],
-            min=0,
+            overrides=[override("Total Server Memory", *UNSTACKED)],
         ),
         Panel(
             "timeseries",
@@ -814,8 +805,27 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
                 Query(m("mssql_memory_workspace_granted_bytes"), "granted"),
                 Query(m("mssql_memory_workspace_maximum_bytes"), "maximum"),
             ],
+            width=8,
             min=0,
             links=[lim.runbook(GRANTS_PENDING), lim.runbook(GRANT_TIMEOUTS)],
+        ),
+        Panel(
+            "timeseries",
+            "Compilations per batch",
+            "SQL Statistics compilations and re-compilations per batch request. Healthy: a small share on "
+            "an OLTP server (plans are reused). Near 1, almost every batch compiles: an ad hoc workload "
+            "filling the plan cache (CACHESTORE_SQLCP) at the buffer pool's expense; consider "
+            "'optimize for ad hoc workloads' or parameterisation.",
+            "percentunit",
+            [
+                Query(m(lim.rule("compilations_per_batch")), f"compilations ({lim.window} average)"),
+                Query(
+                    f"{rate('mssql_sql_recompilations_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)",
+                    "re-compilations",
+                ),
+            ],
+            width=8,
+            min=0,
         ),
         Panel(
             "timeseries",
@@ -825,6 +835,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "latency (compare the remote page lookups of the NUMA row).",
             "bytes",
             [Query(m("mssql_memory_node_foreign_bytes"), "node {{node}}")],
+            width=8,
             min=0,
         ),
     ]
@@ -860,9 +871,10 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
                 Query(m("mssql_os_available_physical_memory_bytes"), "available"),
                 Query(m("mssql_os_physical_memory_bytes"), "physical memory"),
             ],
+            width=8,
             min=0,
             custom=STACKED,
-            overrides=[override("physical memory", UNSTACKED)],
+            overrides=[override("physical memory", *UNSTACKED)],
             links=[lim.runbook(EXTERNAL_PRESSURE), lim.runbook(MAX_MEMORY_DEFAULT)],
         ),
         Panel(
@@ -876,6 +888,7 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             "short",
             [Query(expr, name) for name, expr in signals.items()],
             thresholds=Thresholds.healthy_below(ANY),
+            width=8,
             min=0,
             max=1,
             links=[lim.runbook(EXTERNAL_PRESSURE)],
@@ -901,6 +914,7 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
                 ),
                 Query(m("mssql_os_physical_memory_bytes"), "physical memory"),
             ],
+            width=8,
             min=0,
             links=[lim.runbook(TARGET_PULLED_DOWN)],
         ),
