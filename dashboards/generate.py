@@ -722,7 +722,6 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
     parts = {
         "database cache": "mssql_memory_database_cache_bytes",
         "plan cache (SQL cache)": "mssql_memory_sql_cache_bytes",
-        "query workspace (granted)": "mssql_memory_workspace_granted_bytes",
         "locks": "mssql_memory_lock_bytes",
         "log pool": "mssql_memory_log_pool_bytes",
         "optimizer": "mssql_memory_optimizer_bytes",
@@ -730,6 +729,8 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
         "free": "mssql_memory_free_bytes",
     }
     # Stolen memory is everything but database pages and free memory; what the named parts of it leave.
+    # Query workspace is not one of them: a grant is memory promised, stolen only as the query uses it
+    # (granted can exceed what is stolen), so it has its own panel below.
     named_stolen = " + ".join(m(parts[k]) for k in list(parts)[1:-1])
     return [
         Row("Who holds the memory"),
@@ -737,8 +738,8 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "timeseries",
             "What SQL Server's memory holds, against target and total",
             "Memory Manager's committed memory split by use, stacked: database pages, the plan cache, "
-            "query workspace granted to running queries, locks, the log pool, the optimizer, connections, "
-            "other stolen memory and free; target and total as lines. Healthy: the stack reaches total, "
+            "locks, the log pool, the optimizer, connections, other stolen memory (query workspace in use "
+            "among it) and free; target and total as lines. Healthy: the stack reaches total, "
             "total sits at target, and database cache is most of it. A plan cache or workspace growing "
             "at the database cache's expense is internal pressure; total falling with the target is "
             "pressure from outside (row below).",
