@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.samples import Sample
 
 from .view import NO_TARGET, HostView, TargetView
 
@@ -108,9 +109,9 @@ class FamilyBuilder:
     """
 
     def __init__(self, const_labels: Mapping[str, str]) -> None:
-        self._const_names = list(const_labels)
-        self._const_values = list(const_labels.values())
+        self._const = dict(const_labels)
         self._families: dict[str, Metric] = {}
+        self._sample_names: dict[str, str] = {}
 
     def gauge(self, name: str, doc: str, value: float, labels: Mapping[str, str] | None = None) -> None:
         if name.endswith("_bytes") and not value >= 0:
@@ -133,25 +134,30 @@ class FamilyBuilder:
         value: float,
         labels: Mapping[str, str] | None,
     ) -> None:
-        labels = labels or {}
         family = self._families.get(name)
         if family is None:
-            family = family_type(name, doc, labels=[*self._const_names, *labels])
+            family = family_type(name, doc, labels=[*self._const, *(labels or ())])
             self._families[name] = family
-        family.add_metric([*self._const_values, *labels.values()], value)  # type: ignore[attr-defined]
+            # What add_metric would name the sample: a counter family's samples carry _total.
+            self._sample_names[name] = family.name + ("_total" if family.type == "counter" else "")
+        # The sample itself rather than add_metric, which zips label values to names by position for
+        # every sample: a dict merge is the same labels at a third of the cost (200 samples a scrape).
+        sample_labels = {**self._const, **labels} if labels else self._const.copy()
+        family.samples.append(Sample(self._sample_names[name], sample_labels, value))
 
     def families(self) -> list[Metric]:
         return list(self._families.values())
 
     def child(self) -> FamilyBuilder:
         """An empty builder with the same constant labels, to be merged back only on success."""
-        return FamilyBuilder(dict(zip(self._const_names, self._const_values, strict=True)))
+        return FamilyBuilder(self._const)
 
     def merge(self, other: FamilyBuilder) -> None:
         for name, family in other._families.items():
             mine = self._families.get(name)
             if mine is None:
                 self._families[name] = family
+                self._sample_names[name] = other._sample_names[name]
             else:
                 mine.samples.extend(family.samples)
 
