@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # perf builds on this module
     from .perf import PerfObject
 
 Row = Mapping[str, object]
+# SQL Server reports sizes in KB (KiB): every *_kb column and (KB) counter times this is bytes.
+KIB = 1024.0
 
 # Keys a collector may set in its target's memo to steer the next batch.
 FORCE_SLOW = "force_slow"  # True: send the slow sections with the next scrape

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from . import perf
 from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
-from .perfcounters import CounterKind, PerfIndex
+from .perfcounters import CounterKind
 
 OBJECT = perf.PerfObject("Buffer Node")
 
@@ -37,15 +37,9 @@ METRICS = (
 )
 
 
-def node_label(instance_name: str) -> str:
-    """SQL Server names nodes "000", "001"; the label is the plain number, as in sys.dm_os_memory_nodes."""
-    return str(int(instance_name)) if instance_name.isdigit() else instance_name
-
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
-    index = PerfIndex(perf.perf_rows(results, OBJECT.name))
-    for instance in index.instances():
-        perf.export(out, ctx, index, METRICS, instance=instance, labels={"node": node_label(instance)})
+    perf.export_per_node(out, ctx, results, OBJECT, METRICS)
 
 
 COLLECTOR = CollectorRecord(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
 
 TAG = "bpe"
 ENABLED_STATE = 5  # "BUFFER POOL EXTENSION ENABLED"
@@ -28,7 +28,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         "mssql_buffer_pool_extension_enabled", "1 if the Buffer Pool Extension is enabled.", float(enabled)
     )
     out.gauge(
-        "mssql_buffer_pool_extension_size_bytes", "Size of the Buffer Pool Extension file.", size_kb * 1024.0
+        "mssql_buffer_pool_extension_size_bytes", "Size of the Buffer Pool Extension file.", size_kb * KIB
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .base import (
+    KIB,
     CollectorRecord,
     FamilyBuilder,
     ImpossibleValue,
@@ -30,7 +31,6 @@ from .base import (
 )
 
 TAG = "memory_clerks"
-KIB = 1024.0
 OTHER = "other"
 
 # The major clerk types, each exported as its own series (docs/metrics.md says what each one holds).

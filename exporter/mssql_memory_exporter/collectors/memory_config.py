@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from . import sys_info
 from .base import (
+    KIB,
     CollectorRecord,
     FamilyBuilder,
     MissingData,
@@ -28,8 +29,7 @@ from .base import (
 
 CONFIG_TAG = "memory_config"
 MODEL_TAG = "memory_model"
-KIB = 1024.0
-MIB = 1024.0 * 1024.0
+MIB = KIB * 1024.0
 UNLIMITED_MB = 2147483647  # the default max server memory
 
 SETTINGS = {

@@ -11,11 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import perf
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
 from .perfcounters import CounterKind, PerfIndex
 
 G = CounterKind.GAUGE
-KIB = 1024.0
 METRICS = (
     perf.PerfMetric(
         "Memory Grants Pending",

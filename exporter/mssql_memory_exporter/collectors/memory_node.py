@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import perf
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
-from .buffer_node import node_label
-from .perfcounters import CounterKind, PerfIndex
+from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from .perfcounters import CounterKind
 
 G = CounterKind.GAUGE
-KIB = 1024.0
 METRICS = (
     perf.PerfMetric(
         "Total Node Memory (KB)",
@@ -64,9 +62,7 @@ OBJECT = perf.PerfObject("Memory Node", tuple(m.counter for m in METRICS))
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
-    index = PerfIndex(perf.perf_rows(results, OBJECT.name))
-    for instance in index.instances():
-        perf.export(out, ctx, index, METRICS, instance=instance, labels={"node": node_label(instance)})
+    perf.export_per_node(out, ctx, results, OBJECT, METRICS)
 
 
 COLLECTOR = CollectorRecord(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .base import (
+    KIB,
     CollectorRecord,
     FamilyBuilder,
     MissingData,
@@ -23,7 +24,6 @@ from .base import (
 
 SYS_TAG = "os_sys_memory"
 PROCESS_TAG = "os_process_memory"
-KIB = 1024.0
 
 SECTIONS = (
     Section(

@@ -146,3 +146,22 @@ def export(
 
 def target_name(ctx: ScrapeContext) -> str:
     return ctx.target.name
+
+
+def node_label(instance_name: str) -> str:
+    """SQL Server names nodes "000", "001"; the label is the plain number, as in sys.dm_os_memory_nodes."""
+    return str(int(instance_name)) if instance_name.isdigit() else instance_name
+
+
+def export_per_node(
+    out: FamilyBuilder,
+    ctx: ScrapeContext,
+    results: Mapping[str, SectionResult],
+    obj: PerfObject,
+    metrics: Sequence[PerfMetric],
+) -> None:
+    """Export an object with one instance per NUMA node (Buffer Node, Memory Node), labelled `node`."""
+    index = PerfIndex(perf_rows(results, obj.name))
+    for instance in index.instances():
+        export(out, ctx, index, metrics, instance=instance, labels={"node": node_label(instance)})
+
