@@ -8,6 +8,7 @@ threshold comes from alerts/thresholds.yml (`memory.*`).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from . import names as N
@@ -21,8 +22,7 @@ GRANT_WAIT = 'wait_type="RESOURCE_SEMAPHORE"'
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     names = RuleNames.from_spec(spec)
     mem = spec.memory
-    m = lambda name: metric(spec, name)  # noqa: E731 - one selector for every series here
-    m_extra = lambda name, extra: metric(spec, name, extra)  # noqa: E731
+    m = partial(metric, spec)  # every series here under the SQL Server targets' selector
     w = spec.window(spec.rate_window)
     stalls, lazy = names.instance_rate("free_list_stalls"), names.instance_rate("lazy_writes")
     churn = (
@@ -60,7 +60,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": names.grant_waits,
             "expr": (
                 "sum without (wait_type) (\n"
-                f"  rate({m_extra('mssql_wait_seconds_total', GRANT_WAIT)}[{w}])\n)"
+                f"  rate({m('mssql_wait_seconds_total', GRANT_WAIT)}[{w}])\n)"
             ),
         },
         {
@@ -114,7 +114,7 @@ def pressure_source() -> str:
 
 def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     mem = spec.memory
-    m = lambda name: metric(spec, name)  # noqa: E731
+    m = partial(metric, spec)
     pulled = mem.target_pulled_down
     target = m("mssql_memory_target_bytes")
     max_memory = m("mssql_config_max_server_memory_bytes")

@@ -366,22 +366,20 @@ def test_memory_pressure_and_target_down_reach_the_webhook(standin, tmp_path, pr
                 f"{down.received_at - stopped_at:.1f} s after the stop"
             )
 
-        pressure = stack.wait_for(
-            lambda: _firing(receiver, "MSSQLMemoryPressure", "pressure"),
-            max(1.0, scenario_start + PRESSURE_DEADLINE - time.monotonic()),
-            "firing MSSQLMemoryPressure for pressure at the webhook",
-            interval=0.5,
-        )
-        timeline.mark("MSSQLMemoryPressure(pressure) at the webhook", pressure.received_at)
+        def firing_before_deadline(alertname: str, instance: str) -> Notification:
+            got = stack.wait_for(
+                lambda: _firing(receiver, alertname, instance),
+                max(1.0, scenario_start + PRESSURE_DEADLINE - time.monotonic()),
+                f"firing {alertname} for {instance} at the webhook",
+                interval=0.5,
+            )
+            timeline.mark(f"{alertname}({instance}) at the webhook", got.received_at)
+            return got
+
+        pressure = firing_before_deadline("MSSQLMemoryPressure", "pressure")
         _check_pressure_notification(stack, pressure, pressure.received_at - scenario_start)
 
-        external = stack.wait_for(
-            lambda: _firing(receiver, "MSSQLMemoryExternalPressure", "external"),
-            max(1.0, scenario_start + PRESSURE_DEADLINE - time.monotonic()),
-            "firing MSSQLMemoryExternalPressure for external at the webhook",
-            interval=0.5,
-        )
-        timeline.mark("MSSQLMemoryExternalPressure(external) at the webhook", external.received_at)
+        external = firing_before_deadline("MSSQLMemoryExternalPressure", "external")
         _check_external_notification(stack, external, external.received_at - scenario_start)
         leaked = _firing(receiver, "MSSQLMemoryExternalPressure", "pressure")
         if leaked is not None:

@@ -251,21 +251,6 @@ class Denials(dict[str, int]):
 class Instance:
     """A running stand-in instance playing a scenario: restarts, denied objects, the DMV rows."""
 
-    OBJECTS = (
-        "sys.dm_os_performance_counters",
-        "sys.dm_os_sys_info",
-        "sys.dm_io_virtual_file_stats",
-        "sys.master_files",
-        "sys.databases",
-        "sys.dm_os_volume_stats",
-        "sys.dm_os_buffer_pool_extension_configuration",
-        "sys.dm_os_sys_memory",
-        "sys.dm_os_process_memory",
-        "sys.configurations",
-        "sys.dm_exec_query_resource_semaphores",
-        "sys.dm_os_memory_clerks",
-        "sys.dm_os_wait_stats",
-    )
     # Views whose rows come straight from the scenario's `views:`.
     SCENARIO_VIEWS = (
         "sys.dm_os_sys_memory",
@@ -274,6 +259,16 @@ class Instance:
         "sys.dm_exec_query_resource_semaphores",
         "sys.dm_os_memory_clerks",
         "sys.dm_os_wait_stats",
+    )
+    OBJECTS = (
+        "sys.dm_os_performance_counters",
+        "sys.dm_os_sys_info",
+        "sys.dm_io_virtual_file_stats",
+        "sys.master_files",
+        "sys.databases",
+        "sys.dm_os_volume_stats",
+        "sys.dm_os_buffer_pool_extension_configuration",
+        *SCENARIO_VIEWS,
     )
     # Views written as a mapping from one column's value to that value's row(s); the key becomes the column.
     KEYED_VIEWS: ClassVar[Mapping[str, str]] = {
