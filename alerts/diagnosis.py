@@ -13,7 +13,7 @@ from typing import Any
 
 from . import names as N
 from .names import RuleNames
-from .rule_parts import INSTANCE, alert, instance_value, metric
+from .rule_parts import INSTANCE, alert, instance_value, metric, with_instance_series
 from .spec import Spec, number
 
 GRANT_WAIT = 'wait_type="RESOURCE_SEMAPHORE"'
@@ -104,8 +104,8 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
 def pressure_source() -> str:
     """Template text for MSSQLMemoryPressure: where the pressure comes from, as the rules classify it."""
     return (
-        f"{{{{ with printf \"{N.PRESSURE_EXTERNAL}{{job='%s',instance='%s'}}\" $labels.job $labels.instance"
-        " | query }}{{ if eq (. | first | value) 1.0 }} The pressure comes from outside SQL Server: the OS"
+        with_instance_series(N.PRESSURE_EXTERNAL)
+        + "{{ if eq (. | first | value) 1.0 }} The pressure comes from outside SQL Server: the OS"
         f" is taking memory back (see {N.EXTERNAL_PRESSURE}).{{{{ else }}}} The pressure comes from inside"
         " SQL Server: nothing outside squeezes it, the workload needs more than it may use.{{ end }}"
         "{{ end }}"

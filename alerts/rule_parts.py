@@ -34,10 +34,13 @@ def alert(
     return rule
 
 
+def with_instance_series(rule: str) -> str:
+    """Template text opening a `with` block over the alerting instance's own series of `rule`, looked up
+    when the alert is sent; the caller closes it with `{{ end }}` (an `{{ else }}` runs without one)."""
+    return f"{{{{ with printf \"{rule}{{job='%s',instance='%s'}}\" $labels.job $labels.instance | query }}}}"
+
+
 def instance_value(rule: str, fmt: str, unit: str = "") -> str:
-    """Template text quoting the instance's own value of `rule` (looked up when the alert is sent), or
-    "unknown" when the instance has no such series."""
-    return (
-        f"{{{{ with printf \"{rule}{{job='%s',instance='%s'}}\" $labels.job $labels.instance | query }}}}"
-        f"{{{{ . | first | value | {fmt} }}}}{unit}{{{{ else }}}}unknown{{{{ end }}}}"
-    )
+    """Template text quoting the instance's own value of `rule`, or "unknown" when it has no such series."""
+    shown = f"{{{{ . | first | value | {fmt} }}}}{unit}"
+    return f"{with_instance_series(rule)}{shown}{{{{ else }}}}unknown{{{{ end }}}}"
