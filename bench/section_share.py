@@ -18,7 +18,7 @@ from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.exposition import render
 from mssql_memory_exporter.scrape import Scraper
 
-from bench.common import Farm, ms, target_yaml
+from bench.common import Farm, target_yaml
 from tests.conftest import make_config
 
 WARMUP = 20
@@ -102,19 +102,17 @@ def table(shares: list[Share]) -> tuple[list[str], list[list[object]]]:
         "share of CPU",
     ]
     rows = []
-    for s in shares:
-        med = {k: statistics.median(v) for k, v in s.wall.items()}
-        cpu = {k: statistics.mean(v) for k, v in s.cpu.items()}
+    for f in map(summary, shares):  # the same figures as the JSON, in ms
         rows.append(
             [
-                s.scenario,
-                f"{s.series_all} / {s.series_without}",
-                ms(med["all"]),
-                ms(med["without"]),
-                f"{(med['all'] - med['without']) / med['all']:.0%}",
-                ms(cpu["all"]),
-                ms(cpu["without"]),
-                f"{(cpu['all'] - cpu['without']) / cpu['all']:.0%}",
+                f["scenario"],
+                f"{f['series_all']} / {f['series_without']}",
+                f"{f['median_ms_all']:.2f}",
+                f"{f['median_ms_without']:.2f}",
+                f"{(f['median_ms_all'] - f['median_ms_without']) / f['median_ms_all']:.0%}",
+                f"{f['cpu_ms_all']:.2f}",
+                f"{f['cpu_ms_without']:.2f}",
+                f"{(f['cpu_ms_all'] - f['cpu_ms_without']) / f['cpu_ms_all']:.0%}",
             ]
         )
     return headers, rows
