@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from mssql_memory_exporter import exposition
 from mssql_memory_exporter.batch import ResultSet, render_batch, route, sections_of
 from mssql_memory_exporter.collectors import COLLECTORS
+from mssql_memory_exporter.collectors.base import FamilyBuilder
+from mssql_memory_exporter.families import SeriesFamily
 from mssql_memory_exporter.web.pages import PROCESS_METRICS
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -84,6 +86,27 @@ def test_families_outside_the_simple_shape_go_to_generate_latest():
         assert exposition.render(families).decode() == reference(families), odd.name
 
 
+def test_series_text_kept_between_scrapes_follows_label_changes_and_a_full_cache(monkeypatch):
+    """The writer keeps each series' `name{labels}` text between scrapes: a changed label value must
+    give a new line, and a cache cleared when full must still write every series."""
+    monkeypatch.setattr(exposition, "_PREFIX_CACHE_MAX", 3)
+    monkeypatch.setattr(exposition, "_prefixes", {})
+
+    def scrape(state: str) -> list[Metric]:
+        out = FamilyBuilder({"instance_name": "sql1"})
+        for i in range(5):
+            out.gauge("g", "A gauge.", float(i), {"file": f"f{i}", "state": state})
+        out.counter("c_total", "A counter.", 7.0)
+        return out.families()
+
+    for state in ("ONLINE", "OFFLINE", "ONLINE"):
+        families = scrape(state)
+        text = exposition.render(families).decode()
+        assert text == reference(families)
+        assert text.count(f'state="{state}"') == 5
+    assert len(exposition._prefixes) <= 3
+
+
 # ---- awkward families, built at random ---------------------------------------------------------------
 
 names = st.from_regex(r"[a-zA-Z_:][a-zA-Z0-9_:]{0,20}", fullmatch=True) | st.sampled_from(
@@ -103,7 +126,9 @@ docs = st.text(st.characters(codec="utf-8"), max_size=30) | st.sampled_from(["ba
 
 @st.composite
 def family(draw: st.DrawFn) -> Metric:
-    kind = draw(st.sampled_from([GaugeMetricFamily, CounterMetricFamily, InfoMetricFamily, "unknown"]))
+    kind = draw(
+        st.sampled_from([GaugeMetricFamily, CounterMetricFamily, InfoMetricFamily, "unknown", SeriesFamily])
+    )
     name = draw(names)
     doc = draw(docs)
     labels = draw(st.lists(label_names, max_size=4, unique=True))
@@ -116,6 +141,11 @@ def family(draw: st.DrawFn) -> Metric:
         fam = Metric(name, doc, "unknown")
         for row_labels, value in rows:
             fam.samples.append(Sample(name, dict(zip(labels, row_labels, strict=True)), value))
+        return fam
+    if kind is SeriesFamily:  # what FamilyBuilder makes: the writer's own fast path
+        fam = SeriesFamily(name, doc, draw(st.sampled_from(["gauge", "counter"])))
+        for row_labels, value in rows:
+            fam.series.append((dict(zip(labels, row_labels, strict=True)), value))
         return fam
     if kind is InfoMetricFamily:
         fam = InfoMetricFamily(name, doc, labels=labels[:1])

@@ -19,6 +19,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from .families import SeriesFamily
+
 # The legacy character sets: a name outside them is escaped by generate_latest, and we leave that to it.
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -33,7 +35,12 @@ _SIMPLE = {
 # the process without limit.
 _CACHE_MAX = 4096
 
+# Series lines by (sample name, label pairs): one entry per series a target exports, over every target.
+# Clearing when full only costs the label text again, so a fleet larger than this stays correct.
+_PREFIX_CACHE_MAX = 50_000
+
 _headers: dict[tuple[str, str, str], tuple[str, str] | None] = {}
+_prefixes: dict[tuple[object, ...], str] = {}
 _label_names_ok: dict[str, bool] = {}
 
 
@@ -46,14 +53,28 @@ def render(families: Iterable[Metric]) -> bytes:
     families = list(families)
     try:
         return "".join(_lines(families)).encode("utf-8")
-    except _Unsupported:
+    except (_Unsupported, TypeError):  # TypeError: an unhashable label value; generate_latest names it
         return _fallback(families)
 
 
-def _lines(families: list[Metric]) -> Iterator[str]:
+def _lines(families: list[Metric]) -> list[str]:
+    # A list and local names rather than a generator: this loop runs for every series of every scrape.
+    out: list[str] = []
+    append = out.append
+    prefixes = _prefixes
     for family in families:
         header, sample_name = _header(family)
-        yield header
+        append(header)
+        if type(family) is SeriesFamily:
+            # The collectors' own families: plain (labels, value) pairs, nothing else to check.
+            for labels, value in family.series:
+                if labels:
+                    line = prefixes.get((sample_name, *labels.items())) or _series_prefix(sample_name, labels)
+                else:
+                    line = sample_name + " "
+                append(line)
+                append(_number(value))
+            continue
         for sample in family.samples:
             if (
                 sample.name != sample_name
@@ -62,11 +83,39 @@ def _lines(families: list[Metric]) -> Iterator[str]:
                 or sample.native_histogram is not None
             ):
                 raise _Unsupported
-            labels = sample.labels
-            if labels:
-                yield f"{sample_name}{{{_label_text(labels)}}} {floatToGoString(sample.value)}\n"
-            else:
-                yield f"{sample_name} {floatToGoString(sample.value)}\n"
+            append(_series_prefix(sample_name, sample.labels) if sample.labels else sample_name + " ")
+            append(_number(sample.value))
+    return out
+
+
+def _series_prefix(sample_name: str, labels: dict[str, str]) -> str:
+    """`name{labels} ` of one series. A target exports the same series scrape after scrape, so the text
+    is kept per (name, labels): sorting and escaping the labels cost more than the rest of the line."""
+    key = (sample_name, *labels.items())
+    try:
+        text = _prefixes.get(key)
+    except TypeError:  # an unhashable label value: generate_latest will say what is wrong with it
+        raise _Unsupported from None
+    if text is None:
+        text = f"{sample_name}{{{_label_text(labels)}}} "
+        if len(_prefixes) >= _PREFIX_CACHE_MAX:
+            _prefixes.clear()
+        _prefixes[key] = text
+    return text
+
+
+def _number(value: float) -> str:
+    """The value as floatToGoString writes it, without its conversions for a float (every value ours
+    are): Python's repr, except that Go's exponent starts at seven digits before the point."""
+    if type(value) is float:
+        text = repr(value)
+        dot = text.find(".")
+        if 0 <= dot <= 6 or (dot > 6 and value < 0):
+            return text + "\n"
+        if dot > 6:
+            digits = text[:dot] + text[dot + 1 :]
+            return f"{(digits[0] + '.' + digits[1:]).rstrip('0').rstrip('.')}e+{dot - 1:02d}\n"
+    return floatToGoString(value) + "\n"  # inf, nan, exponents, ints, anything else
 
 
 def _header(family: Metric) -> tuple[str, str]:
