@@ -12,7 +12,7 @@ evidence=build/test-evidence
 rm -rf "$evidence"
 mkdir -p "$evidence"
 export MSSQL_TEST_EVIDENCE_DIR="$PWD/$evidence"
-"$python" -m pytest -q "$@" 2>&1 | tee "$log"
+"$python" -m pytest -q --durations=30 "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 # The captured-output file must exist: if the hooks stopped writing it, the check would read nothing
 # and pass; tests/secret_check.py refuses a missing path.
