@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from . import diagnosis
+from . import capacity, diagnosis
 from . import names as N
 from .generated import generator_main
 from .names import (
@@ -161,6 +161,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
         }
     )
     rules += diagnosis.recording_rules(spec)
+    rules += capacity.recording_rules(spec)
     rules += _endurance_recording_rules(spec)
     return rules
 

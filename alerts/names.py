@@ -99,6 +99,16 @@ class RuleNames:
     def volume(self) -> str:
         return f"volume:mssql_written_bytes:rate{self.rate}"
 
+    @property
+    def memory_sizing_change(self) -> str:
+        """Bytes by which max server memory, physical or target memory changed (label `memory`)."""
+        return f"instance:mssql_memory_sizing_change_bytes:delta{self.rate}"
+
+    @property
+    def buffer_pool_long(self) -> str:
+        """The buffer pool's size (Database Cache Memory) averaged like tempdb's long write rate."""
+        return f"instance:mssql_memory_database_cache_bytes:avg{self.tempdb_long}"
+
     def tempdb(self, window: str) -> str:
         return f"instance:mssql_tempdb_written_bytes:rate{window}"
 

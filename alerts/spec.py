@@ -196,6 +196,7 @@ class EnduranceSpec(_Section):
 class TempdbSpec(_Section):
     short_rate_window: Duration
     long_rate_window: Duration
+    memory_change_target_share: Ratio
 
 
 class Spec(_Section):

@@ -47,6 +47,7 @@ from .grafana import (
     BLUE,
     GREEN,
     ORANGE,
+    PURPLE,
     RED,
     Dashboard,
     Json,
@@ -174,6 +175,8 @@ class Limits:
             # Seconds of data the same-named rate rests on (a young Prometheus holds less than the window).
             "pool_long_coverage": n.pool(n.pool_long) + COVERAGE_SUFFIX,
             "tempdb_long_coverage": n.tempdb(n.tempdb_long) + COVERAGE_SUFFIX,
+            "memory_sizing_change": n.memory_sizing_change,
+            "buffer_pool_long": n.buffer_pool_long,
             "ple_min": names_.PLE_MIN,
             "ple_floor": names_.PLE_FLOOR,
             "uptime": names_.UPTIME,
@@ -319,6 +322,21 @@ def annotations() -> list[Json]:
             value_is_time=True,
         ),
     ]
+
+
+def memory_change_annotation(lim: Limits) -> Json:
+    """Marks where max server memory, physical memory or target memory changed: Micron's brief shows
+    tempdb writes rising when memory is added, so the change belongs next to the write rate."""
+    share = pct(lim.spec.tempdb.memory_change_target_share)
+    return prometheus_annotation(
+        "Memory changes",
+        m(lim.rule("memory_sizing_change")),
+        PURPLE,
+        "{{memory}} changed",
+        f"{{{{instance}}}}: {{{{memory}}}} changed within {lim.window} (max server memory or physical "
+        f"memory: any change; target memory: more than {share}). Compare tempdb's writes before and after.",
+        "instance,memory",
+    )
 
 
 def header_links(lim: Limits, this: str) -> list[Json]:
@@ -1483,10 +1501,40 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
     ]
 
 
+def endurance_row_capacity(lim: Limits) -> list[Panel | Row]:
+    """tempdb's writes against the buffer pool over weeks, with memory changes marked (Micron)."""
+    long_w = lim.tempdb_long_window
+    tempdb_legend = f"tempdb writes ({long_w} average)"
+    pool_legend = f"buffer pool ({long_w} average)"
+    return [
+        Row("Capacity review: tempdb writes and memory"),
+        Panel(
+            "timeseries",
+            "tempdb writes against the buffer pool, last 8 weeks",
+            f"tempdb's write rate ({lim.rule('tempdb_long')}, left axis) and the buffer pool's size "
+            f"(Database Cache Memory, {lim.rule('buffer_pool_long')}, right axis), both averaged over "
+            f"{long_w}, for the last 8 weeks whatever the dashboard's range. The purple marks are memory "
+            "changes. Micron measured tempdb writes rising when SQL Server got more memory: after a mark, "
+            "a higher write rate with a larger buffer pool is that effect, and it shortens the SSDs' life "
+            "(see the pools below). No healthy range: compare before and after.",
+            "Bps",
+            [
+                Query(m(lim.rule("tempdb_long")), tempdb_legend),
+                Query(m(lim.rule("buffer_pool_long")), pool_legend),
+            ],
+            width=24,
+            min=0,
+            overrides=[override(pool_legend, ("unit", "bytes"), ("custom.axisPlacement", "right"))],
+            time_from="8w",
+        ),
+    ]
+
+
 def endurance_dashboard(lim: Limits) -> Dashboard:
     items: list[Panel | Row] = [
         *endurance_row_now(lim),
         *endurance_row_tempdb(lim),
+        *endurance_row_capacity(lim),
         *endurance_row_ssd_pools(lim),
     ]
     pool_variable = query_variable(
@@ -1522,7 +1570,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         tags=[*TAGS, "endurance"],
         items=items,
         variables=variables(lim, multi=False, extra=[pool_variable, host_variable], pools_first=True),
-        annotations=annotations(),
+        annotations=[*annotations(), memory_change_annotation(lim)],
         links=header_links(lim, ENDURANCE_UID),
         time_from="now-7d",
     )

@@ -28,7 +28,7 @@ PanelType = Literal["timeseries", "stat", "gauge", "bargauge", "table"]
 Json = dict[str, Any]
 
 # Grafana's named palette colors, so the JSON reads the same in every theme.
-GREEN, ORANGE, RED, BLUE = "green", "orange", "red", "blue"
+GREEN, ORANGE, RED, BLUE, PURPLE = "green", "orange", "red", "blue", "purple"
 # Grafana's own names: the theme's text colour (no verdict) and no paint at all.
 TEXT, TRANSPARENT = "text", "transparent"
 
@@ -212,6 +212,7 @@ class Panel:
     options: Json = field(default_factory=dict)  # merged over the type's defaults
     custom: Json = field(default_factory=dict)  # fieldConfig.defaults.custom, merged over the defaults
     no_value: str | None = None  # what the panel says instead of "No data": why it is empty
+    time_from: str | None = None  # its own relative range ("8w"), whatever the dashboard's range
 
     def json(self, panel_id: int, x: int, y: int) -> Json:
         if len(self.queries) > 26:
@@ -267,6 +268,8 @@ class Panel:
         }
         if self.transformations:
             panel["transformations"] = copy.deepcopy(self.transformations)
+        if self.time_from is not None:
+            panel["timeFrom"] = self.time_from
         return panel
 
 

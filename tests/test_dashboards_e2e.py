@@ -77,6 +77,12 @@ def _wait_until_up(stack: Stack, exporter: str, target: str) -> None:
     stack.wait_for(lambda: up() and up(), 30, f"mssql_up 1 from the exporter for {target}", interval=0.5)
 
 
+def _max_server_memory_mb(standin: Any) -> int:
+    rows = standin.instance.view_rows("sys.configurations")
+    [row] = [r for r in rows if r["name"] == "max server memory (MB)"]
+    return int(row["value_in_use"])
+
+
 def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
     """The stand-in(s) whose scenario the query must show data in (each of them)."""
     if "mssql_start_time_seconds" in q.expr and q.kind == "annotation":
@@ -190,12 +196,20 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         standins["numa"].instance.restart()
         restarted_at = time.time()
         timeline.mark("numa restarted")
+        # A DBA raising micron's max server memory, for the memory-change marks beside tempdb's writes.
+        old_mb, new_mb = _max_server_memory_mb(standins["micron"]), 262144
+        standins["micron"].instance.configure("max server memory (MB)", new_mb)
+        timeline.mark("micron's max server memory raised")
 
         def left() -> float:
             return max(1.0, started + DEADLINE - time.monotonic())
 
         for what, expr in (
             ("the restart", f'changes(mssql_start_time_seconds{{instance="numa"}}[{RANGE_SECONDS}s]) > 0'),
+            (
+                "the max server memory change marked",
+                'instance:mssql_memory_sizing_change_bytes:delta5m{instance="micron",memory="max_server_memory"}',
+            ),
             (
                 "MSSQLSSDEnduranceExhaustionProjected firing for micron",
                 'ALERTS{alertname="MSSQLSSDEnduranceExhaustionProjected",alertstate="firing",instance="micron"}',
@@ -271,6 +285,13 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         marks = value_time_marks(points, 1000)
         assert len(marks) == 2 and marks[0][1] < marks[1][0], marks
         assert marks[1][0] == pytest.approx(restarted_at * 1000, abs=6000), (marks, restarted_at)
+
+        # The memory-change annotation: micron's max server memory, by the bytes it moved, while the change
+        # was within the rate window; nothing else of micron's memory moved.
+        memory_changes = generate.memory_change_annotation(generate.Limits.from_spec(spec))["name"]
+        [change] = results[(e, memory_changes, "annotation", "micron")]
+        assert change["metric"]["memory"] == "max_server_memory"
+        assert {float(v) for _, v in change["values"]} == {(new_mb - old_mb) * 2.0**20}
 
         fleet = {"job": JOB, "instance": everyone, **BUILTINS}
         worst = prom.query(substitute(_target(f, "Instances", "C").expr, fleet), at=now)

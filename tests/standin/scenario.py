@@ -300,6 +300,18 @@ class Instance:
             for drop in list(self.session_droppers):
                 drop()
 
+    def configure(self, name: str, value: int) -> None:
+        """What `sp_configure name, value; RECONFIGURE` does to sys.configurations: both `value` and
+        `value_in_use` take the new value (a DBA raising max server memory, say)."""
+        with self._lock:
+            rows = [dict(row) for row in self.scenario.views.get("configurations", ())]
+            matching = [row for row in rows if row.get("name") == name]
+            if not matching:
+                raise KeyError(f"no configuration option {name!r} in this scenario")
+            for row in matching:
+                row["value"] = row["value_in_use"] = value
+            self.scenario.views["configurations"] = rows
+
     def _since(self) -> float:
         now = self.clock.now()
         with self._lock:
