@@ -1,7 +1,7 @@
 """The exporter's YAML configuration: models, loader, secrets and ODBC connection strings.
 
 Modules, each with one job: `fields` (shared field types and constants), `auth` (auth modules and where
-passwords live), `volumes` (volume and disk syntax), `ssd` (SSD pools), `models` (targets, the whole file,
+passwords live), `volumes` (volume and disk syntax), `ssd` (SSD pools), `drives` (drive health), `models` (targets, the whole file,
 parse and load), `yaml_loading` (strict YAML reading), `errors` (the error type and the rewording of
 pydantic's messages), `odbc` (drivers and connection strings). Import from the package: its names below
 are the interface; the modules may move.
@@ -15,6 +15,7 @@ a file, which is read only when a connection is made, so a rotated secret needs 
 from __future__ import annotations
 
 from .auth import AuthModule, Credentials
+from .drives import DriveConfig, DriveHealthConfig
 from .errors import ConfigError, CredentialError, DriverError
 from .fields import RESERVED_LABELS, TARGET_NAME_MAX
 from .models import ExporterConfig, TargetConfig, load_config, parse_config
@@ -35,6 +36,8 @@ __all__ = [
     "AuthModule",
     "ConfigError",
     "CredentialError",
+    "DriveConfig",
+    "DriveHealthConfig",
     "Credentials",
     "DriverError",
     "ExporterConfig",
