@@ -78,7 +78,8 @@ class DriveHealthConfig(Strict):
         for index, drive in enumerate(self.drives):
             if drive.name in names:
                 raise error_at(
-                    ("drives", index, "name"), f"{drive.name} is named twice (also drives.{names[drive.name]})"
+                    ("drives", index, "name"),
+                    f"{drive.name} is named twice (also drives.{names[drive.name]})",
                 )
             names[drive.name] = index
             # The same node with the same arguments is the same drive under two names: its bytes would

@@ -18,6 +18,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .auth import AuthModule, Credentials
+from .drives import DriveHealthConfig
 from .errors import ConfigError, error_at, to_config_error
 from .fields import (
     DriverChoice,
@@ -31,7 +32,6 @@ from .fields import (
     Strict,
     TargetName,
 )
-from .drives import DriveHealthConfig
 from .ssd import SsdPool
 from .volumes import PoolName, VolumeLabel, list_twice, normalize_volume
 from .yaml_loading import read_yaml
@@ -235,7 +235,8 @@ class ExporterConfig(Strict):
                 if pool.smart_drives and not target.colocated:
                     raise error_at(
                         ("targets", key, "ssd_pools", pool_name, "smart_drives"),
-                        "needs colocated: true on the target; drives can only be read on SQL Server's own host",
+                        "needs colocated: true on the target; drives can only be read on SQL Server's own "
+                        "host",
                     )
                 for index, name in enumerate(pool.smart_drives):
                     if name not in known:

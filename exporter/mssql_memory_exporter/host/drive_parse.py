@@ -107,8 +107,13 @@ def parse(doc: Any) -> DriveReading:
         figures.update(_ata(doc, family))
     if kind != "ssd":
         # A hard disk's "bytes written" and wear figures say nothing about endurance: health only.
-        for key in ("life_used_ratio", "host_written_bytes", "nand_written_bytes", "host_pages",
-                    "background_pages"):
+        for key in (
+            "life_used_ratio",
+            "host_written_bytes",
+            "nand_written_bytes",
+            "host_pages",
+            "background_pages",
+        ):
             figures.pop(key, None)
     return DriveReading(**figures)
 
@@ -119,7 +124,10 @@ def _nvme(doc: Mapping[str, Any]) -> dict[str, Any]:
     used = _number(log.get("percentage_used"))
     if used is not None:
         out["life_used_ratio"] = used / 100  # the spec lets it pass 100 (up to 255): not clamped
-    for key, field in (("available_spare", "spare_ratio"), ("available_spare_threshold", "spare_threshold_ratio")):
+    for key, field in (
+        ("available_spare", "spare_ratio"),
+        ("available_spare_threshold", "spare_threshold_ratio"),
+    ):
         value = _number(log.get(key))
         if value is not None:
             out[field] = value / 100

@@ -14,6 +14,7 @@ Bits 3-7 are findings about the drive, exported as such; they do not make the re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -107,14 +108,11 @@ def run(argv: Sequence[str], timeout: float) -> Outcome:
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    # Unkillable (stuck in the kernel on a dead device): left for the OS, not waited on longer.
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.communicate(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass  # unkillable (stuck in the kernel on a dead device): left for the OS, not waited on
 
 
 def interpret(status: int, out: bytes) -> Outcome:
