@@ -40,8 +40,9 @@ def done(status):
     sys.stdout.flush()
     os._exit(status)
 def envelope(status, message, severity="error"):
-    return {{"json_format_version": [1, 0], "smartctl": {{"version": [7, 3], "argv": ["smartctl"] + sys.argv[1:],
-        "messages": [{{"string": message, "severity": severity}}], "exit_status": status}}}}
+    return {{"json_format_version": [1, 0], "smartctl": {{"version": [7, 3],
+        "argv": ["smartctl"] + sys.argv[1:], "exit_status": status,
+        "messages": [{{"string": message, "severity": severity}}]}}}}
 path = os.path.join(CONTROL, name + ".json")
 if not os.path.exists(path):
     sys.stdout.write(json.dumps(envelope(2, device + ": Unable to detect device type")))
