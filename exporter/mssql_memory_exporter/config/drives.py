@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Self
+from typing import Annotated, Any, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from .errors import error_at
 from .fields import TARGET_NAME_MAX, TARGET_NAME_PATTERN, Seconds, Strict
@@ -45,6 +46,17 @@ class DriveConfig(Strict):
     device: Annotated[str, Field(min_length=1)] | None = None
     device_args: list[str] = Field(default_factory=list)
     smartctl: Annotated[str, Field(min_length=1)] | None = None  # this drive's smartctl, if not the default
+
+    @field_validator("device_args", mode="before")
+    @classmethod
+    def _split_by_yaml(cls, value: Any) -> Any:
+        # In a YAML flow list, [-d, megaraid,0] is three items: "-d", "megaraid" and the number 0.
+        if isinstance(value, list) and any(isinstance(item, int | float) for item in value):
+            raise PydanticCustomError(
+                "device_args",
+                'a number among the arguments: quote a TYPE that has a comma, as in [-d, "megaraid,0"]',
+            )
+        return value
 
     @model_validator(mode="after")
     def _args(self) -> Self:
