@@ -54,9 +54,9 @@ def _drive_written(pool_name: str, pool: PoolView, ctx: ScrapeContext) -> float 
     counts (drives.count) is linked and has reported its bytes: a partial sum would pass for the whole."""
     if ctx.host is None:
         return None
-    read = getattr(ctx.host, "drive_written_bytes", None)
-    linked = [*pool.smart_drives, *pool.host_disks]
-    total = read(linked) if callable(read) and linked else None
+    read = ctx.host.drive_names()
+    linked = [name for name in [*pool.smart_drives, *pool.host_disks] if name in read]
+    total = ctx.host.drive_written_bytes(linked) if linked else None
     if total is None:
         return None
     if len(linked) != pool.drives.count:

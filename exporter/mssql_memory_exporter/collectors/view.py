@@ -8,7 +8,7 @@ a type error instead of an attribute that silently reads as its default.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Protocol
@@ -77,6 +77,8 @@ class HostView(Protocol):
     def dax_mount_points(self) -> Collection[str]: ...
     def written_bytes_by_disk(self) -> Mapping[str, float]: ...
     def boot_time(self) -> float: ...
+    def drive_names(self) -> Collection[str]: ...
+    def drive_written_bytes(self, names: Iterable[str]) -> float | None: ...
 
 
 @dataclass(frozen=True)

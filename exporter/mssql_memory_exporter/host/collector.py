@@ -146,6 +146,10 @@ class HostCollector:
         """Unix time the host booted: the disk counters above count from (about) then."""
         return self._boot_time()
 
+    def drive_names(self) -> frozenset[str]:
+        """The drives drive_health reads (their config names); empty without it."""
+        return self._drives.names() if self._drives is not None else frozenset()
+
     def drive_written_bytes(self, names: Iterable[str]) -> float | None:
         """Lifetime host bytes the named drives report (drive_health), summed; None without a reading
         of every one of them, or without drive health configured."""

@@ -186,6 +186,9 @@ class DriveMonitor:
                 for state in self._states.values()
             ]
 
+    def names(self) -> frozenset[str]:
+        return frozenset(self._states)
+
     def drive_written_bytes(self, names: Iterable[str]) -> float | None:
         """Host bytes written in their life by the drives `names` (and by those they replaced), summed;
         None unless every one of them has reported its bytes."""
