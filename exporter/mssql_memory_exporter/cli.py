@@ -362,8 +362,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         _serve_until(server, stop)
     finally:
-        close = getattr(scraper, "close", None)
-        if callable(close):
-            close()
+        for part in (scraper, host):
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
     log.info("stopped")
     return EXIT_OK

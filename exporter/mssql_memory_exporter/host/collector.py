@@ -146,6 +146,11 @@ class HostCollector:
         """Unix time the host booted: the disk counters above count from (about) then."""
         return self._boot_time()
 
+    def close(self) -> None:
+        """Stop the drive-health thread (a smartctl run in progress finishes or times out on its own)."""
+        if self._drives is not None:
+            self._drives.stop(timeout=1.0)
+
     def drive_names(self) -> frozenset[str]:
         """The drives drive_health reads (their config names); empty without it."""
         return self._drives.names() if self._drives is not None else frozenset()
