@@ -3,8 +3,10 @@ tests/fake_smartctl.py, or the real smartmontools) for every failure, and what t
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
+import re
 import shutil
 import subprocess
 import threading
@@ -182,7 +184,7 @@ def test_smartctl_missing_or_not_executable(fake, tmp_path, caplog):
     missing = monitor_for(fake, smartctl=str(tmp_path / "no-such-smartctl"))
     missing.read_all()
     assert success(metrics(missing)) == 0
-    assert "smartctl not found at" in warnings(caplog)[-1].reason  # type: ignore[attr-defined]
+    assert "no-such-smartctl not found" in warnings(caplog)[-1].reason  # type: ignore[attr-defined]
     fake.path.chmod(0o644)
     denied = monitor_for(fake)
     denied.read_all()
@@ -298,3 +300,79 @@ def test_real_smartctl_on_a_device_that_does_not_exist(tmp_path, caplog, device_
     (record,) = warnings(caplog)
     # smartctl 7.3: no type detected -> exit 1 (bit 0); -d sat and no node -> exit 2 (bit 1), not asleep.
     assert f"status {bit} (no reading)" in record.reason  # type: ignore[attr-defined]
+
+
+# --- smartctl through sudo (deploy/sudoers) ---------------------------------------------------------------
+
+SUDOERS = Path(__file__).resolve().parent.parent / "deploy" / "sudoers" / "mssql-memory-exporter-smartctl"
+
+
+def sudoers_commands() -> list[str]:
+    """The allowed command lines of the shipped sudoers file, with sudoers' escapes undone."""
+    text = SUDOERS.read_text().replace("\\\n", " ")
+    alias = next(line for line in text.splitlines() if line.startswith("Cmnd_Alias"))
+    body = alias.split("=", 1)[1]
+    commands = re.split(r"(?<!\\),", body)
+    return [" ".join(c.replace("\\,", ",").replace("\\=", "=").split()) for c in commands]
+
+
+def test_sudoers_allows_exactly_the_commands_the_exporter_runs():
+    config = DriveHealthConfig.model_validate(
+        {
+            "smartctl": ["sudo", "-n", "/usr/sbin/smartctl"],
+            "drives": [
+                {"name": "nvme0n1"},
+                {"name": "nvme12"},
+                {"name": "sda"},
+                {"name": "sdab"},
+                {"name": "usb", "device": "/dev/sdc", "device_args": ["-d", "sat"]},
+                {"name": "slot3", "device": "/dev/sda", "device_args": ["-d", "megaraid,3"]},
+                {"name": "slot12", "device": "/dev/sdb", "device_args": ["-d", "megaraid,12"]},
+            ],
+        }
+    )
+    monitor = DriveMonitor(config)
+    allowed = sudoers_commands()
+    for drive in config.drives:
+        argv = monitor.argv(drive)
+        assert argv[:2] == ["sudo", "-n"]
+        line = " ".join(argv[2:])
+        # sudo matches the command line with fnmatch(3); Python's fnmatchcase has the same [...] and *.
+        assert any(fnmatch.fnmatchcase(line, pattern) for pattern in allowed), line
+    for other in (
+        "/usr/sbin/smartctl --json=c -x -n standby /dev/sda -t long",
+        "/usr/sbin/smartctl --json=c -x -n standby -s off /dev/sda",
+        "/usr/sbin/smartctl --json=c -x -n standby /dev/sda1",
+        "/usr/sbin/smartctl -t long /dev/sda",
+        "/usr/sbin/smartctl --json=c -x -n standby /dev/mem",
+        "/bin/sh -c id",
+    ):
+        assert not any(fnmatch.fnmatchcase(other, pattern) for pattern in allowed), other
+
+
+def test_sudoers_file_parses():
+    visudo = shutil.which("visudo") or shutil.which("visudo", path="/usr/sbin:/sbin")
+    if visudo is None:
+        pytest.skip("visudo (Debian's sudo) is not installed")
+    result = subprocess.run([visudo, "-cf", str(SUDOERS)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_smartctl_run_through_a_command_and_its_stderr_in_the_log(fake, tmp_path, caplog):
+    fake.replay("nvme0", NVME)
+    wrapper = ["/usr/bin/env", str(fake.path)]  # as [sudo, -n, smartctl] runs it
+    config = DriveHealthConfig.model_validate({"smartctl": wrapper, "drives": [{"name": "nvme0"}]})
+    monitor = DriveMonitor(config)
+    monitor.read_all()
+    assert drive(metrics(monitor), "mssql_drive_host_written_bytes_total") == NVME_BYTES
+    # What sudo -n says when the sudoers rule does not cover the command reaches the log.
+    refusing = tmp_path / "sudo"
+    refusing.write_text("#!/bin/sh\necho 'sudo: a password is required' >&2\nexit 1\n")
+    refusing.chmod(0o755)
+    config = DriveHealthConfig.model_validate(
+        {"smartctl": [str(refusing), "-n", "/usr/sbin/smartctl"], "drives": [{"name": "nvme0"}]}
+    )
+    monitor = DriveMonitor(config)
+    monitor.read_all()
+    assert success(metrics(monitor)) == 0
+    assert "stderr: sudo: a password is required" in warnings(caplog)[-1].reason  # type: ignore[attr-defined]

@@ -11,6 +11,15 @@ from .errors import error_at
 from .fields import TARGET_NAME_MAX, TARGET_NAME_PATTERN, Seconds, Strict
 
 DriveName = Annotated[str, Field(max_length=TARGET_NAME_MAX, pattern=TARGET_NAME_PATTERN)]
+# The smartctl program: a path or name, or a command that runs it, such as [sudo, -n, /usr/sbin/smartctl]
+# for the sudoers rule in deploy/sudoers/ (the reader's fixed arguments follow it).
+SmartctlCommand = Annotated[str, Field(min_length=1)] | Annotated[
+    list[Annotated[str, Field(min_length=1)]], Field(min_length=1)
+]
+
+
+def command_words(command: str | list[str]) -> tuple[str, ...]:
+    return (command,) if isinstance(command, str) else tuple(command)
 
 # Only options that say how to reach the drive: the reader's own options (-x, --json, -n standby) are
 # fixed, and anything else (-s, -t, -o, --set ...) would change the drive rather than read it. The
@@ -45,7 +54,7 @@ class DriveConfig(Strict):
     # share one node and differ in device_args (-d megaraid,N).
     device: Annotated[str, Field(min_length=1)] | None = None
     device_args: list[str] = Field(default_factory=list)
-    smartctl: Annotated[str, Field(min_length=1)] | None = None  # this drive's smartctl, if not the default
+    smartctl: SmartctlCommand | None = None  # this drive's smartctl, if not the default
 
     @field_validator("device_args", mode="before")
     @classmethod
@@ -71,7 +80,7 @@ class DriveConfig(Strict):
 class DriveHealthConfig(Strict):
     """smartctl readings of the host's drives, each on its own slow cadence in a background thread."""
 
-    smartctl: Annotated[str, Field(min_length=1)] = "smartctl"
+    smartctl: SmartctlCommand = "smartctl"
     interval_seconds: Seconds = 600.0
     timeout_seconds: Seconds = 60.0
     # A serial number is not a secret, but some sites keep asset data out of monitoring.

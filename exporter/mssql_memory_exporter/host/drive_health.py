@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..config.drives import DriveConfig, DriveHealthConfig
+from ..config.drives import DriveConfig, DriveHealthConfig, command_words
 from . import smartctl
 from .drive_parse import DriveReading, parse
 
@@ -81,7 +81,8 @@ class DriveMonitor:
     # -- reading -------------------------------------------------------------------------------------
 
     def argv(self, drive: DriveConfig) -> list[str]:
-        return smartctl.command(drive.smartctl or self._config.smartctl, drive.device_path, drive.device_args)
+        program = command_words(drive.smartctl if drive.smartctl is not None else self._config.smartctl)
+        return smartctl.command(program, drive.device_path, drive.device_args)
 
     def read_drive(self, name: str) -> None:
         """Run smartctl for one drive and keep what it says (the background thread's one job)."""

@@ -57,8 +57,9 @@ class Outcome:
         return self.status is not None and bool(self.status & PARTIAL_BIT)
 
 
-def command(smartctl: str, device: str, extra_args: Sequence[str]) -> list[str]:
-    return [smartctl, *READ_ARGS, *extra_args, device]
+def command(program: Sequence[str], device: str, extra_args: Sequence[str]) -> list[str]:
+    """`program` is smartctl, or a command that runs it ([sudo, -n, /usr/sbin/smartctl])."""
+    return [*program, *READ_ARGS, *extra_args, device]
 
 
 def _messages(doc: Mapping[str, Any]) -> list[str]:
@@ -94,17 +95,17 @@ def run(argv: Sequence[str], timeout: float) -> Outcome:
             start_new_session=True,
         )
     except FileNotFoundError:
-        return Outcome(None, error=f"smartctl not found at {argv[0]}")
+        return Outcome(None, error=f"{argv[0]} not found")
     except PermissionError:
         return Outcome(None, error=f"permission denied running {argv[0]}")
     except OSError as exc:
         return Outcome(None, error=f"cannot run {argv[0]}: {exc.strerror or exc}")
     try:
-        out, _err = process.communicate(timeout=timeout)
+        out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill(process)
         return Outcome(None, error=f"smartctl did not finish within {timeout:g} s; killed")
-    return interpret(process.returncode, out)
+    return interpret(process.returncode, out, err)
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
@@ -115,7 +116,7 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
         process.communicate(timeout=5)
 
 
-def interpret(status: int, out: bytes) -> Outcome:
+def interpret(status: int, out: bytes, err: bytes = b"") -> Outcome:
     """What an exit status and the JSON on stdout amount to."""
     if status < 0:
         return Outcome(None, error=f"smartctl was killed by signal {-status}")
@@ -124,7 +125,11 @@ def interpret(status: int, out: bytes) -> Outcome:
     except ValueError as exc:
         # The output itself is not logged: it is not ours to copy into logs, and it is not JSON anyway.
         what = "no output" if not out.strip() else f"output that is not JSON ({len(out)} bytes; {exc})"
-        return Outcome(status, error=f"smartctl exited with status {status} and {what}")
+        # smartctl --json writes nothing to stderr; what is there comes from around it (sudo's "a password
+        # is required", the loader), and says why.
+        said = err.decode(errors="replace").strip().splitlines()
+        why = f"; stderr: {said[0][:200]}" if said else ""
+        return Outcome(status, error=f"smartctl exited with status {status} and {what}{why}")
     if not isinstance(doc, Mapping):
         return Outcome(status, error=f"smartctl exited with status {status} and JSON that is not an object")
     findings = {name: bool(status & (1 << bit)) for bit, name in FINDINGS}
