@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, samples_of, value
 from tests.e2e_stack import Stack
 from tests.fake_smartctl import FakeSmartctl
@@ -39,7 +41,7 @@ def test_drive_source_through_the_exporter(standin, tmp_path):
         },
     }
     with Stack(tmp_path / "stack") as stack:
-        base = stack.start_exporter(config, env={PASSWORD_ENV: TEST_PASSWORD})
+        base = stack.start_exporter(config, env={PASSWORD_ENV: TEST_PASSWORD}, args=("--collector.host",))
         process = stack.process("exporter")
 
         def metrics() -> dict:
@@ -56,6 +58,10 @@ def test_drive_source_through_the_exporter(standin, tmp_path):
         assert value(got, "mssql_up") == 1
         assert value(got, "mssql_exporter_collector_success", collector="buffer_manager") == 1
         assert value(got, "mssql_page_life_expectancy_seconds") > 0
+        assert value(got, "mssql_exporter_collector_success", collector="host") == 1
+        # The host, drive-health and default-target families share names: one family per name.
+        names = [family.name for family in text_string_to_metric_families(get(f"{base}/metrics")[1])]
+        assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
         # The good drives, labelled with their pool.
         assert value(got, "mssql_drive_read_success", device="nvme0", pool="data") == 1
         model = "Micron_7400_MTFDKCB1T9TDZ"
