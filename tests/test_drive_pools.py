@@ -118,3 +118,16 @@ def test_a_drive_in_two_pools_is_refused_naming_the_field(field):
     assert f"targets.t.ssd_pools.b.{field}.0: drive nvme0n1 is already in pool targets.t.ssd_pools.a" in str(
         info.value
     )
+
+
+@pytest.mark.parametrize(
+    ("drive", "device"),
+    [
+        ({"name": "nvme0n1"}, "/dev/nvme0n1"),
+        ({"name": "PhysicalDrive2"}, "/dev/pd2"),  # smartctl for Windows' name for \\.\PhysicalDrive2
+        ({"name": "slot0", "device": "/dev/sda"}, "/dev/sda"),
+    ],
+)
+def test_default_device_nodes(drive, device):
+    config = DriveHealthConfig.model_validate({"drives": [drive]})
+    assert DriveMonitor(config).argv(config.drives[0])[-1] == device

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Self
 
 from pydantic import Field, field_validator, model_validator
@@ -74,7 +75,11 @@ class DriveConfig(Strict):
 
     @property
     def device_path(self) -> str:
-        return self.device if self.device is not None else f"/dev/{self.name}"
+        if self.device is not None:
+            return self.device
+        # smartctl for Windows spells \\.\PhysicalDriveN as /dev/pdN.
+        windows = re.fullmatch(r"physicaldrive(\d+)", self.name, re.IGNORECASE)
+        return f"/dev/pd{windows.group(1)}" if windows else f"/dev/{self.name}"
 
 
 class DriveHealthConfig(Strict):
