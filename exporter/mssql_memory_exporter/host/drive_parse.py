@@ -138,8 +138,6 @@ def _nvme(doc: Mapping[str, Any]) -> dict[str, Any]:
     units = _number(log.get("data_units_written"))
     if units is not None:
         out["host_written_bytes"] = units * NVME_DATA_UNIT
-    if out.get("power_on_seconds") is None and _number(log.get("power_on_hours")) is not None:
-        out["power_on_seconds"] = _number(log.get("power_on_hours")) * 3600  # type: ignore[operator]
     # NVMe has no standard NAND-writes field; vendors keep it in their own log pages smartctl 7.3 does
     # not read.
     return out
