@@ -50,7 +50,13 @@ def test_drive_source_through_the_exporter(standin, tmp_path):
             return samples_of(body)
 
         # The first round runs in the background; /metrics answers at once meanwhile.
-        assert eventually(lambda: ("mssql_drive_read_success", (("device", "sdz"),)) in metrics())
+        def first_round_done() -> bool:
+            got = metrics()
+            return got.get(("mssql_drive_read_success", (("device", "sdz"),))) == 0 and (
+                "mssql_drive_reading_age_seconds", (("device", "nvme1"), ("pool", "data"))
+            ) in got
+
+        assert eventually(first_round_done, seconds=10)
         got = metrics()
         # The broken drive fails the drive source, and only it.
         assert value(got, "mssql_exporter_collector_success", collector="drive_health") == 0
