@@ -22,8 +22,9 @@ mode=${1:-test}
 # tdsodbc: FreeTDS ODBC driver; unixodbc: the driver manager pyodbc links to; python3-venv: the venv.
 runtime_packages=(tdsodbc unixodbc python3-venv)
 # prometheus: promtool and the Prometheus the alerting tests run; prometheus-alertmanager: amtool and
-# Alertmanager; systemd: systemd-analyze, which checks the shipped unit file (minimal images lack it).
-test_packages=(prometheus prometheus-alertmanager systemd)
+# Alertmanager; systemd: systemd-analyze, which checks the shipped unit file (minimal images lack it);
+# smartmontools: the real smartctl the drive-health tests run (its --scan and a read of a missing device).
+test_packages=(prometheus prometheus-alertmanager systemd smartmontools)
 case "$mode" in
     runtime | standin) packages=("${runtime_packages[@]}"); extras="" ;;
     test) packages=("${runtime_packages[@]}" "${test_packages[@]}"); extras="[test]" ;;
@@ -47,8 +48,9 @@ if [ "${#need[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
     # Debian enables and starts the Prometheus and Alertmanager services on install. The tests run their
     # own instances; a system-wide Prometheus left running on :9090 is not what a developer asked for.
+    # smartmontools brings smartd, a disk monitor the tests do not want polling this machine's drives.
     if [ -d /run/systemd/system ]; then
-        for unit in prometheus prometheus-alertmanager; do
+        for unit in prometheus prometheus-alertmanager smartmontools; do
             if printf '%s\n' "${need[@]}" | grep -qx "$unit"; then
                 $sudo_cmd systemctl disable --now "$unit" >/dev/null 2>&1 || true
             fi

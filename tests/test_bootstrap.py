@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-TEST_TOOLS = {"prometheus", "prometheus-alertmanager", "systemd"}
+TEST_TOOLS = {"prometheus", "prometheus-alertmanager", "systemd", "smartmontools"}
 RUNTIME = {"tdsodbc", "unixodbc", "python3-venv"}
 
 

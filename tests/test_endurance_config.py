@@ -250,8 +250,8 @@ def test_bad_host_disk_names(name: str, error: str):
             pool_body(in_service_date="2022-02-29"),
             "targets.t.ssd_pools.p.in_service_date: must be a valid date",
         ),
-        (pool_body(volumes=[]), "targets.t.ssd_pools.p: set volumes, host_disks or both"),
-        (pool_body(volumes=None), "targets.t.ssd_pools.p: set volumes, host_disks or both"),
+        (pool_body(volumes=[]), "targets.t.ssd_pools.p: set volumes, host_disks or smart_drives"),
+        (pool_body(volumes=None), "targets.t.ssd_pools.p: set volumes, host_disks or smart_drives"),
         (pool_body(volumes="/var/opt/mssql"), "targets.t.ssd_pools.p.volumes: must be a valid list"),
         (
             pool_body(volumes=["/x", "/y", "/x/"]),

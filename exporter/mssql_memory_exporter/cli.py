@@ -160,14 +160,40 @@ def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, o
 
 def _make_host(config: ExporterConfig, export: bool) -> tuple[object | None, OwnMetricsFn | None]:
     """The host collector, when asked for or when a target runs on this host (its mounts and disks
-    resolve that target's volumes and SSD pools)."""
-    if not export and not any(t.colocated for t in config.targets.values()):
+    resolve that target's volumes and SSD pools), and the drive-health reader when drives are configured
+    (started here: it reads in a thread of its own, never inside a scrape)."""
+    monitor = _start_drive_health(config)
+    if not export and monitor is None and not any(t.colocated for t in config.targets.values()):
         return None, None
     from mssql_memory_exporter.host.collector import HostCollector
     from mssql_memory_exporter.host.metrics import host_families
 
-    host = HostCollector()
-    return host, (lambda: host_families(host)) if export else None
+    host = HostCollector(drives=monitor)
+    groups: list[OwnMetricsFn] = []
+    if export:
+        groups.append(lambda: host_families(host))
+    if monitor is not None:
+        from mssql_memory_exporter.host.drive_metrics import drive_families
+
+        pools = {drive: pool for drive, (_target, pool) in config.drive_pools().items()}
+        groups.append(lambda: drive_families(monitor, pools))
+    if not groups:
+        return host, None
+    return host, lambda: [family for group in groups for family in group()]
+
+
+def _start_drive_health(config: ExporterConfig) -> Any:
+    if config.drive_health is None:
+        return None
+    from mssql_memory_exporter.host.drive_health import DriveMonitor
+
+    monitor = DriveMonitor(config.drive_health)
+    monitor.start()
+    log.info(
+        "drive health: reading drives",
+        extra={"drives": len(config.drive_health.drives), "interval": config.drive_health.interval_seconds},
+    )
+    return monitor
 
 
 def _own_metrics(host_metrics: OwnMetricsFn | None) -> OwnMetricsFn:
@@ -336,8 +362,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         _serve_until(server, stop)
     finally:
-        close = getattr(scraper, "close", None)
-        if callable(close):
-            close()
+        for part in (scraper, host):
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
     log.info("stopped")
     return EXIT_OK

@@ -98,7 +98,8 @@ KNOWN_TIME_HELP = "Unix time of UTC midnight on the day known_written was read, 
 COUNTING_START_HELP = (
     "Unix time from which mssql_ssd_pool_written_bytes_total{source} counts this pool's bytes: the "
     "exporter's first reading (sqlserver), or the host's boot (host) when that is after the in-service "
-    "date and the known_written reading."
+    "date and the known_written reading; the in-service date for source=drive (the drives' lifetime "
+    "counters)."
 )
 COUNTING_START_WRITTEN_HELP = (
     "Value of mssql_ssd_pool_written_bytes_total{source} at the counting start: bytes written = counter "
@@ -109,8 +110,15 @@ WRITTEN_HELP = (
     "Bytes written to the pool. source=sqlserver: SQL Server's file writes on the pool's volumes, counted "
     "by the exporter since it started (logical writes, counted once). source=host: the host's disk "
     "counters of the pool's disks, since boot (each mirror member counts). Neither includes write "
-    "amplification in the SSD. Where counting starts: mssql_ssd_pool_counting_start_timestamp_seconds."
+    "amplification in the SSD. source=drive: the lifetime host-write counters the pool's drives report "
+    "(smartctl), summed, including drives replaced while the exporter ran. Where counting starts: "
+    "mssql_ssd_pool_counting_start_timestamp_seconds."
 )
+
+
+def _sources(sqlserver: float | None, host: float | None, drive: float | None) -> list[tuple[str, float]]:
+    given = (("sqlserver", sqlserver), ("host", host), ("drive", drive))
+    return [(source, value) for source, value in given if value is not None]
 
 
 def _check_written(source: str, value: float) -> None:
@@ -125,6 +133,7 @@ def pool_metrics(
     sqlserver_written: float | None,
     host_written: float | None,
     out: FamilyBuilder,
+    drive_written: float | None = None,
 ) -> None:
     """Add one pool's samples to `out`: the configured gauges (the known_written pair only when
     configured), and a written-bytes counter for each source that has a value (None means that source
@@ -153,9 +162,7 @@ def pool_metrics(
             in_service_timestamp(pool.known_written.read_date),
             labels,
         )
-    for source, value in (("sqlserver", sqlserver_written), ("host", host_written)):
-        if value is None:
-            continue
+    for source, value in _sources(sqlserver_written, host_written, drive_written):
         _check_written(source, value)
         out.counter("mssql_ssd_pool_written_bytes_total", WRITTEN_HELP, value, {**labels, "source": source})
 
@@ -208,18 +215,23 @@ def counting_metrics(
     host_written: float | None,
     ctx: ScrapeContext,
     out: FamilyBuilder,
+    drive_written: float | None = None,
 ) -> None:
     """Add the counting start of each source that has a value, kept in the target's memo across scrapes."""
     starts = ctx.memo.setdefault(COUNTING_MEMO_KEY, {})
     assert isinstance(starts, dict)
     anchor = anchor_timestamp(pool)
-    for source, value in (("sqlserver", sqlserver_written), ("host", host_written)):
-        if value is None:
-            continue
+    for source, value in _sources(sqlserver_written, host_written, drive_written):
         _check_written(source, value)
-        zero_at = ctx.host.boot_time() if source == "host" and ctx.host is not None else None
-        key = (pool_name, source)
-        start = starts[key] = counting_start(starts.get(key), value, ctx.now, zero_at, anchor)
+        if source == "drive":
+            # The drives count from the day they were new: the counter already holds every byte since
+            # the in-service date (and the few written before it, in the factory and burn-in), so
+            # nothing is unobserved and no known_written reading is needed on top.
+            start = CountingStart(in_service_timestamp(pool.in_service_date), 0.0, value)
+        else:
+            zero_at = ctx.host.boot_time() if source == "host" and ctx.host is not None else None
+            key = (pool_name, source)
+            start = starts[key] = counting_start(starts.get(key), value, ctx.now, zero_at, anchor)
         labels = {"pool": pool_name, "source": source}
         out.gauge(
             "mssql_ssd_pool_counting_start_timestamp_seconds", COUNTING_START_HELP, start.timestamp, labels

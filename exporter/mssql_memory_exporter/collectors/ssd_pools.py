@@ -2,7 +2,9 @@
 
 `source="sqlserver"` sums SQL Server's file writes on the pool's volumes (from the volumes collector,
 which runs earlier in the same scrape); `source="host"` sums the kernel's counters of the pool's
-physical disks, when the exporter runs on the SQL Server host. Rated endurance, planned life and
+physical disks, when the exporter runs on the SQL Server host; `source="drive"` sums the lifetime
+host-write counters the pool's drives report to smartctl (drive_health), when every one of them
+does. Rated endurance, planned life and
 in-service date come from the config, so recording rules can project wear without a second source.
 """
 
@@ -13,10 +15,12 @@ from collections.abc import Mapping
 
 from . import endurance, file_stats, files, volumes
 from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, SectionResult
+from .view import PoolView
 
 log = logging.getLogger(__name__)
 
 CHECKED_KEY = "ssd_pools_checked_generation"
+DRIVE_COUNT_KEY = "ssd_pools_drive_count_warned"
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
@@ -40,8 +44,36 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         host = None
         if pool.host_disks and host_written is not None:
             host = sum(host_written.get(disk, 0.0) for disk in pool.host_disks)
-        endurance.pool_metrics(pool_name, pool, sqlserver, host, out)
-        endurance.counting_metrics(pool_name, pool, sqlserver, host, ctx, out)
+        drive = _drive_written(pool_name, pool, ctx)
+        endurance.pool_metrics(pool_name, pool, sqlserver, host, out, drive)
+        endurance.counting_metrics(pool_name, pool, sqlserver, host, ctx, out, drive)
+
+
+def _drive_written(pool_name: str, pool: PoolView, ctx: ScrapeContext) -> float | None:
+    """The pool's lifetime host bytes from its drives' own counters; None unless every drive the pool
+    counts (drives.count) is linked and has reported its bytes: a partial sum would pass for the whole."""
+    if ctx.host is None:
+        return None
+    read = ctx.host.drive_names()
+    linked = [name for name in [*pool.smart_drives, *pool.host_disks] if name in read]
+    total = ctx.host.drive_written_bytes(linked) if linked else None
+    if total is None:
+        return None
+    if len(linked) != pool.drives.count:
+        # Some of the pool's drives are not linked (behind a RAID controller, not under drive_health):
+        # the known_written reading stays the pool's only lifetime figure. Said once per pool.
+        warned = ctx.memo.setdefault(DRIVE_COUNT_KEY, set())
+        assert isinstance(warned, set)
+        if pool_name not in warned:
+            warned.add(pool_name)
+            log.warning(
+                "ssd pool: its drives report their bytes, but it links a different number of drives than "
+                "drives.count; source=drive is not exported",
+                extra={"target": ctx.target.name, "pool": pool_name, "linked": len(linked),
+                       "count": pool.drives.count},
+            )
+        return None
+    return total
 
 
 def _warn_unmatched(pools: Mapping, configured: set[str], cat: files.FileCatalog, ctx: ScrapeContext) -> None:

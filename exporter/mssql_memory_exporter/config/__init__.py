@@ -1,10 +1,10 @@
 """The exporter's YAML configuration: models, loader, secrets and ODBC connection strings.
 
 Modules, each with one job: `fields` (shared field types and constants), `auth` (auth modules and where
-passwords live), `volumes` (volume and disk syntax), `ssd` (SSD pools), `models` (targets, the whole file,
-parse and load), `yaml_loading` (strict YAML reading), `errors` (the error type and the rewording of
-pydantic's messages), `odbc` (drivers and connection strings). Import from the package: its names below
-are the interface; the modules may move.
+passwords live), `volumes` (volume and disk syntax), `ssd` (SSD pools), `drives` (drive health),
+`models` (targets, the whole file, parse and load), `yaml_loading` (strict YAML reading), `errors` (the
+error type and the rewording of pydantic's messages), `odbc` (drivers and connection strings). Import from
+the package: its names below are the interface; the modules may move.
 
 Everything an operator can get wrong is reported as one `ConfigError` line per problem, in the form
 `<file>: <dotted.field.path>: <what is wrong>`, so a failed start points at the line to fix.
@@ -15,6 +15,7 @@ a file, which is read only when a connection is made, so a rotated secret needs 
 from __future__ import annotations
 
 from .auth import AuthModule, Credentials
+from .drives import DriveConfig, DriveHealthConfig
 from .errors import ConfigError, CredentialError, DriverError
 from .fields import RESERVED_LABELS, TARGET_NAME_MAX
 from .models import ExporterConfig, TargetConfig, load_config, parse_config
@@ -36,6 +37,8 @@ __all__ = [
     "ConfigError",
     "CredentialError",
     "Credentials",
+    "DriveConfig",
+    "DriveHealthConfig",
     "DriverError",
     "ExporterConfig",
     "KnownWritten",

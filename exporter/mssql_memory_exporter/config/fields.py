@@ -45,6 +45,13 @@ RESERVED_LABELS = frozenset(
         "resource_semaphore_id",
         "clerk",
         "wait_type",
+        # drive health (host/drive_metrics.py)
+        "serial",
+        "family",
+        "protocol",
+        "kind",
+        "finding",
+        "origin",
     }
 )
 

@@ -18,6 +18,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .auth import AuthModule, Credentials
+from .drives import DriveHealthConfig
 from .errors import ConfigError, error_at, to_config_error
 from .fields import (
     DriverChoice,
@@ -193,6 +194,8 @@ class ExporterConfig(Strict):
     default_target: str | None = None
     auth_modules: dict[SqlName, AuthModule] = Field(default_factory=dict)
     targets: Annotated[dict[str, TargetConfig], Field(min_length=1)]
+    # smartctl readings of this host's drives (host/drive_health.py); pools link to them by name.
+    drive_health: DriveHealthConfig | None = None
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -222,6 +225,48 @@ class ExporterConfig(Strict):
                 )
             target._auth = module
         return self
+
+    @model_validator(mode="after")
+    def _drive_links(self) -> Self:
+        known = self.drive_health.names() if self.drive_health is not None else set()
+        owner: dict[str, str] = {}
+        for key, target in self.targets.items():
+            for pool_name, pool in target.ssd_pools.items():
+                if pool.smart_drives and not target.colocated:
+                    raise error_at(
+                        ("targets", key, "ssd_pools", pool_name, "smart_drives"),
+                        "needs colocated: true on the target; drives can only be read on SQL Server's own "
+                        "host",
+                    )
+                for index, name in enumerate(pool.smart_drives):
+                    if name not in known:
+                        raise error_at(
+                            ("targets", key, "ssd_pools", pool_name, "smart_drives", index),
+                            f"no drive named {name!r} under drive_health.drives",
+                        )
+                linked = [("smart_drives", i, n) for i, n in enumerate(pool.smart_drives)]
+                linked += [("host_disks", i, n) for i, n in enumerate(pool.host_disks) if n in known]
+                for field, index, name in linked:
+                    # One drive's wear belongs to one pool; in two, its bytes would count in both.
+                    here = f"targets.{key}.ssd_pools.{pool_name}"
+                    if name in owner and owner[name] != here:
+                        raise error_at(
+                            ("targets", key, "ssd_pools", pool_name, field, index),
+                            f"drive {name} is already in pool {owner[name]}",
+                        )
+                    owner[name] = here
+        return self
+
+    def drive_pools(self) -> dict[str, tuple[str, str]]:
+        """(target, pool) of each drive_health drive a pool links, by drive name."""
+        known = self.drive_health.names() if self.drive_health is not None else set()
+        out: dict[str, tuple[str, str]] = {}
+        for key, target in self.targets.items():
+            for pool_name, pool in target.ssd_pools.items():
+                for name in [*pool.smart_drives, *pool.host_disks]:
+                    if name in known:
+                        out[name] = (key, pool_name)
+        return out
 
     def credentials_for(self, target: TargetConfig | str) -> Credentials:
         """Username and password for a target, reading the password source at this moment."""

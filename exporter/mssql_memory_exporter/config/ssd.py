@@ -15,6 +15,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from .drives import DriveName
 from .errors import error_at
 from .fields import Strict
 from .volumes import DriveCount, HostDisk, PositiveNumber, VolumeLabel, list_twice
@@ -120,15 +121,25 @@ class SsdPool(Strict):
     known_written: KnownWritten | None = None
     volumes: list[VolumeLabel] = Field(default_factory=list)
     host_disks: list[HostDisk] = Field(default_factory=list)
+    # Drives under drive_health that are not host disks by that name (behind a RAID controller, say);
+    # host_disks that drive_health reads are linked to the pool without being listed here.
+    smart_drives: list[DriveName] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _where_writes_are_counted(self) -> Self:
-        if not self.volumes and not self.host_disks:
+        if not self.volumes and not self.host_disks and not self.smart_drives:
             raise PydanticCustomError(
-                "pool_sources", "set volumes, host_disks or both: the pool needs something to count writes on"
+                "pool_sources",
+                "set volumes, host_disks or smart_drives: the pool needs something to count writes on",
             )
         list_twice(self.volumes, "volumes")
         list_twice(self.host_disks, "host_disks")
+        list_twice(self.smart_drives, "smart_drives")
+        for index, name in enumerate(self.smart_drives):
+            if name in self.host_disks:
+                raise error_at(
+                    ("smart_drives", index), f"{name} is already linked to this pool through host_disks"
+                )
         return self
 
     @model_validator(mode="after")

@@ -24,6 +24,7 @@ from .blockdev import (
     resolve_device_path,
     sysfs_name,
 )
+from .drive_health import DriveMonitor
 from .mounts import (
     DEFAULT_MOUNTS,
     Mount,
@@ -102,7 +103,9 @@ class HostCollector:
         boot_time: Callable[[], float] = psutil_boot_time,
         mounts_max_age: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        drives: DriveMonitor | None = None,
     ) -> None:
+        self._drives = drives
         self._sys_root = sys_root
         self._dev_root = dev_root
         self._proc_mounts = proc_mounts
@@ -142,6 +145,20 @@ class HostCollector:
     def boot_time(self) -> float:
         """Unix time the host booted: the disk counters above count from (about) then."""
         return self._boot_time()
+
+    def close(self) -> None:
+        """Stop the drive-health thread (a smartctl run in progress finishes or times out on its own)."""
+        if self._drives is not None:
+            self._drives.stop(timeout=1.0)
+
+    def drive_names(self) -> frozenset[str]:
+        """The drives drive_health reads (their config names); empty without it."""
+        return self._drives.names() if self._drives is not None else frozenset()
+
+    def drive_written_bytes(self, names: Iterable[str]) -> float | None:
+        """Lifetime host bytes the named drives report (drive_health), summed; None without a reading
+        of every one of them, or without drive health configured."""
+        return self._drives.drive_written_bytes(names) if self._drives is not None else None
 
     # -- mounts ------------------------------------------------------------------------------------
 
