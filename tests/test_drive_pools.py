@@ -131,3 +131,29 @@ def test_a_drive_in_two_pools_is_refused_naming_the_field(field):
 def test_default_device_nodes(drive, device):
     config = DriveHealthConfig.model_validate({"drives": [drive]})
     assert DriveMonitor(config).argv(config.drives[0])[-1] == device
+
+
+def test_a_pools_drives_report_their_wear_under_the_target():
+    """The rating a drive implies needs its life used and its own bytes beside the pool's series: the
+    Intel drive says 0% used after 184,919,244 units, the Toshiba 1% after 3,861,802 units."""
+    data = pool(2, smart_drives=["nvme0n1", "nvme1n1"])
+    ctx = ctx_for(host_with("nvme0n1", "nvme1n1"))
+    out = FamilyBuilder({})
+    ssd_pools._drive_wear("data", data, ctx, out)
+    got = samples_of(exposition(out.families()))
+    used, written = "mssql_ssd_pool_drive_life_used_ratio", "mssql_ssd_pool_drive_host_written_bytes"
+    assert value(got, used, pool="data", device="nvme0n1") == 0.0
+    assert value(got, used, pool="data", device="nvme1n1") == 0.01
+    assert value(got, written, pool="data", device="nvme0n1") == 184_919_244 * 512_000
+    assert value(got, written, pool="data", device="nvme1n1") == 3_861_802 * 512_000
+    assert len(got) == 4
+
+
+def test_a_drive_not_read_yet_reports_no_wear():
+    data = pool(1, smart_drives=["nvme0n1"])
+    config = DriveHealthConfig.model_validate({"drives": [{"name": "nvme0n1"}]})
+    ctx = ctx_for(HostCollector(drives=DriveMonitor(config, run=lambda argv, timeout: None)))
+    out = FamilyBuilder({})
+    ssd_pools._drive_wear("data", data, ctx, out)
+    assert out.families() == []
+

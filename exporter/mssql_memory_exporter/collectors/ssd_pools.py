@@ -47,6 +47,33 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         drive = _drive_written(pool_name, pool, ctx)
         endurance.pool_metrics(pool_name, pool, sqlserver, host, out, drive)
         endurance.counting_metrics(pool_name, pool, sqlserver, host, ctx, out, drive)
+        if drive is not None:
+            _drive_wear(pool_name, pool, ctx, out)
+
+
+def _drive_wear(pool_name: str, pool: PoolView, ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    """Each linked drive's life used and its own lifetime host bytes, under the target like the pool's
+    other figures, so rules can set the rating the drives imply beside the rated one (the drives'
+    own series are on the exporter's /metrics, which no label ties to this target)."""
+    assert ctx.host is not None  # _drive_written gave a figure
+    read = ctx.host.drive_names()
+    linked = [name for name in [*pool.smart_drives, *pool.host_disks] if name in read]
+    for name, (used, written) in sorted(ctx.host.drive_wear(linked).items()):
+        labels = {"pool": pool_name, "device": name}
+        if used is not None:
+            out.gauge("mssql_ssd_pool_drive_life_used_ratio", DRIVE_USED_HELP, used, labels)
+        if written is not None:
+            out.gauge("mssql_ssd_pool_drive_host_written_bytes", DRIVE_WRITTEN_HELP, written, labels)
+
+
+DRIVE_USED_HELP = (
+    "Share of its rated life the pool's drive says it has used (NVMe percentage used / 100, or the "
+    "family's wear attribute); can pass 1. Same reading as mssql_drive_life_used_ratio on /metrics."
+)
+DRIVE_WRITTEN_HELP = (
+    "Lifetime host bytes the drive now in this slot reports (its own, not those of a drive it replaced). "
+    "Divided by its life used: the endurance the drive implies."
+)
 
 
 def _drive_written(pool_name: str, pool: PoolView, ctx: ScrapeContext) -> float | None:

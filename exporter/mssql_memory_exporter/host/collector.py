@@ -160,6 +160,11 @@ class HostCollector:
         of every one of them, or without drive health configured."""
         return self._drives.drive_written_bytes(names) if self._drives is not None else None
 
+    def drive_wear(self, names: Iterable[str]) -> Mapping[str, tuple[float | None, float | None]]:
+        """Per named drive with a reading: (life used ratio, its own lifetime host bytes), each None
+        where the drive does not report it."""
+        return self._drives.drive_wear(names) if self._drives is not None else {}
+
     # -- mounts ------------------------------------------------------------------------------------
 
     def mounts(self) -> list[Mount]:

@@ -204,6 +204,18 @@ class DriveMonitor:
         return total
 
 
+    def drive_wear(self, names: Iterable[str]) -> dict[str, tuple[float | None, float | None]]:
+        """(life used ratio, lifetime host bytes) of the drive now in each named slot, from its last
+        reading; drives without a reading are left out. The bytes are the current drive's own (not its
+        predecessors'): with its life used they give the rating the drive implies."""
+        with self._lock:
+            return {
+                name: (state.reading.life_used_ratio, state.reading.host_written_bytes)
+                for name in names
+                if (state := self._states.get(name)) is not None and state.reading is not None
+            }
+
+
 def _slot_bytes(state: DriveState) -> float | None:
     if state.reading is None or state.reading.host_written_bytes is None:
         return None
