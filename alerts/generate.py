@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from . import capacity, diagnosis
+from . import capacity, diagnosis, drives
 from . import names as N
 from .generated import generator_main
 from .names import (
@@ -163,6 +163,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     rules += diagnosis.recording_rules(spec)
     rules += capacity.recording_rules(spec)
     rules += _endurance_recording_rules(spec)
+    rules += drives.recording_rules(spec)
     return rules
 
 
@@ -434,6 +435,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         )
     )
     rules += diagnosis.alert_rules(spec)
+    rules += drives.alert_rules(spec)
     rules += _endurance_alerts(spec)
     return rules
 

@@ -30,6 +30,11 @@ TARGET_PULLED_DOWN = "MSSQLTargetMemoryPulledDown"
 GRANT_TIMEOUTS = "MSSQLMemoryGrantTimeouts"
 GRANT_WAITS = "MSSQLMemoryGrantWaits"
 MAX_MEMORY_DEFAULT = "MSSQLMaxServerMemoryDefault"
+DRIVE_WEAR_HIGH = "MSSQLDriveWearHigh"
+DRIVE_SPARE_LOW = "MSSQLDriveSpareLow"
+DRIVE_CRITICAL_WARNING = "MSSQLDriveCriticalWarning"
+DRIVE_HEALTH_UNREAD = "MSSQLDriveHealthUnread"
+DRIVE_WEAR_DISAGREES = "MSSQLSSDDriveWearDisagrees"
 
 # Recording rules without a window in their name.
 PLE_MIN = "instance:mssql_buffer_node_page_life_expectancy:min"
@@ -46,6 +51,11 @@ PRESSURE_EXTERNAL = "instance:mssql_memory_pressure_external:bool"
 PRESSURE_INTERNAL = "instance:mssql_memory_pressure_internal:bool"
 WORKSPACE_GRANTED = "instance:mssql_memory_workspace_granted:ratio"
 OTHER_PROCESSES = "instance:mssql_os_memory_other_processes:ratio"
+# The endurance the pool's drives imply (host bytes / life used), and what follows from it.
+DRIVE_IMPLIED = "pool:mssql_ssd_drive_implied_endurance_bytes:sum"
+DRIVE_TO_RATED = "pool:mssql_ssd_drive_implied_to_rated_endurance:ratio"
+DRIVE_REMAINING = "pool:mssql_ssd_drive_endurance_remaining:seconds"
+DRIVE_SHARE = "pool:mssql_ssd_drive_endurance_projected_used:ratio"
 COVERAGE_SUFFIX = "_coverage_seconds"  # seconds of data the same-named rate rests on
 
 

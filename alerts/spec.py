@@ -199,6 +199,17 @@ class TempdbSpec(_Section):
     memory_change_target_share: Ratio
 
 
+class DrivesSpec(_Section):
+    life_used_warning: Positive
+    wear_for: Duration
+    critical_for: Duration
+    reading_stale_seconds: Positive
+    unread_for: Duration
+    implied_min_life_used: Ratio
+    disagreement_factor: Positive
+    disagreement_for: Duration
+
+
 class Spec(_Section):
     """alerts/thresholds.yml. `for_override`/`window_override` (tests that cannot wait minutes) replace
     every `for:` and every rate window the generators ask for through `duration()` and `window()`; the
@@ -213,6 +224,7 @@ class Spec(_Section):
     memory: MemorySpec
     endurance: EnduranceSpec
     tempdb: TempdbSpec
+    drives: DrivesSpec
 
     _for_override: str | None = PrivateAttr(default=None)
     _window_override: str | None = PrivateAttr(default=None)

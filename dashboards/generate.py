@@ -181,6 +181,10 @@ class Limits:
             "ple_floor": names_.PLE_FLOOR,
             "uptime": names_.UPTIME,
             "share": names_.SHARE,
+            "drive_implied": names_.DRIVE_IMPLIED,
+            "drive_to_rated": names_.DRIVE_TO_RATED,
+            "drive_remaining": names_.DRIVE_REMAINING,
+            "drive_share": names_.DRIVE_SHARE,
             "remaining": names_.REMAINING,
         }
         return names[name]
@@ -1134,6 +1138,9 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
             "s",
         ),
         ("Rate rests on", f"max by ({POOL_LABELS}) ({coverage})", "s"),
+        # What the pool's drives say (drive_health): per pool, shown on each of its sources' rows.
+        ("Drives imply", per_source(lim.rule("drive_implied")), "decbytes"),
+        ("Drives at 100% in", per_source(lim.rule("drive_remaining")), "s"),
         (
             "In service since",
             per_source("mssql_ssd_pool_in_service_timestamp_seconds", " * 1000"),
@@ -1182,9 +1189,10 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         "the drives' known reading (when configured) plus what the exporter counted plus the "
         f"{lim.pool_long_window} rate over the time nobody counted; red under "
         f"{duration(lim.endurance.remaining_critical_seconds)}, orange under "
-        f"{duration(lim.endurance.remaining_warning_seconds)}. Host writes are not NAND writes: check the "
-        "drives' own wear "
-        "indicator once in a while."
+        f"{duration(lim.endurance.remaining_warning_seconds)}. Host writes are not NAND writes: where the "
+        "exporter reads the drives (drive_health), 'Drives imply' is the endurance their own wear implies "
+        "(host bytes ÷ life used) and 'Drives at 100% in' when they will say they are worn out, at the "
+        f"{lim.pool_long_window} rate of their own counters; empty without drive health."
     )
     return Panel(
         "table",
@@ -1501,6 +1509,142 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
     ]
 
 
+def drive_coverage(lim: Limits, expr: str) -> str:
+    """`expr` (a pool figure without `source`) once the drives' own write rate rests on enough data."""
+    coverage = m(lim.rule("pool_long_coverage"), f'{POOL}, source="drive"')
+    return (
+        f"{expr}\nand on (job, instance, pool) {coverage}"
+        f" >= {num(lim.endurance.projection_min_coverage_seconds)}"
+    )
+
+
+def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
+    """The endurance dashboard's row "Drives": what the drives say about themselves (drive_health)."""
+    d = lim.spec.drives
+    own = f"{lim.spec.exporter_selector}, {HOST}"
+    no_drives = (
+        "No drive health: the exporter chosen as Host reads no drives (drive_health in its config), or no "
+        "pool of this instance links them"
+    )
+    factor = d.disagreement_factor
+    columns = [
+        ("Life used", "mssql_drive_life_used_ratio", "percentunit"),
+        ("Spare", "mssql_drive_available_spare_ratio", "percentunit"),
+        ("Spare threshold", "mssql_drive_available_spare_threshold_ratio", "percentunit"),
+        ("Critical warning", "mssql_drive_critical_warning", "none"),
+        ("SMART passed", "mssql_drive_smart_passed", "none"),
+        ("Temperature", "mssql_drive_temperature_celsius", "celsius"),
+        ("Write amplification", "mssql_drive_write_amplification_ratio", "none"),
+    ]
+    renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _, _) in enumerate(columns)}
+    wear = Thresholds.healthy_below(lim.endurance.exhaustion_share, warn=d.life_used_warning)
+    return [
+        Row("Drives: what they say about themselves"),
+        Panel(
+            "timeseries",
+            "Projected share: from the rating and from the drives' wear",
+            f"Per pool, the {lim.pool_long_window} write rate of the drives' own counters (source=drive) x "
+            "planned life, divided two ways: by the rated endurance (drives x TBW), and by the endurance "
+            "the drives imply (their host bytes ÷ the share of life they say they used, once each has used "
+            f"{pct(d.implied_min_life_used)}). Healthy: both under "
+            f"{pct(lim.endurance.budget_high_share)}. Apart, the rating does not describe this workload: "
+            "trust the drives' line (their wear follows the flash, write amplification included).",
+            "percentunit",
+            [
+                Query(
+                    enough_data(lim, m(lim.rule("share"), f'{POOL}, source="drive"')),
+                    "{{pool}} from the rating",
+                ),
+                Query(drive_coverage(lim, m(lim.rule("drive_share"), POOL)), "{{pool}} from the drives"),
+            ],
+            width=12,
+            thresholds=share_ranges(lim),
+            min=0,
+            no_value=no_drives,
+            links=[lim.runbook(names_.DRIVE_WEAR_DISAGREES)],
+        ),
+        Panel(
+            "stat",
+            "The drives say 100% in",
+            f"Per pool: (endurance the drives imply - their host bytes) ÷ the {lim.pool_long_window} write "
+            "rate of their own counters: when the drives will report 100% of their life used. Healthy: more "
+            f"than {duration(lim.endurance.remaining_warning_seconds)} (orange under it, red under "
+            f"{duration(lim.endurance.remaining_critical_seconds)}). Empty until every drive of the pool has "
+            f"used {pct(d.implied_min_life_used)}.",
+            "s",
+            [Query(drive_coverage(lim, m(lim.rule("drive_remaining"), POOL)), "{{pool}}", instant=True)],
+            width=6,
+            thresholds=remaining_ranges(lim),
+            options={"textMode": "value_and_name"},
+            no_value=no_drives,
+        ),
+        Panel(
+            "stat",
+            "Endurance the drives imply ÷ rated",
+            "Per pool: 1 when the drives wear exactly as their rating says for the bytes written; under 1 "
+            "they wear faster (more write amplification than the rating assumed), over 1 slower. Healthy: "
+            f"from {num(round(1 / factor, 3))} to {num(factor)} (orange under: plan from the drives' "
+            "projection, not the rating).",
+            "none",
+            [Query(m(lim.rule("drive_to_rated"), POOL), "{{pool}}", instant=True)],
+            width=6,
+            decimals=2,
+            thresholds=Thresholds((Step(ORANGE, None), Step(GREEN, 1 / factor), Step(BLUE, factor))),
+            options={"textMode": "value_and_name"},
+            no_value=no_drives,
+            links=[lim.runbook(names_.DRIVE_WEAR_DISAGREES)],
+        ),
+        Panel(
+            "bargauge",
+            "Drive life used",
+            "Share of its rated life each drive says it has used (NVMe percentage used, or its family's wear "
+            "attribute), read by the exporter chosen as Host. Healthy: under "
+            f"{pct(d.life_used_warning)} (orange from there: order the replacement; red past "
+            f"{pct(lim.endurance.exhaustion_share)}: past its rating). Not capped at the rating.",
+            "percentunit",
+            [Query(f"mssql_drive_life_used_ratio{{{own}}}", "{{device}} {{model}}", instant=True)],
+            width=8,
+            min=0,
+            max=lim.endurance.exhaustion_share,
+            thresholds=wear,
+            no_value=no_drives,
+            links=[lim.runbook(names_.DRIVE_WEAR_HIGH)],
+        ),
+        Panel(
+            "table",
+            "Drive health",
+            "One row per drive, as smartctl last read it (the exporter chosen as Host). Healthy: spare "
+            "above its threshold, critical warning 0 (NVMe bits: 1 spare, 2 temperature, 4 reliability, 8 "
+            "read-only, 16 backup), SMART passed 1, write amplification near 1 (flash writes ÷ host "
+            "writes, where the drive reports it).",
+            "none",
+            [Query(f"{metric}{{{own}}}", instant=True, table=True) for _, metric, _ in columns],
+            width=16,
+            overrides=[override(name, ("unit", unit)) for name, _, unit in columns],
+            transformations=merge_and_organize(
+                renames,
+                ["device", "model", "serial", "pool"] + [name for name, _, _ in columns],
+                ("Time", "__name__", "job", "instance"),
+            ),
+            no_value=no_drives,
+            links=[lim.runbook(names_.DRIVE_CRITICAL_WARNING), lim.runbook(names_.DRIVE_SPARE_LOW)],
+        ),
+        Panel(
+            "timeseries",
+            "Drive reading age",
+            "Seconds since each drive's last good smartctl reading. Healthy: under the read interval (10 "
+            f"minutes by default); the alert fires past {duration(d.reading_stale_seconds)}.",
+            "s",
+            [Query(f"mssql_drive_reading_age_seconds{{{own}}}", "{{device}}")],
+            width=24,
+            min=0,
+            thresholds=Thresholds.healthy_below(d.reading_stale_seconds),
+            no_value=no_drives,
+            links=[lim.runbook(names_.DRIVE_HEALTH_UNREAD)],
+        ),
+    ]
+
+
 def endurance_row_capacity(lim: Limits) -> list[Panel | Row]:
     """tempdb's writes against the buffer pool over weeks, with memory changes marked (Micron)."""
     long_w = lim.tempdb_long_window
@@ -1536,6 +1680,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         *endurance_row_tempdb(lim),
         *endurance_row_capacity(lim),
         *endurance_row_ssd_pools(lim),
+        *endurance_row_drives(lim),
     ]
     pool_variable = query_variable(
         "pool",

@@ -154,12 +154,14 @@ def test_exported_metric_names_are_collected() -> None:
 @pytest.mark.parametrize("rule", alert_rules(), ids=lambda r: f"{r['alert']}-{r['labels']['severity']}")
 def test_alert_rule_lint(rule: dict[str, Any]) -> None:
     assert alert_lint(rule) == []
-    assert expression_lint(rule["expr"], load_spec().selector, exported_metric_names()) == []
+    spec = load_spec()
+    assert expression_lint(rule["expr"], spec.selector, exported_metric_names(), spec.exporter_selector) == []
 
 
 @pytest.mark.parametrize("rule", recording_rules(), ids=lambda r: r["record"])
 def test_recording_rule_lint(rule: dict[str, Any]) -> None:
-    assert expression_lint(rule["expr"], load_spec().selector, exported_metric_names()) == []
+    spec = load_spec()
+    assert expression_lint(rule["expr"], spec.selector, exported_metric_names(), spec.exporter_selector) == []
     assert RECORD_NAME.match(rule["record"]) or rule["record"] in NAMED_BY_THE_ISSUE, (
         f"{rule['record']} is not level:metric:operations"
     )
@@ -184,6 +186,12 @@ def test_lint_catches_what_it_should() -> None:
     ]
     assert expression_lint(f'mssql_memory_free_byte{{{selector}, x="1"}} < 1', selector, exported) == [
         "mssql_memory_free_byte is not exported by the exporter"
+    ]
+    # The exporter's own drive series take the exporter's selector, not the targets'.
+    own, drive = 'job="mssql-exporter"', "mssql_drive_life_used_ratio"
+    assert expression_lint(f"{drive}{{{own}}} > 0.8", selector, {drive}, own) == []
+    assert expression_lint(f"{drive}{{{selector}}} > 0.8", selector, {drive}, own) == [
+        f"{drive} is not filtered by the spec's selector {own}"
     ]
     bad = {
         "alert": "MSSQLX",

@@ -197,8 +197,8 @@ def test_query_lint(q):
     assert selectors, f"{q}: no metric in {expr!r}"
     for match in selectors:
         metric, matchers = match.group(1), match.group(2) or ""
-        if metric.startswith("mssql_host_"):
-            # Host metrics come from the exporter's own /metrics scrape, chosen by $host.
+        if metric.startswith(("mssql_host_", "mssql_drive_")):
+            # Host and drive metrics come from the exporter's own /metrics scrape, chosen by $host.
             assert 'instance=~"$host"' in matchers, f"{q}: {metric} without the host variable"
         else:
             assert 'job=~"$job"' in matchers and 'instance=~"$instance"' in matchers, (
@@ -334,7 +334,13 @@ def spelled_thresholds(paths: list[Path], spec: Spec, allowed: dict[float, str] 
 
 
 # Unit constants of the dashboards package that happen to equal a spec number (the coverage minimums).
-DASHBOARDS_UNIT_CONSTANTS = {"generate.py": {86400: "seconds per day", 3600: "seconds per hour"}}
+DASHBOARDS_UNIT_CONSTANTS = {
+    "generate.py": {
+        86400: "seconds per day",
+        3600: "seconds per hour",
+        1.5: "GAUGE_HEADROOM: the share gauge's scale past its exhaustion mark (drives.disagreement_factor)",
+    }
+}
 
 
 def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():

@@ -23,6 +23,7 @@ from tests.e2e_stack import (
     probe_scrape_config,
     prometheus_config,
 )
+from tests.fake_smartctl import FakeSmartctl
 from tests.lint.dashboards import ALL_QUERIES, BOARDS, Q, queries, substitute, variable_promql
 from tests.test_dashboards import (
     BUILTINS,
@@ -41,6 +42,10 @@ from tests.test_dashboards import (
     restart_annotation,
     value_time_marks,
 )
+
+DRIVE_POOL = "micron-7300"
+DRIVE_FIXTURE = "nvme-null-Micron_7300_MTFDHBE960TDF-nvme0.json"
+SATA_FIXTURE = "sat-Intel_730_and_DC_S35x0_3610_3700_Series_SSDs-INTEL_SSDSC2BB016T4-sdf.json"
 
 # --- PromQL: executed against the scenarios ----------------------------------------------------------
 
@@ -150,11 +155,25 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             "volumes": [TEMPDB_VOLUME],
             "host_disks": [_physical_disk()],
         }
+        # A Micron 7300 PRO 960 GB at 10% of its life after 1,297,577,305 data units, read through the fake
+        # smartctl, in a pool of its own: the drive panels and the drives' projection have data.
+        smartctl = FakeSmartctl(tmp_path / "smartctl")
+        smartctl.replay("nvme0n1", DRIVE_FIXTURE)
+        # And an Intel SATA SSD on the same host, in no pool: NVMe reports no flash writes, this one does.
+        smartctl.replay("sdf", SATA_FIXTURE)
+        drive_pool = {
+            "drives": {"count": 1, "tbw_per_drive_tb": 1400},
+            "planned_lifetime_years": 5,
+            "in_service_date": "2025-01-01",
+            "smart_drives": ["nvme0n1"],
+        }
         targets = {
             "pressure": standins["pressure"].target_yaml(),
             "numa": standins["numa"].target_yaml(),
             "micron": standins["micron"].target_yaml(
-                colocated=True, volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, ssd_pools={POOL: pool}
+                colocated=True,
+                volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME},
+                ssd_pools={POOL: pool, DRIVE_POOL: drive_pool},
             ),
             "hbp": standins["hbp"].target_yaml(
                 pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"}
@@ -167,6 +186,11 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
                 # As in the demo: the exporter's own /metrics carries micron's series too, under the
                 # exporter's job, which no dashboard query may count as another instance.
                 "default_target": "micron",
+                "drive_health": {
+                    "smartctl": str(smartctl.path),
+                    "timeout_seconds": 5,
+                    "drives": [{"name": "nvme0n1"}, {"name": "sdf"}],
+                },
             },
             env={PASSWORD_ENV: TEST_PASSWORD},
             args=("--collector.host",),
@@ -272,7 +296,8 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         assert cell("D") == 4 * 7000 * 10**12
         assert cell("E") == pytest.approx(1.329, rel=0.1)
         host_rows = prom.query(_short_window_expr(substitute(_target(e, table, "E").expr, micron)), at=now)
-        assert {r["metric"]["source"] for r in host_rows} == {"sqlserver", "host"}
+        sources = {(r["metric"]["pool"], r["metric"]["source"]) for r in host_rows}
+        assert sources == {(POOL, "sqlserver"), (POOL, "host"), (DRIVE_POOL, "drive")}, sources
 
         # The host variable offers the exporter with --collector.host, and NO_HOST only where there is none
         # (offered always, it sorted first and the host panel opened empty).
@@ -292,6 +317,14 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         [change] = results[(e, memory_changes, "annotation", "micron")]
         assert change["metric"]["memory"] == "max_server_memory"
         assert {float(v) for _, v in change["values"]} == {(new_mb - old_mb) * 2.0**20}
+
+        # The drive pool: 1,297,577,305 units x 512,000 B = 664.36 TB written at 10% used imply 6,643.6 TB,
+        # 4.745 times the 1,400 TB rating.
+        drive_pool = f'{{pool="{DRIVE_POOL}"}}'
+        implied = prom.query(f"pool:mssql_ssd_drive_implied_endurance_bytes:sum{drive_pool}", at=now)
+        assert _value(implied, instance="micron") == pytest.approx(1_297_577_305 * 512_000 / 0.10)
+        ratio = prom.query(f"pool:mssql_ssd_drive_implied_to_rated_endurance:ratio{drive_pool}", at=now)
+        assert _value(ratio, instance="micron") == pytest.approx(1_297_577_305 * 512_000 / 0.10 / 1400e12)
 
         fleet = {"job": JOB, "instance": everyone, **BUILTINS}
         worst = prom.query(substitute(_target(f, "Instances", "C").expr, fleet), at=now)
