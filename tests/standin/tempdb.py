@@ -144,7 +144,8 @@ class TempdbModel:
         return best or (path.rsplit("\\", 1)[0] if "\\" in path else posixpath.dirname(path))
 
     def space(self, now: float, since: float) -> list[FileSpace]:
-        free = {key: self._volume(key).free_bytes for key in {self.volume_of(p) for _, p, _, _, _ in self.files}}
+        keys = {self.volume_of(path) for _, path, _, _, _ in self.files}
+        free = {key: self._volume(key).free_bytes for key in keys}
         out = []
         for file_id, path, file_type, startup, spec in self.files:
             volume = self.volume_of(path)

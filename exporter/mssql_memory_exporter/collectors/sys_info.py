@@ -45,7 +45,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     for row in rows_of(results, TAG):
         cpus = number(row.get("cpu_count"), "cpu_count")
         if cpus is not None:
-            out.gauge("mssql_logical_cpus", "Logical CPUs on the server (sys.dm_os_sys_info.cpu_count).", cpus)
+            out.gauge(
+                "mssql_logical_cpus",
+                "Logical CPUs of the server (sys.dm_os_sys_info.cpu_count).",
+                cpus,
+            )
         now_ms, ticks, start_ticks = (
             row.get("now_unix_ms"),
             row.get("ms_ticks"),

@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from . import tempdb_files
-from .base import CollectorRecord, FamilyBuilder, ImpossibleValue, ScrapeContext, Section, SectionResult, number
+from .base import (
+    CollectorRecord,
+    FamilyBuilder,
+    ImpossibleValue,
+    ScrapeContext,
+    Section,
+    SectionResult,
+    number,
+)
 
 TAG = "tempdb_volumes"
 
