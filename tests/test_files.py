@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -11,6 +12,9 @@ from tests.conftest import scrape, value
 TEMPDB_VOLUME = "/var/opt/mssql/tempdb"
 DATA_VOLUME = "/var/opt/mssql/data"
 MB = 1_000_000
+# A per-directory volume lookup (the batch's tempdb_volumes section applies the function to tempdb's files
+# by column, every scrape, and is not one).
+LOOKUP = re.compile(r"dm_os_volume_stats\(\d+, \d+\)")
 
 
 def series(samples: dict, name: str) -> dict[tuple, float]:
@@ -195,9 +199,9 @@ def test_windows_mount_folder_found_through_dm_os_volume_stats(standin, scraper_
     volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
     assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "E:\\mnt\\archive\\", "L:\\"}
     assert value(got, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume="T:\\") > 0
-    lookups = [sql for sql in s.handler.sql_seen if "dm_os_volume_stats" in sql]
+    lookups = [sql for sql in s.handler.sql_seen if LOOKUP.search(sql)]
     # once per directory (5 directories hold the 8 files), in one batch
-    assert len(lookups) == 1 and lookups[0].count("dm_os_volume_stats(") == 5
+    assert len(lookups) == 1 and len(LOOKUP.findall(lookups[0])) == 5
 
 
 def test_hybrid_buffer_pool_on_a_dax_volume(standin, scraper_for):
@@ -396,40 +400,40 @@ def test_restart_counted_even_when_no_counter_went_down(standin, scraper_for):
 
 
 def test_vanished_file_back_without_a_reset_is_not_counted_twice():
-    from mssql_memory_exporter.collectors.volumes import VANISHED_KEEP_SECONDS, WriteAccumulator
+    from mssql_memory_exporter.collectors.volumes import VANISHED_KEEP_SECONDS, IoAccumulator
 
     def place(_key):
         return "/data", "data"
 
-    acc = WriteAccumulator()
+    acc = IoAccumulator(width=1)
     tick = 1000  # SQL Server's start tick: the same instance throughout
-    steps = [({(5, 1): 1000}, 0.0), ({(5, 1): 2000}, 60.0), ({}, 120.0), ({(5, 1): 3000}, 180.0)]
+    steps = [({(5, 1): (1000,)}, 0.0), ({(5, 1): (2000,)}, 60.0), ({}, 120.0), ({(5, 1): (3000,)}, 180.0)]
     history = []
     for readings, now in steps:
         acc.update(readings, tick, place, now=now)
-        history.append(acc.totals().get(("/data", "data"), 0.0))
+        history.append(acc.totals().get(("/data", "data"), (0,))[0])
     # From the 1000 baseline the file wrote 2000 more; the missing scrape changes nothing.
-    assert history == [0.0, 1000.0, 1000.0, 2000.0]
+    assert history == [0, 1000, 1000, 2000]
     # Gone longer than it is kept: forgotten (its bytes stay with the volume), counted in full if back.
     acc.update({}, tick, place, now=200.0)
     acc.update({}, tick, place, now=200.0 + VANISHED_KEEP_SECONDS + 1)
-    assert not acc.vanished and acc.totals()[("/data", "data")] == 2000.0
-    acc.update({(5, 1): 3500}, tick, place, now=300.0 + VANISHED_KEEP_SECONDS)
-    assert acc.totals()[("/data", "data")] == 5500.0
+    assert not acc.vanished and acc.totals()[("/data", "data")] == (2000,)
+    acc.update({(5, 1): (3500,)}, tick, place, now=300.0 + VANISHED_KEEP_SECONDS)
+    assert acc.totals()[("/data", "data")] == (5500,)
 
 
 def test_restart_while_a_file_is_away_counts_its_new_counter_in_full():
-    from mssql_memory_exporter.collectors.volumes import WriteAccumulator
+    from mssql_memory_exporter.collectors.volumes import IoAccumulator
 
     def place(_key):
         return "/data", "data"
 
-    acc = WriteAccumulator()
-    acc.update({(5, 1): 1000, (1, 1): 10}, 1000, place, now=0.0)
-    acc.update({(5, 1): 2000, (1, 1): 20}, 1000, place, now=60.0)
-    acc.update({(1, 1): 5}, 9000, place, now=120.0)  # restarted; database 5 not open yet
-    acc.update({(5, 1): 2500, (1, 1): 15}, 9000, place, now=180.0)  # back, counter since the restart
-    assert acc.totals()[("/data", "data")] == 1000 + 10 + 5 + 10 + 2500
+    acc = IoAccumulator(width=1)
+    acc.update({(5, 1): (1000,), (1, 1): (10,)}, 1000, place, now=0.0)
+    acc.update({(5, 1): (2000,), (1, 1): (20,)}, 1000, place, now=60.0)
+    acc.update({(1, 1): (5,)}, 9000, place, now=120.0)  # restarted; database 5 not open yet
+    acc.update({(5, 1): (2500,), (1, 1): (15,)}, 9000, place, now=180.0)  # back, counter since the restart
+    assert acc.totals()[("/data", "data")] == (1000 + 10 + 5 + 10 + 2500,)
 
 
 def test_exporter_restart_starts_totals_from_zero(standin, scraper_for):
@@ -466,7 +470,7 @@ def test_refused_volume_lookup_is_not_retried_every_scrape(standin, scraper_for,
     for _ in range(5):
         got = scrape(scraper, config)
         s.clock.advance(10)
-    assert len([sql for sql in s.handler.sql_seen if "dm_os_volume_stats(" in sql]) == 1
+    assert len([sql for sql in s.handler.sql_seen if LOOKUP.search(sql)]) == 1
     assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 2  # refresh + lookups
     # Without the lookup, files keep their drive root: D:\ instead of the mount folder.
     volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
@@ -510,7 +514,7 @@ def test_resource_database_counters_do_not_fail_the_file_collectors(standin, scr
 
 def _lookup_batches(s) -> list[int]:
     """Per batch that carried volume lookups, how many."""
-    return [sql.count("dm_os_volume_stats(") for sql in s.handler.sql_seen if "dm_os_volume_stats(" in sql]
+    return [len(LOOKUP.findall(sql)) for sql in s.handler.sql_seen if LOOKUP.search(sql)]
 
 
 def test_one_directory_failing_its_volume_lookup_fails_only_that_directory(standin, scraper_for, caplog):

@@ -209,6 +209,8 @@ DEFAULT_DATABASES = [
                 "type": 0,
                 "size_mb": 8,
                 "write_mb_s": 0.5,
+                # a little of everything, well inside the 8 MB (tests/standin/tempdb.py)
+                "usage": {"version_store": 1, "user_objects": 2, "internal_objects": 1, "mixed_extents": 0.5},
             },
             {
                 "id": 2,
@@ -217,6 +219,7 @@ DEFAULT_DATABASES = [
                 "type": 1,
                 "size_mb": 8,
                 "write_mb_s": 0.2,
+                "max_size_mb": 268435456 * 8192 / 1e6,  # SQL Server's default for a log: 2 TiB
             },
         ],
     },
