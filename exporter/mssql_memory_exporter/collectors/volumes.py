@@ -144,9 +144,7 @@ class IoAccumulator:
                 delta = tuple(map(sub, delta, _column_sums(grown_from[slot])))
             self._add(slot, delta)
 
-    def _arrived(
-        self, key: tuple[int, int], new: Reading, place: Placement, baseline: bool
-    ) -> _Seen | None:
+    def _arrived(self, key: tuple[int, int], new: Reading, place: Placement, baseline: bool) -> _Seen | None:
         """A file not seen at the previous scrape: back from the vanished (counted from its last reading
         by the caller), or new (returns None once it is counted)."""
         seen = self.vanished.pop(key, None)
