@@ -94,6 +94,14 @@ class SpaceSpec:
             usage={kind: Usage.parse(value, f"{where}.usage.{kind}") for kind, value in usage.items()},
         )
 
+    def peak_pages(self, now: float, since: float) -> int:
+        """The most the file had to hold at once since the instance started: usage only grows between
+        steps, so the peak is now, just before a step, or at one."""
+        times = {now}
+        for usage in self.usage.values():
+            times.update(x for t, _ in usage.starts[1:] if since < t <= now for x in (t - 1e-6, t))
+        return max(sum(u.pages_at(t, since) for u in self.usage.values()) for t in times)
+
     def step(self, size: int) -> int:
         """Pages the next autogrowth adds to a file of `size` pages (0: it does not grow)."""
         if self.max_size_pages == 0:
@@ -152,7 +160,10 @@ class TempdbModel:
             wanted = {kind: usage.pages_at(now, since) for kind, usage in spec.usage.items()}
             size = startup
             if file_type == 0:
-                while sum(wanted.values()) > size and 0 < (step := spec.step(size)) * PAGE <= free[volume]:
+                # A file that grew keeps its size after the usage drops (until the instance restarts), so
+                # it is sized for the most it had to hold since the start.
+                peak = spec.peak_pages(now, since)
+                while peak > size and 0 < (step := spec.step(size)) * PAGE <= free[volume]:
                     size += step
                     free[volume] -= step * PAGE
             held, room = {}, size
