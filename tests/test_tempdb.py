@@ -64,9 +64,8 @@ def test_filling_tempdb_version_store_grows_and_a_spill_grows_the_files_into_the
         held = pages(850) + 2 * pages(100) + pages(20)
         assert space(got, f, "unallocated") == (pages(4000) - held) * PAGE
         assert size(got, f) == pages(4000) * PAGE
-        assert value(got, "mssql_tempdb_file_startup_size_bytes", file=f, file_type="data", volume=TEMPDB) == (
-            pages(4000) * PAGE
-        )
+        startup = value(got, "mssql_tempdb_file_startup_size_bytes", file=f, file_type="data", volume=TEMPDB)
+        assert startup == pages(4000) * PAGE
     assert value(got, "mssql_tempdb_volume_free_bytes", volume=TEMPDB) == volume_free
     assert value(got, "mssql_tempdb_volume_size_bytes", volume=TEMPDB) == 40e9
     version_store_before = sum(space(got, f, "version_store") for f in FILLING)
@@ -90,9 +89,10 @@ def test_filling_tempdb_version_store_grows_and_a_spill_grows_the_files_into_the
     for f in FILLING:
         assert size(got, f) == peak * PAGE
         assert space(got, f, "unallocated") == (peak - held) * PAGE
-    assert value(got, "mssql_tempdb_volume_free_bytes", volume=TEMPDB) == volume_free - 4 * (
-        peak - pages(4000)
-    ) * PAGE
+    assert (
+        value(got, "mssql_tempdb_volume_free_bytes", volume=TEMPDB)
+        == volume_free - 4 * (peak - pages(4000)) * PAGE
+    )
     # The log is not in tempdb.sys.dm_db_file_space_usage: it has a size, but no usage series.
     assert size(got, "templog", file_type="log") == pages(2000) * PAGE
     assert not any(
