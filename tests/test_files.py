@@ -62,6 +62,47 @@ def test_tempdb_files_on_their_own_volume(standin, scraper_for):
     assert value(second, "mssql_volume_written_bytes_total", volume=TEMPDB_VOLUME, file_type="log") > 0
 
 
+IO_SIZE = 65536  # the stand-in counts one I/O per 64 KiB, as SQL Server's extent-sized I/O
+
+
+def test_reads_writes_and_stalls_per_volume_and_file_type(standin, scraper_for):
+    """Issue 17: latency and I/O size for every volume, not only tempdb. The scenario's user databases
+    (sales, stock) read 5 MB/s each on /var/opt/mssql/data; tempdb's eight data files each write
+    2.45 MB/s, read 2.25 MB/s and stall 40 ms per second writing and 25 ms reading."""
+    s = standin("tempdb-separate-volume")
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    scraper = scraper_for(config)
+    s.clock.advance(100)
+    first = scrape(scraper, config)  # the baseline: every series starts at 0
+    s.clock.advance(10)
+    second = scrape(scraper, config)
+
+    def grew(name: str, volume: str, file_type: str) -> float:
+        key = {"volume": volume, "file_type": file_type}
+        return value(second, name, **key) - value(first, name, **key)
+
+    tempdb_data = (TEMPDB_VOLUME, "data")
+    assert grew("mssql_volume_write_stall_seconds_total", *tempdb_data) == pytest.approx(8 * 0.040 * 10)
+    assert grew("mssql_volume_read_stall_seconds_total", *tempdb_data) == pytest.approx(8 * 0.025 * 10)
+    assert grew("mssql_volume_read_bytes_total", *tempdb_data) == pytest.approx(8 * 2.25 * MB * 10)
+    # Operations are counted per file in whole 64 KiB I/Os: each file's count at 110 s less at 100 s.
+    per_file_reads = int(2.25 * MB * 110) // IO_SIZE - int(2.25 * MB * 100) // IO_SIZE
+    assert grew("mssql_volume_reads_total", *tempdb_data) == 8 * per_file_reads
+    per_file_writes = int(2.45 * MB * 110) // IO_SIZE - int(2.45 * MB * 100) // IO_SIZE
+    assert grew("mssql_volume_writes_total", *tempdb_data) == 8 * per_file_writes
+    # The user databases' data files read 5 MB/s each and stall nowhere in this scenario.
+    assert grew("mssql_volume_read_bytes_total", DATA_VOLUME, "data") == pytest.approx(2 * 5 * MB * 10)
+    assert grew("mssql_volume_read_stall_seconds_total", DATA_VOLUME, "data") == 0
+    # Average latency and I/O size, as a rule computes them from these series.
+    latency = grew("mssql_volume_write_stall_seconds_total", *tempdb_data) / grew(
+        "mssql_volume_writes_total", *tempdb_data
+    )
+    assert latency == pytest.approx(8 * 0.040 * 10 / (8 * per_file_writes))
+    # Per volume and file type only: 2 volumes x 2 file types, however many files.
+    for name in ("mssql_volume_reads_total", "mssql_volume_read_stall_seconds_total"):
+        assert len(series(second, name)) == 4
+
+
 @pytest.mark.parametrize(
     ("scenario", "rate_mb_s", "memory_gib"),
     [("micron-512gb-8stream", 124.1, 512), ("micron-960gb-8stream", 235.8, 960)],
@@ -88,26 +129,45 @@ def test_micron_table_4_write_rates_replay(standin, scraper_for, scenario, rate_
     assert per_second == pytest.approx(rate_mb_s * MB, rel=1e-4)
 
 
-def _dropped_history(s, scraper, config) -> tuple[list[float], list[float], dict]:
+VOLUME_COUNTERS = (
+    "mssql_volume_writes_total",
+    "mssql_volume_write_stall_seconds_total",
+    "mssql_volume_read_bytes_total",
+    "mssql_volume_reads_total",
+    "mssql_volume_read_stall_seconds_total",
+)
+
+
+def _dropped_history(s, scraper, config) -> tuple[list[float], list[float], dict, dict[str, list[float]]]:
     data: list[float] = []
     log: list[float] = []
+    other: dict[str, list[float]] = {name: [] for name in VOLUME_COUNTERS}
     for _ in range(8):  # scenario time 0..70 s
         got = scrape(scraper, config)
         assert value(got, "mssql_exporter_collector_success", collector="volumes") == 1
         data.append(value(got, "mssql_volume_written_bytes_total", volume=DATA_VOLUME, file_type="data"))
         log.append(value(got, "mssql_volume_written_bytes_total", volume=DATA_VOLUME, file_type="log"))
+        for name in VOLUME_COUNTERS:
+            other[name].append(value(got, name, volume=DATA_VOLUME, file_type="data"))
         s.clock.advance(10)
+    for name, history in other.items():  # every counter kept the way the written bytes are
+        assert all(b >= a for a, b in itertools.pairwise(history)), (name, history)
     assert all(b >= a for a, b in itertools.pairwise(data)), data
     assert all(b >= a for a, b in itertools.pairwise(log)), log
-    return data, log, got
+    return data, log, got, other
 
 
 def test_volume_writes_never_decrease_when_databases_go_away(standin, scraper_for):
     s = standin("databases-dropped")
     config = s.config()
     scraper = scraper_for(config)
-    data, log, got = _dropped_history(s, scraper, config)
+    data, log, got, other = _dropped_history(s, scraper, config)
     system = 0.01 * MB * 10  # master's data file, and its log, in 10 s
+    # Reads are kept the same way: five databases read 5 MB/s until t=30, two from then, three from t=50.
+    read = other["mssql_volume_read_bytes_total"]
+    assert [b - a for a, b in itertools.pairwise(read)][1:] == pytest.approx(
+        [5 * 50 * MB, 2 * 50 * MB, 2 * 50 * MB, 2 * 50 * MB, 3 * 50 * MB, 3 * 50 * MB], rel=1e-6
+    )
     # Five databases at 2 MB/s (logs 0.5 MB/s) until t=30, when app0 and app1 are dropped and app2 goes
     # offline; what they wrote after the last scrape before that went with their counters.
     assert data[2] - data[1] == pytest.approx(5 * 20 * MB + system, rel=1e-6)
@@ -138,7 +198,7 @@ def test_database_back_online_with_its_counters_counts_only_what_is_new(standin,
     ]
     config = s.config()
     scraper = scraper_for(config)
-    data, log, _ = _dropped_history(s, scraper, config)
+    data, log, _, _ = _dropped_history(s, scraper, config)
     system = 0.01 * MB * 10
     # Back at t=50, app2's counter carries on: what it wrote between the t=20 scrape and going offline
     # (20 MB) is counted then, and not the 40 MB counted before a second time.
