@@ -732,3 +732,23 @@ def test_ssd_pools_fail_with_volumes_instead_of_repeating_the_last_totals(standi
     assert value(got, "mssql_exporter_collector_success", collector="ssd_pools") == 0
     assert not series(got, "mssql_ssd_pool_written_bytes_total")
     assert not series(got, "mssql_ssd_pool_rated_endurance_bytes")
+
+
+def test_a_file_placed_late_or_relabelled_keeps_every_counter_where_it_was_counted():
+    from mssql_memory_exporter.collectors.volumes import IoAccumulator
+
+    where: dict[tuple[int, int], str | None] = {(5, 1): None}
+
+    def place(key):
+        return where[key], "data"
+
+    acc = IoAccumulator(width=2)
+    acc.update({(5, 1): (10, 100)}, 1, place, generation=1, now=0.0)  # the baseline, volume not known yet
+    acc.update({(5, 1): (15, 160)}, 1, place, generation=1, now=15.0)
+    assert acc.totals() == {}  # no label, no series: what it did waits for one
+    where[(5, 1)] = "D:\\mnt\\ssd\\"
+    acc.update({(5, 1): (18, 200)}, 1, place, generation=2, now=30.0)
+    assert acc.totals() == {("D:\\mnt\\ssd\\", "data"): (8, 100)}  # everything since the baseline
+    where[(5, 1)] = "D:\\"  # relabelled (a volume_map edit): new growth counts under the new label
+    acc.update({(5, 1): (20, 210)}, 1, place, generation=3, now=45.0)
+    assert acc.totals() == {("D:\\mnt\\ssd\\", "data"): (8, 100), ("D:\\", "data"): (2, 10)}
