@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import chain
 from operator import itemgetter
 
 from .base import ImpossibleValue, Section, SectionResult
@@ -97,14 +96,24 @@ def io_readings(results: Mapping[str, SectionResult]) -> dict[tuple[int, int], t
     key = itemgetter(result.index("database_id"), result.index("file_id"))
     counters = itemgetter(*(result.index(c) for c in IO_COUNTERS))
     readings = {key(raw): counters(raw) for raw in result.raw}
-    kinds = set(map(type, chain.from_iterable(readings.values())))
-    if kinds - {int}:
-        odd = kinds - {int, type(None)}
-        if odd:  # a bigint column: anything else is no reading SQL Server gave
-            raise ImpossibleValue(f"I/O counters of type {sorted(t.__name__ for t in odd)}, not integers")
-        readings = {k: tuple(v or 0 for v in row) for k, row in readings.items()}
+    try:
+        # One pass in C: a sum of Python ints is an int; a float, Decimal, text or NULL breaks that.
+        exact = type(sum(map(sum, readings.values()))) is int
+    except TypeError:
+        exact = False
+    if not exact:
+        readings = {k: tuple(_counter(v) for v in row) for k, row in readings.items()}
     # A negative reading would pass for a counter reset and make the volume totals go down.
     if min(map(min, readings.values())) < 0:
         bad = next(k for k, row in readings.items() if min(row) < 0)
         raise ImpossibleValue(f"file {bad} reports a negative I/O counter: {readings[bad]}")
     return readings
+
+
+def _counter(value: object) -> int:
+    """One cell of a bigint column: NULL reads as 0; anything else but an integer is no reading."""
+    if value is None:
+        return 0
+    if type(value) is not int:
+        raise ImpossibleValue(f"an I/O counter is {value!r}, not an integer")
+    return value
