@@ -15,7 +15,6 @@ from tests.conftest import scrape, value
 PAGE = 8192
 MB = 1_000_000
 TEMPDB = "/var/opt/mssql/tempdb"
-KINDS = ("unallocated", "version_store", "user_objects", "internal_objects", "mixed_extents")
 
 
 def pages(mb: float) -> int:
@@ -29,8 +28,8 @@ def grown(startup_mb: float, step_mb: float, needed_mb: float) -> int:
     return start + max(0, math.ceil((needed - start) / step)) * step
 
 
-def space(samples: dict, file: str, kind: str, volume: str = TEMPDB) -> float:
-    labels = {"file": file, "file_type": "data", "volume": volume, "kind": kind}
+def space(samples: dict, file: str, usage: str, volume: str = TEMPDB) -> float:
+    labels = {"file": file, "file_type": "data", "volume": volume, "usage": usage}
     return value(samples, "mssql_tempdb_file_space_bytes", **labels)
 
 

@@ -32,8 +32,8 @@ SECTION = Section(
     requires=("tempdb.sys.dm_db_file_space_usage",),
 )
 
-# column -> the `kind` label
-KINDS = (
+# column -> the `usage` label
+USAGES = (
     ("unallocated_extent_page_count", "unallocated"),
     ("version_store_reserved_page_count", "version_store"),
     ("user_object_reserved_page_count", "user_objects"),
@@ -56,7 +56,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         where = labels.get(file_id)
         if where is None:
             continue
-        for column, kind in KINDS:
+        for column, usage in USAGES:
             pages = number(row.get(column), f"{column} of tempdb file {file_id}")
             if pages is None:
                 continue  # NULL: not known, so absent rather than 0
@@ -65,7 +65,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
                 "Bytes of this tempdb data file by what holds them (tempdb.sys.dm_db_file_space_usage):"
                 " unallocated, version_store, user_objects, internal_objects, mixed_extents.",
                 pages * tempdb_files.PAGE_BYTES,
-                {**where, "kind": kind},
+                {**where, "usage": usage},
             )
 
 

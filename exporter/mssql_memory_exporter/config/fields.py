@@ -45,6 +45,7 @@ RESERVED_LABELS = frozenset(
         "resource_semaphore_id",
         "clerk",
         "wait_type",
+        "usage",
     }
 )
 
