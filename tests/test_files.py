@@ -412,6 +412,12 @@ def test_colocated_target_uses_host_mounts_dax_and_disk_counters(standin, scrape
     assert {dict(labels)["volume"] for labels in series(got, "mssql_tempdb_file_written_bytes_total")} == {
         TEMPDB_VOLUME
     }
+    # tempdb's free space comes from SQL Server, under the host's label; the mount is a real volume, so
+    # the system volume fact can be told (not on /).
+    assert {dict(labels)["volume"] for labels in series(got, "mssql_tempdb_volume_free_bytes")} == {
+        TEMPDB_VOLUME
+    }
+    assert value(got, "mssql_tempdb_system_volume_files") == 0
     # DAX is read from the mount options: no pmem_volumes in the config.
     assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") > 0
     # RAID1: each mirror wears, so the host source counts both members; partitions and md/dm add nothing.
