@@ -156,16 +156,18 @@ class FileModel:
 
     @property
     def tempdb(self) -> TempdbModel:
-        model = self.__dict__.get("_tempdb")
-        if model is None:
+        cached = self.__dict__.get("_tempdb")
+        tempdb = self._database(TEMPDB_ID)
+        if cached is None or cached[0] is not tempdb:
             files = [
-                (f.file_id, f.path, f.type, f.size_pages, f.space)
-                for d in self.databases
-                if d.database_id == TEMPDB_ID
-                for f in d.files
+                (f.file_id, f.path, f.type, f.size_pages, f.space) for f in (tempdb.files if tempdb else ())
             ]
-            model = self.__dict__["_tempdb"] = TempdbModel(files, self.volume_space)
-        return model
+            cached = self.__dict__["_tempdb"] = (tempdb, TempdbModel(files, self.volume_space))
+        return cached[1]
+
+    def _tempdb_files(self, now: float) -> tuple[FileSpec, ...]:
+        db = self._live(TEMPDB_ID, now)
+        return db.files if db is not None else ()
 
     def tempdb_database_files(self, now: float, since: float) -> list[dict[str, object]]:
         """tempdb.sys.database_files: current sizes (grown since the start) and growth settings."""
@@ -187,14 +189,12 @@ class FileModel:
                 "is_read_only": False,
                 "is_sparse": False,
             }
-            for d in self.live(now)
-            if d.database_id == TEMPDB_ID
-            for f in d.files
+            for f in self._tempdb_files(now)
         ]
 
     def tempdb_space_usage(self, now: float, since: float) -> list[dict[str, object]]:
         """tempdb.sys.dm_db_file_space_usage: one row per data file."""
-        types = {f.file_id: f.type for d in self.live(now) if d.database_id == TEMPDB_ID for f in d.files}
+        types = {f.file_id: f.type for f in self._tempdb_files(now)}
         rows = []
         for f in self.tempdb.space(now, since):
             if types.get(f.file_id) != 0:
@@ -303,10 +303,26 @@ class FileModel:
                     return f.path
         return None
 
+    def _database(self, database_id: object) -> DatabaseSpec | None:
+        """A database by id, without a walk over thousands (the function is asked once per file)."""
+        cached = self.__dict__.get("_by_id")
+        if cached is None or cached[0] is not self.databases or cached[1] != len(self.databases):
+            cached = (self.databases, len(self.databases), {d.database_id: d for d in self.databases})
+            self.__dict__["_by_id"] = cached
+        return cached[2].get(database_id)  # type: ignore[call-overload]
+
+    def _live(self, database_id: int, now: float) -> DatabaseSpec | None:
+        """The database if it exists at `now` (online or not), as live() has it."""
+        db = self._database(database_id)
+        if db is None or db.created_at > now or (db.drop_at is not None and db.drop_at <= now):
+            return None
+        return db
+
     def volume_stats(
         self, now: float, database_id: object, file_id: object, since: float = 0.0
     ) -> list[dict[str, object]]:
-        for db in self.online(now):
+        db = self._live(database_id, now)  # type: ignore[arg-type]
+        if db is not None and not db.is_offline(now):
             for f in db.files:
                 if f.database_id == database_id and f.file_id == file_id:
                     mount = self._mount_of(f.path) if self.platform == "windows" else None
