@@ -297,14 +297,18 @@ def test_permission_denied_on_one_section_fails_it_alone_then_recovers(standin, 
 
 
 @pytest.mark.parametrize(
-    ("view", "collector", "metric"),
+    ("view", "collectors", "metric"),
     [
-        ("sys.dm_os_memory_clerks", "memory_clerks", "mssql_memory_clerk_bytes"),
-        ("sys.dm_os_wait_stats", "wait_stats", "mssql_wait_seconds_total"),
+        ("sys.dm_os_memory_clerks", {"memory_clerks"}, "mssql_memory_clerk_bytes"),
+        ("sys.dm_os_wait_stats", {"wait_stats"}, "mssql_wait_seconds_total"),
+        ("tempdb.sys.dm_db_file_space_usage", {"tempdb_usage"}, "mssql_tempdb_file_space_bytes"),
+        ("sys.dm_os_volume_stats", {"tempdb_volumes"}, "mssql_tempdb_volume_free_bytes"),
+        # the volume section applies sys.dm_os_volume_stats to tempdb.sys.database_files: both go
+        ("tempdb.sys.database_files", {"tempdb_files", "tempdb_volumes"}, "mssql_tempdb_file_size_bytes"),
     ],
 )
-def test_a_denied_clerk_or_wait_view_fails_only_its_collector(
-    standin, scraper_for, caplog, view, collector, metric
+def test_a_denied_view_fails_only_the_collectors_that_read_it(
+    standin, scraper_for, caplog, view, collectors, metric
 ):
     s = standin("healthy-oltp")
     s.instance.denied.add(view, 229)
@@ -317,14 +321,42 @@ def test_a_denied_clerk_or_wait_view_fails_only_its_collector(
         for (name, labels), v in got.items()
         if name == "mssql_exporter_collector_success"
     }
-    assert {c for c, ok in success.items() if ok == 0} == {collector}, success
+    assert {c for c, ok in success.items() if ok == 0} == collectors, success
     assert metric not in only_scrape_metrics(got)
     failed = assert_logged(caplog, "permission was denied", message="section failed")
-    assert str(failed.err).startswith("229: ") and failed.collector == collector
+    assert str(failed.err).startswith("229: ") and failed.collector in collectors
     s.instance.denied.discard(view)
+    # Growth settings denied at the first read come with the next refresh (the test below): make it due.
+    scraper._state(config.targets["standin"]).next_slow_at = 0.0
     got = assert_recovers(scraper, config)
-    assert value(got, "mssql_exporter_collector_success", collector=collector) == 1
+    for collector in collectors:
+        assert value(got, "mssql_exporter_collector_success", collector=collector) == 1
     assert metric in only_scrape_metrics(got)
+
+
+def test_denied_tempdb_growth_settings_fail_tempdb_files_until_a_refresh_reads_them(
+    standin, scraper_for, caplog
+):
+    """The settings are a slow section: denied at the first read, tempdb_files says why and fails; once a
+    refresh reads them, it succeeds from then on, also on the scrapes that do not carry them."""
+    s = standin("healthy-oltp")
+    s.instance.denied.add("tempdb.sys.database_files", 229)
+    config = s.config(volume_refresh_seconds=30)
+    scraper = scraper_for(config)
+    got = scrape(scraper, config)
+    assert value(got, "mssql_exporter_collector_success", collector="tempdb_files") == 0
+    s.instance.denied.discard("tempdb.sys.database_files")
+    s.clock.advance(15)
+    got = scrape(scraper, config)  # sizes are read, the settings not yet: no refresh is due
+    assert value(got, "mssql_exporter_collector_success", collector="tempdb_files") == 0
+    assert any("tempdb growth settings not read" in str(getattr(r, "err", "")) for r in caplog.records)
+    # The refresh interval runs on the exporter's monotonic clock, not the scenario's: make it due.
+    scraper._state(config.targets["standin"]).next_slow_at = 0.0
+    got = scrape(scraper, config)
+    assert value(got, "mssql_exporter_collector_success", collector="tempdb_files") == 1
+    got = scrape(scraper, config)  # no settings in this batch: the ones read are kept
+    assert value(got, "mssql_exporter_collector_success", collector="tempdb_files") == 1
+    assert value(got, "mssql_tempdb_percent_growth_files") == 0
 
 
 def test_missing_dmv_on_an_older_server_fails_its_section_only(standin, scraper_for, caplog):

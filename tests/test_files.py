@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -11,6 +12,9 @@ from tests.conftest import scrape, value
 TEMPDB_VOLUME = "/var/opt/mssql/tempdb"
 DATA_VOLUME = "/var/opt/mssql/data"
 MB = 1_000_000
+# A per-directory volume lookup (the batch's tempdb_volumes section applies the function to tempdb's files
+# by column, every scrape, and is not one).
+LOOKUP = re.compile(r"dm_os_volume_stats\(\d+, \d+\)")
 
 
 def series(samples: dict, name: str) -> dict[tuple, float]:
@@ -58,6 +62,47 @@ def test_tempdb_files_on_their_own_volume(standin, scraper_for):
     assert value(second, "mssql_volume_written_bytes_total", volume=TEMPDB_VOLUME, file_type="log") > 0
 
 
+IO_SIZE = 65536  # the stand-in counts one I/O per 64 KiB, as SQL Server's extent-sized I/O
+
+
+def test_reads_writes_and_stalls_per_volume_and_file_type(standin, scraper_for):
+    """Issue 17: latency and I/O size for every volume, not only tempdb. The scenario's user databases
+    (sales, stock) read 5 MB/s each on /var/opt/mssql/data; tempdb's eight data files each write
+    2.45 MB/s, read 2.25 MB/s and stall 40 ms per second writing and 25 ms reading."""
+    s = standin("tempdb-separate-volume")
+    config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
+    scraper = scraper_for(config)
+    s.clock.advance(100)
+    first = scrape(scraper, config)  # the baseline: every series starts at 0
+    s.clock.advance(10)
+    second = scrape(scraper, config)
+
+    def grew(name: str, volume: str, file_type: str) -> float:
+        key = {"volume": volume, "file_type": file_type}
+        return value(second, name, **key) - value(first, name, **key)
+
+    tempdb_data = (TEMPDB_VOLUME, "data")
+    assert grew("mssql_volume_write_stall_seconds_total", *tempdb_data) == pytest.approx(8 * 0.040 * 10)
+    assert grew("mssql_volume_read_stall_seconds_total", *tempdb_data) == pytest.approx(8 * 0.025 * 10)
+    assert grew("mssql_volume_read_bytes_total", *tempdb_data) == pytest.approx(8 * 2.25 * MB * 10)
+    # Operations are counted per file in whole 64 KiB I/Os: each file's count at 110 s less at 100 s.
+    per_file_reads = int(2.25 * MB * 110) // IO_SIZE - int(2.25 * MB * 100) // IO_SIZE
+    assert grew("mssql_volume_reads_total", *tempdb_data) == 8 * per_file_reads
+    per_file_writes = int(2.45 * MB * 110) // IO_SIZE - int(2.45 * MB * 100) // IO_SIZE
+    assert grew("mssql_volume_writes_total", *tempdb_data) == 8 * per_file_writes
+    # The user databases' data files read 5 MB/s each and stall nowhere in this scenario.
+    assert grew("mssql_volume_read_bytes_total", DATA_VOLUME, "data") == pytest.approx(2 * 5 * MB * 10)
+    assert grew("mssql_volume_read_stall_seconds_total", DATA_VOLUME, "data") == 0
+    # Average latency and I/O size, as a rule computes them from these series.
+    latency = grew("mssql_volume_write_stall_seconds_total", *tempdb_data) / grew(
+        "mssql_volume_writes_total", *tempdb_data
+    )
+    assert latency == pytest.approx(8 * 0.040 * 10 / (8 * per_file_writes))
+    # Per volume and file type only: 2 volumes x 2 file types, however many files.
+    for name in ("mssql_volume_reads_total", "mssql_volume_read_stall_seconds_total"):
+        assert len(series(second, name)) == 4
+
+
 @pytest.mark.parametrize(
     ("scenario", "rate_mb_s", "memory_gib"),
     [("micron-512gb-8stream", 124.1, 512), ("micron-960gb-8stream", 235.8, 960)],
@@ -84,26 +129,45 @@ def test_micron_table_4_write_rates_replay(standin, scraper_for, scenario, rate_
     assert per_second == pytest.approx(rate_mb_s * MB, rel=1e-4)
 
 
-def _dropped_history(s, scraper, config) -> tuple[list[float], list[float], dict]:
+VOLUME_COUNTERS = (
+    "mssql_volume_writes_total",
+    "mssql_volume_write_stall_seconds_total",
+    "mssql_volume_read_bytes_total",
+    "mssql_volume_reads_total",
+    "mssql_volume_read_stall_seconds_total",
+)
+
+
+def _dropped_history(s, scraper, config) -> tuple[list[float], list[float], dict, dict[str, list[float]]]:
     data: list[float] = []
     log: list[float] = []
+    other: dict[str, list[float]] = {name: [] for name in VOLUME_COUNTERS}
     for _ in range(8):  # scenario time 0..70 s
         got = scrape(scraper, config)
         assert value(got, "mssql_exporter_collector_success", collector="volumes") == 1
         data.append(value(got, "mssql_volume_written_bytes_total", volume=DATA_VOLUME, file_type="data"))
         log.append(value(got, "mssql_volume_written_bytes_total", volume=DATA_VOLUME, file_type="log"))
+        for name in VOLUME_COUNTERS:
+            other[name].append(value(got, name, volume=DATA_VOLUME, file_type="data"))
         s.clock.advance(10)
+    for name, history in other.items():  # every counter kept the way the written bytes are
+        assert all(b >= a for a, b in itertools.pairwise(history)), (name, history)
     assert all(b >= a for a, b in itertools.pairwise(data)), data
     assert all(b >= a for a, b in itertools.pairwise(log)), log
-    return data, log, got
+    return data, log, got, other
 
 
 def test_volume_writes_never_decrease_when_databases_go_away(standin, scraper_for):
     s = standin("databases-dropped")
     config = s.config()
     scraper = scraper_for(config)
-    data, log, got = _dropped_history(s, scraper, config)
+    data, log, got, other = _dropped_history(s, scraper, config)
     system = 0.01 * MB * 10  # master's data file, and its log, in 10 s
+    # Reads are kept the same way: five databases read 5 MB/s until t=30, two from then, three from t=50.
+    read = other["mssql_volume_read_bytes_total"]
+    assert [b - a for a, b in itertools.pairwise(read)][1:] == pytest.approx(
+        [5 * 50 * MB, 2 * 50 * MB, 2 * 50 * MB, 2 * 50 * MB, 3 * 50 * MB, 3 * 50 * MB], rel=1e-6
+    )
     # Five databases at 2 MB/s (logs 0.5 MB/s) until t=30, when app0 and app1 are dropped and app2 goes
     # offline; what they wrote after the last scrape before that went with their counters.
     assert data[2] - data[1] == pytest.approx(5 * 20 * MB + system, rel=1e-6)
@@ -134,7 +198,7 @@ def test_database_back_online_with_its_counters_counts_only_what_is_new(standin,
     ]
     config = s.config()
     scraper = scraper_for(config)
-    data, log, _ = _dropped_history(s, scraper, config)
+    data, log, _, _ = _dropped_history(s, scraper, config)
     system = 0.01 * MB * 10
     # Back at t=50, app2's counter carries on: what it wrote between the t=20 scrape and going offline
     # (20 MB) is counted then, and not the 40 MB counted before a second time.
@@ -195,9 +259,9 @@ def test_windows_mount_folder_found_through_dm_os_volume_stats(standin, scraper_
     volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
     assert volumes == {"C:\\", "T:\\", "D:\\mnt\\ssd\\", "E:\\mnt\\archive\\", "L:\\"}
     assert value(got, "mssql_tempdb_file_written_bytes_total", file="tempdev", volume="T:\\") > 0
-    lookups = [sql for sql in s.handler.sql_seen if "dm_os_volume_stats" in sql]
+    lookups = [sql for sql in s.handler.sql_seen if LOOKUP.search(sql)]
     # once per directory (5 directories hold the 8 files), in one batch
-    assert len(lookups) == 1 and lookups[0].count("dm_os_volume_stats(") == 5
+    assert len(lookups) == 1 and len(LOOKUP.findall(lookups[0])) == 5
 
 
 def test_hybrid_buffer_pool_on_a_dax_volume(standin, scraper_for):
@@ -348,6 +412,12 @@ def test_colocated_target_uses_host_mounts_dax_and_disk_counters(standin, scrape
     assert {dict(labels)["volume"] for labels in series(got, "mssql_tempdb_file_written_bytes_total")} == {
         TEMPDB_VOLUME
     }
+    # tempdb's free space comes from SQL Server, under the host's label; the mount is a real volume, so
+    # the system volume fact can be told (not on /).
+    assert {dict(labels)["volume"] for labels in series(got, "mssql_tempdb_volume_free_bytes")} == {
+        TEMPDB_VOLUME
+    }
+    assert value(got, "mssql_tempdb_system_volume_files") == 0
     # DAX is read from the mount options: no pmem_volumes in the config.
     assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") > 0
     # RAID1: each mirror wears, so the host source counts both members; partitions and md/dm add nothing.
@@ -396,40 +466,40 @@ def test_restart_counted_even_when_no_counter_went_down(standin, scraper_for):
 
 
 def test_vanished_file_back_without_a_reset_is_not_counted_twice():
-    from mssql_memory_exporter.collectors.volumes import VANISHED_KEEP_SECONDS, WriteAccumulator
+    from mssql_memory_exporter.collectors.volumes import VANISHED_KEEP_SECONDS, IoAccumulator
 
     def place(_key):
         return "/data", "data"
 
-    acc = WriteAccumulator()
+    acc = IoAccumulator(width=1)
     tick = 1000  # SQL Server's start tick: the same instance throughout
-    steps = [({(5, 1): 1000}, 0.0), ({(5, 1): 2000}, 60.0), ({}, 120.0), ({(5, 1): 3000}, 180.0)]
+    steps = [({(5, 1): (1000,)}, 0.0), ({(5, 1): (2000,)}, 60.0), ({}, 120.0), ({(5, 1): (3000,)}, 180.0)]
     history = []
     for readings, now in steps:
         acc.update(readings, tick, place, now=now)
-        history.append(acc.totals().get(("/data", "data"), 0.0))
+        history.append(acc.totals().get(("/data", "data"), (0,))[0])
     # From the 1000 baseline the file wrote 2000 more; the missing scrape changes nothing.
-    assert history == [0.0, 1000.0, 1000.0, 2000.0]
+    assert history == [0, 1000, 1000, 2000]
     # Gone longer than it is kept: forgotten (its bytes stay with the volume), counted in full if back.
     acc.update({}, tick, place, now=200.0)
     acc.update({}, tick, place, now=200.0 + VANISHED_KEEP_SECONDS + 1)
-    assert not acc.vanished and acc.totals()[("/data", "data")] == 2000.0
-    acc.update({(5, 1): 3500}, tick, place, now=300.0 + VANISHED_KEEP_SECONDS)
-    assert acc.totals()[("/data", "data")] == 5500.0
+    assert not acc.vanished and acc.totals()[("/data", "data")] == (2000,)
+    acc.update({(5, 1): (3500,)}, tick, place, now=300.0 + VANISHED_KEEP_SECONDS)
+    assert acc.totals()[("/data", "data")] == (5500,)
 
 
 def test_restart_while_a_file_is_away_counts_its_new_counter_in_full():
-    from mssql_memory_exporter.collectors.volumes import WriteAccumulator
+    from mssql_memory_exporter.collectors.volumes import IoAccumulator
 
     def place(_key):
         return "/data", "data"
 
-    acc = WriteAccumulator()
-    acc.update({(5, 1): 1000, (1, 1): 10}, 1000, place, now=0.0)
-    acc.update({(5, 1): 2000, (1, 1): 20}, 1000, place, now=60.0)
-    acc.update({(1, 1): 5}, 9000, place, now=120.0)  # restarted; database 5 not open yet
-    acc.update({(5, 1): 2500, (1, 1): 15}, 9000, place, now=180.0)  # back, counter since the restart
-    assert acc.totals()[("/data", "data")] == 1000 + 10 + 5 + 10 + 2500
+    acc = IoAccumulator(width=1)
+    acc.update({(5, 1): (1000,), (1, 1): (10,)}, 1000, place, now=0.0)
+    acc.update({(5, 1): (2000,), (1, 1): (20,)}, 1000, place, now=60.0)
+    acc.update({(1, 1): (5,)}, 9000, place, now=120.0)  # restarted; database 5 not open yet
+    acc.update({(5, 1): (2500,), (1, 1): (15,)}, 9000, place, now=180.0)  # back, counter since the restart
+    assert acc.totals()[("/data", "data")] == (1000 + 10 + 5 + 10 + 2500,)
 
 
 def test_exporter_restart_starts_totals_from_zero(standin, scraper_for):
@@ -466,7 +536,7 @@ def test_refused_volume_lookup_is_not_retried_every_scrape(standin, scraper_for,
     for _ in range(5):
         got = scrape(scraper, config)
         s.clock.advance(10)
-    assert len([sql for sql in s.handler.sql_seen if "dm_os_volume_stats(" in sql]) == 1
+    assert len([sql for sql in s.handler.sql_seen if LOOKUP.search(sql)]) == 1
     assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 2  # refresh + lookups
     # Without the lookup, files keep their drive root: D:\ instead of the mount folder.
     volumes = {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")}
@@ -510,7 +580,7 @@ def test_resource_database_counters_do_not_fail_the_file_collectors(standin, scr
 
 def _lookup_batches(s) -> list[int]:
     """Per batch that carried volume lookups, how many."""
-    return [sql.count("dm_os_volume_stats(") for sql in s.handler.sql_seen if "dm_os_volume_stats(" in sql]
+    return [len(LOOKUP.findall(sql)) for sql in s.handler.sql_seen if LOOKUP.search(sql)]
 
 
 def test_one_directory_failing_its_volume_lookup_fails_only_that_directory(standin, scraper_for, caplog):
@@ -668,3 +738,23 @@ def test_ssd_pools_fail_with_volumes_instead_of_repeating_the_last_totals(standi
     assert value(got, "mssql_exporter_collector_success", collector="ssd_pools") == 0
     assert not series(got, "mssql_ssd_pool_written_bytes_total")
     assert not series(got, "mssql_ssd_pool_rated_endurance_bytes")
+
+
+def test_a_file_placed_late_or_relabelled_keeps_every_counter_where_it_was_counted():
+    from mssql_memory_exporter.collectors.volumes import IoAccumulator
+
+    where: dict[tuple[int, int], str | None] = {(5, 1): None}
+
+    def place(key):
+        return where[key], "data"
+
+    acc = IoAccumulator(width=2)
+    acc.update({(5, 1): (10, 100)}, 1, place, generation=1, now=0.0)  # the baseline, volume not known yet
+    acc.update({(5, 1): (15, 160)}, 1, place, generation=1, now=15.0)
+    assert acc.totals() == {}  # no label, no series: what it did waits for one
+    where[(5, 1)] = "D:\\mnt\\ssd\\"
+    acc.update({(5, 1): (18, 200)}, 1, place, generation=2, now=30.0)
+    assert acc.totals() == {("D:\\mnt\\ssd\\", "data"): (8, 100)}  # everything since the baseline
+    where[(5, 1)] = "D:\\"  # relabelled (a volume_map edit): new growth counts under the new label
+    acc.update({(5, 1): (20, 210)}, 1, place, generation=3, now=45.0)
+    assert acc.totals() == {("D:\\mnt\\ssd\\", "data"): (8, 100), ("D:\\", "data"): (2, 10)}

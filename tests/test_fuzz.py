@@ -254,6 +254,7 @@ SECTION_CELLS: dict[str, dict[str, st.SearchStrategy[object]]] = {
         "now_unix_ms": st.one_of(st.integers(1_600_000_000_000, 1_900_000_000_000), numbers),
         "ms_ticks": counts,
         "sqlserver_start_time_ms_ticks": counts,
+        "cpu_count": st.one_of(st.integers(1, 640), numbers),
         "committed_kb": counts,
         "committed_target_kb": counts,
     },
@@ -351,6 +352,27 @@ SECTION_CELLS: dict[str, dict[str, st.SearchStrategy[object]]] = {
     "hbp_databases": {"database_id": ids},
     "bpe": {"state": st.one_of(st.integers(0, 6), numbers), "current_size_in_kb": counts},
     "volumes": {"database_id": ids, "file_id": ids, "volume_mount_point": paths},
+    "tempdb_sizes": {"file_id": ids, "type": st.one_of(st.sampled_from([0, 1, 2]), numbers), "size": counts},
+    "tempdb_settings": {
+        "file_id": ids,
+        "max_size": st.one_of(st.sampled_from([-1, 0, 268435456]), numbers),
+        "growth": st.one_of(st.sampled_from([0, 10, 8192]), numbers),
+        "is_percent_growth": flags,
+    },
+    "tempdb_usage": {
+        "file_id": ids,
+        **{
+            column: counts
+            for column in (
+                "unallocated_extent_page_count",
+                "version_store_reserved_page_count",
+                "user_object_reserved_page_count",
+                "internal_object_reserved_page_count",
+                "mixed_extent_page_count",
+            )
+        },
+    },
+    "tempdb_volumes": {"file_id": ids, "total_bytes": counts, "available_bytes": counts},
 }
 ERROR_COLUMNS = ("section", "failed_section", "error_number", "error_message")
 # Scenarios whose answers are the starting point: between them every section has rows (NUMA nodes,
@@ -362,6 +384,8 @@ BASE_SCENARIOS = [
     "windows-mount-folders",
     "hbp-dax",
     "databases-dropped",
+    "tempdb-bad-layout",  # Windows, percent growth, tempdb on the system drive
+    "tempdb-filling",  # four files on their own volume, every usage kind non-zero
 ]
 
 Plan = tuple[list[tuple[int, int, object]], set[int], list[tuple[object, ...]]]
@@ -538,7 +562,8 @@ def _negated(server: list[ScenarioServer]) -> Callable[[ResultSet], list[ResultS
         if server[0].batches < 2:
             return [rs]
         columns = {"cntr_value", "num_of_reads", "num_of_bytes_read", "io_stall_read_ms", "num_of_writes"}
-        columns |= {"num_of_bytes_written", "io_stall_write_ms", "pages_kb"}
+        columns |= {"num_of_bytes_written", "io_stall_write_ms", "pages_kb", "size", "available_bytes"}
+        columns |= {"version_store_reserved_page_count", "unallocated_extent_page_count"}
         columns |= {"waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms"}
         at = [i for i, column in enumerate(rs.columns) if column in columns]
         rows = [
@@ -563,4 +588,6 @@ def test_negative_readings_never_become_negative_counters():
                 negative |= {sample.name for sample in family.samples if sample.value < 0}
         success = check_scrape(text, records)
         assert success["memory_clerks"] == 0 and success["wait_stats"] == 0
+        # A negative size or free space is no reading either: the tempdb collectors say so and fail.
+        assert success["tempdb_files"] == success["tempdb_usage"] == success["tempdb_volumes"] == 0
     assert not negative, sorted(negative)

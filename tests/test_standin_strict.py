@@ -51,9 +51,13 @@ def test_the_exporters_batch_passes_the_strict_checks(standin):
         "memory_clerks",
         "wait_stats",
         "file_stats",
+        "tempdb_sizes",
+        "tempdb_usage",
+        "tempdb_volumes",
         "hbp",
         "bpe",
         "files",
+        "tempdb_settings",
         "hbp_databases",
     ]
     assert tags == expected  # slow sections last
@@ -79,6 +83,12 @@ MUTATIONS = {
     "group_by": ("END AS clerk, SUM(mc.pages_kb) AS pages_kb", "END AS clerk, mc.pages_kb"),
     # a wait-stats column that is not on the view
     "wait_column": ("ws.signal_wait_time_ms\n", "ws.signal_wait_ms\n"),
+    # tempdb's space view misspelt inside its three-part name
+    "three_part_name": ("FROM tempdb.sys.dm_db_file_space_usage", "FROM tempdb.sys.dm_db_file_space_usage_"),
+    # a space-usage column that is on another view
+    "space_column": ("su.mixed_extent_page_count", "su.mixed_page_count"),
+    # a column of the applied function read from the wrong side of the CROSS APPLY
+    "apply_side": ("vs.available_bytes", "df.available_bytes"),
 }
 
 

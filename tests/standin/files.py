@@ -12,6 +12,8 @@ Scenario YAML:
          write_mb_s: 99.4, read_mb_s: 60, write_stall_ms_per_s: 40, read_stall_ms_per_s: 20}]}
     - {generate: 5000, first_id: 5, name: "db{n}", dir: /var/opt/mssql/data,
        data: {size_mb: 64, write_mb_s: 0.01}, log: {size_mb: 16, write_mb_s: 0.005}}
+tempdb's files also take growth settings and what they hold, and the scenario the free space of their
+volumes (`volume_space`): see tempdb.py.
 Rates are in MB/s (10^6 bytes); I/O counts assume 64 KiB per I/O, as for SQL Server's extent-sized I/O.
 `hbp` is sys.databases.is_memory_optimized_enabled, 1 unless the scenario says otherwise: SQL Server
 2019 and later create every database with the database-level Hybrid Buffer Pool switch on.
@@ -27,6 +29,8 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
+
+from .tempdb import TEMPDB_ID, SpaceSpec, TempdbModel
 
 MB = 1_000_000
 IO_SIZE = 65536
@@ -48,6 +52,7 @@ class FileSpec:
     read_bps: float
     write_stall_ms_per_s: float
     read_stall_ms_per_s: float
+    space: SpaceSpec  # growth settings (and, in tempdb, what the file holds)
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,7 @@ def _file(db_id: int, raw: dict[str, Any]) -> FileSpec:
         read_bps=float(raw.get("read_mb_s", 0)) * MB,
         write_stall_ms_per_s=float(raw.get("write_stall_ms_per_s", 0)),
         read_stall_ms_per_s=float(raw.get("read_stall_ms_per_s", 0)),
+        space=SpaceSpec.parse(raw, f"file {raw['name']}"),
     )
 
 
@@ -146,6 +152,68 @@ class FileModel:
     hidden_from_master_files: set[int] = field(default_factory=set)
     # Path prefixes whose volume sys.dm_os_volume_stats cannot read (an OS error for those files only).
     volume_lookup_fails: list[str] = field(default_factory=list)
+    volume_space: dict[str, dict[str, float]] = field(default_factory=dict)  # by path prefix (tempdb.py)
+
+    @property
+    def tempdb(self) -> TempdbModel:
+        cached = self.__dict__.get("_tempdb")
+        tempdb = self._database(TEMPDB_ID)
+        if cached is None or cached[0] is not tempdb:
+            files = [
+                (f.file_id, f.path, f.type, f.size_pages, f.space) for f in (tempdb.files if tempdb else ())
+            ]
+            cached = self.__dict__["_tempdb"] = (tempdb, TempdbModel(files, self.volume_space))
+        return cached[1]
+
+    def _tempdb_files(self, now: float) -> tuple[FileSpec, ...]:
+        db = self._live(TEMPDB_ID, now)
+        return db.files if db is not None else ()
+
+    def tempdb_database_files(self, now: float, since: float) -> list[dict[str, object]]:
+        """tempdb.sys.database_files: current sizes (grown since the start) and growth settings."""
+        sizes = {f.file_id: f.size_pages for f in self.tempdb.space(now, since)}
+        return [
+            {
+                "file_id": f.file_id,
+                "type": f.type,
+                "type_desc": "ROWS" if f.type == 0 else "LOG",
+                "data_space_id": 1 if f.type == 0 else 0,
+                "name": f.name,
+                "physical_name": f.path,
+                "state": 0,
+                "state_desc": "ONLINE",
+                "size": sizes[f.file_id],
+                "max_size": f.space.max_size_pages,
+                "growth": f.space.growth,
+                "is_percent_growth": f.space.percent,
+                "is_read_only": False,
+                "is_sparse": False,
+            }
+            for f in self._tempdb_files(now)
+        ]
+
+    def tempdb_space_usage(self, now: float, since: float) -> list[dict[str, object]]:
+        """tempdb.sys.dm_db_file_space_usage: one row per data file."""
+        types = {f.file_id: f.type for f in self._tempdb_files(now)}
+        rows = []
+        for f in self.tempdb.space(now, since):
+            if types.get(f.file_id) != 0:
+                continue
+            rows.append(
+                {
+                    "database_id": TEMPDB_ID,
+                    "file_id": f.file_id,
+                    "filegroup_id": 1,
+                    "total_page_count": f.size_pages,
+                    "allocated_extent_page_count": f.size_pages - f.unallocated_pages,
+                    "unallocated_extent_page_count": f.unallocated_pages,
+                    "version_store_reserved_page_count": f.held["version_store"],
+                    "user_object_reserved_page_count": f.held["user_objects"],
+                    "internal_object_reserved_page_count": f.held["internal_objects"],
+                    "mixed_extent_page_count": f.held["mixed_extents"],
+                }
+            )
+        return rows
 
     def live(self, now: float) -> list[DatabaseSpec]:
         """Databases that exist, online or not: what the catalog views list."""
@@ -235,18 +303,37 @@ class FileModel:
                     return f.path
         return None
 
-    def volume_stats(self, now: float, database_id: object, file_id: object) -> list[dict[str, object]]:
-        for db in self.online(now):
+    def _database(self, database_id: object) -> DatabaseSpec | None:
+        """A database by id, without a walk over thousands (the function is asked once per file)."""
+        cached = self.__dict__.get("_by_id")
+        if cached is None or cached[0] is not self.databases or cached[1] != len(self.databases):
+            cached = (self.databases, len(self.databases), {d.database_id: d for d in self.databases})
+            self.__dict__["_by_id"] = cached
+        return cached[2].get(database_id)  # type: ignore[call-overload]
+
+    def _live(self, database_id: int, now: float) -> DatabaseSpec | None:
+        """The database if it exists at `now` (online or not), as live() has it."""
+        db = self._database(database_id)
+        if db is None or db.created_at > now or (db.drop_at is not None and db.drop_at <= now):
+            return None
+        return db
+
+    def volume_stats(
+        self, now: float, database_id: object, file_id: object, since: float = 0.0
+    ) -> list[dict[str, object]]:
+        db = self._live(database_id, now)  # type: ignore[arg-type]
+        if db is not None and not db.is_offline(now):
             for f in db.files:
                 if f.database_id == database_id and f.file_id == file_id:
                     mount = self._mount_of(f.path) if self.platform == "windows" else None
+                    total, available = self.tempdb.volume_bytes(f.path, now, since)
                     return [
                         {
                             "database_id": f.database_id,
                             "file_id": f.file_id,
                             "volume_mount_point": mount,
-                            "total_bytes": 4 * 10**12,
-                            "available_bytes": 10**12,
+                            "total_bytes": total,
+                            "available_bytes": available,
                             "is_read_only": 0,
                         }
                     ]

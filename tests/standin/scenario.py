@@ -154,6 +154,7 @@ class Scenario:
                 platform=str(raw.get("platform", "linux")),
                 volumes=dict(raw.get("volumes", {})),
                 volume_lookup_fails=list(raw.get("volume_lookup_fails", [])),
+                volume_space=dict(raw.get("volume_space", {})),
                 hbp=raw.get("hybrid_buffer_pool"),
                 bpe=raw.get("buffer_pool_extension"),
             ),
@@ -208,6 +209,8 @@ DEFAULT_DATABASES = [
                 "type": 0,
                 "size_mb": 8,
                 "write_mb_s": 0.5,
+                # a little of everything, well inside the 8 MB (tests/standin/tempdb.py)
+                "usage": {"version_store": 1, "user_objects": 2, "internal_objects": 1, "mixed_extents": 0.5},
             },
             {
                 "id": 2,
@@ -216,6 +219,7 @@ DEFAULT_DATABASES = [
                 "type": 1,
                 "size_mb": 8,
                 "write_mb_s": 0.2,
+                "max_size_mb": 268435456 * 8192 / 1e6,  # SQL Server's default for a log: 2 TiB
             },
         ],
     },
@@ -268,6 +272,9 @@ class Instance:
         "sys.databases",
         "sys.dm_os_volume_stats",
         "sys.dm_os_buffer_pool_extension_configuration",
+        # tempdb's own views, by three-part name from any database (the exporter's session is in master).
+        "tempdb.sys.database_files",
+        "tempdb.sys.dm_db_file_space_usage",
         *SCENARIO_VIEWS,
     )
     # Views written as a mapping from one column's value to that value's row(s); the key becomes the column.
@@ -337,14 +344,14 @@ class Instance:
         """What COL_LENGTH answers: the object exists here and the catalog gives this release the column."""
         if not self.object_exists(name):
             return False
-        obj = _catalog().objects.get(name)
+        obj = _catalog().objects.get(_catalog_name(name))
         if obj is None:
             return False
         spec = obj.columns.get(column.lower())
         return spec is not None and available(spec.since, spec.until, self.release)
 
     def _drop_unreleased(self, name: str, rows: list[dict[str, object]]) -> list[dict[str, object]]:
-        obj = _catalog().objects.get(name)
+        obj = _catalog().objects.get(_catalog_name(name))
         if obj is None:
             return rows
         gone = {k for k, c in obj.columns.items() if not available(c.since, c.until, self.release)}
@@ -380,7 +387,9 @@ class Instance:
             "sys.dm_io_virtual_file_stats": lambda: files.virtual_file_stats(now, self._since()),
             "sys.master_files": lambda: files.master_files(now),
             "sys.databases": lambda: files.sys_databases(now),
-            "sys.dm_os_volume_stats": lambda: files.volume_stats(now, *args),
+            "sys.dm_os_volume_stats": lambda: files.volume_stats(now, *args, since=self._since()),
+            "tempdb.sys.database_files": lambda: files.tempdb_database_files(now, self._since()),
+            "tempdb.sys.dm_db_file_space_usage": lambda: files.tempdb_space_usage(now, self._since()),
             self.HBP_VIEW: lambda: [
                 {
                     "is_configured": int((files.hbp or {}).get("configured", 0)),
@@ -515,6 +524,11 @@ class Instance:
 
 
 _CATALOG: Catalog | None = None
+
+
+def _catalog_name(name: str) -> str:
+    """The catalog's name of an object: a three-part name (tempdb.sys.x) is the system object sys.x."""
+    return ".".join(name.split(".")[-2:])
 
 
 def _catalog() -> Catalog:

@@ -100,6 +100,8 @@ class Select:
     alias: str | None = None
     where: Expr | None = None
     group_by: list[Expr] | None = None  # GROUP BY expressions; None without the clause
+    # CROSS APPLY of a table-valued function, called once per source row: (name, args, alias)
+    apply: tuple[str, list[Expr], str] | None = None
 
 
 @dataclass
@@ -215,6 +217,13 @@ class _Parser:
         a, b = self.peek(), self.peek(1)
         return a is not None and b is not None and a.is_kw(first) and b.is_kw(second)
 
+    def _alias(self) -> str | None:
+        tok = self.peek()
+        bare = tok is not None and tok.kind == "name" and not tok.is_kw("WHERE", "AS", "GROUP", "CROSS")
+        if self.accept_kw("AS") or bare:
+            return self.take().text
+        return None
+
     def qualified_name(self) -> str:
         parts = [self.take().text]
         while self.accept_op("."):
@@ -243,10 +252,20 @@ class _Parser:
                 while self.accept_op(","):
                     sel.source_args.append(self.expr())
                 self.expect_op(")")
-            tok = self.peek()
-            bare_alias = tok is not None and tok.kind == "name" and not tok.is_kw("WHERE", "AS", "GROUP")
-            if self.accept_kw("AS") or bare_alias:
-                sel.alias = self.take().text
+            sel.alias = self._alias()
+            if self._at("CROSS", "APPLY"):
+                self.take()
+                self.take()
+                name = self.qualified_name().lower()
+                self.expect_op("(")
+                args = [self.expr()]
+                while self.accept_op(","):
+                    args.append(self.expr())
+                self.expect_op(")")
+                alias = self._alias()
+                if alias is None:
+                    raise Unsupported("CROSS APPLY without an alias")
+                sel.apply = (name, args, alias)
         if self.accept_kw("WHERE"):
             sel.where = self.condition()
         if self.accept_kw("GROUP"):
@@ -484,6 +503,8 @@ class Interpreter:
                 raise SqlRuntimeError(208, f"Invalid object name '{sel.source}'.")
             args = [self._eval(a, {}, err) for a in sel.source_args]
             source_rows = self.data.rows(sel.source, args)
+            if sel.apply is not None:
+                source_rows = self._cross_apply(sel, source_rows, err)
         result_rows: list[tuple[object, ...]] = []
         kept = [
             row
@@ -496,6 +517,27 @@ class Interpreter:
             result_rows = [tuple(self._eval(e, row, err, sel.alias) for e, _ in sel.items) for row in kept]
         columns = [Column(name, _column_type(e, result_rows, i)) for i, (e, name) in enumerate(sel.items)]
         return ResultSet(columns, result_rows)
+
+    def _cross_apply(
+        self, sel: Select, rows: list[dict[str, object]], err: _ErrorContext | None
+    ) -> list[dict[str, object]]:
+        """Each source row joined with what the function returns for it. The joined row knows every
+        column by its qualified name (`df.file_id`, `vs.total_bytes`) and, where only one side has it, by
+        its plain name too."""
+        name, args, alias = sel.apply  # type: ignore[misc]
+        if not self.data.object_exists(name):
+            raise SqlRuntimeError(208, f"Invalid object name '{name}'.")
+        left = (sel.alias or sel.source or "").lower()
+        joined = []
+        for row in rows:
+            values = [self._eval(a, row, err, sel.alias) for a in args]
+            for right in self.data.rows(name, values):
+                both = {k: v for k, v in row.items() if k not in right}
+                both.update({k: v for k, v in right.items() if k not in row})
+                both.update({f"{left}.{k}": v for k, v in row.items()})
+                both.update({f"{alias.lower()}.{k}": v for k, v in right.items()})
+                joined.append(both)
+        return joined
 
     def _grouped(
         self, sel: Select, rows: list[dict[str, object]], err: _ErrorContext | None
@@ -566,6 +608,8 @@ class Interpreter:
             return e[1]
         if tag == "col":
             qualifier, name = e[1], e[2]
+            if qualifier is not None and f"{qualifier}.{name}" in row:
+                return row[f"{qualifier}.{name}"]  # a joined row (CROSS APPLY)
             if qualifier is not None and (alias is None or qualifier != alias.lower()):
                 raise SqlRuntimeError(
                     4104, f'The multi-part identifier "{qualifier}.{name}" could not be bound.'

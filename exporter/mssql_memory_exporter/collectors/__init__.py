@@ -22,6 +22,9 @@ from . import (
     ssd_pools,
     sys_info,
     tempdb,
+    tempdb_files,
+    tempdb_usage,
+    tempdb_volumes,
     volumes,
     wait_stats,
 )
@@ -45,6 +48,9 @@ COLLECTORS: tuple[CollectorRecord, ...] = tuple(
         wait_stats,
         sql_statistics,
         tempdb,
+        tempdb_files,
+        tempdb_usage,
+        tempdb_volumes,
         volumes,
         ssd_pools,  # after volumes: it sums the volume totals of this scrape
         hybrid_buffer_pool,

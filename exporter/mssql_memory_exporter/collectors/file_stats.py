@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 
 from .base import ImpossibleValue, Section, SectionResult
 
@@ -74,16 +75,45 @@ def file_io(results: Mapping[str, SectionResult], database_id: int) -> list[File
     return files
 
 
-def bytes_written(results: Mapping[str, SectionResult]) -> dict[tuple[int, int], int]:
-    """Bytes written per (database_id, file_id): the one figure needed for every file, read straight
-    from the driver's tuples because an instance may have tens of thousands of files."""
+# The cumulative counters kept per volume, in the order io_readings gives them.
+IO_COUNTERS = (
+    "num_of_reads",
+    "num_of_bytes_read",
+    "io_stall_read_ms",
+    "num_of_writes",
+    "num_of_bytes_written",
+    "io_stall_write_ms",
+)
+WRITTEN = IO_COUNTERS.index("num_of_bytes_written")
+
+
+def io_readings(results: Mapping[str, SectionResult]) -> dict[tuple[int, int], tuple[int, ...]]:
+    """The IO_COUNTERS of every file by (database_id, file_id), read straight from the driver's tuples
+    (an instance may have tens of thousands of files); NULL reads as 0."""
     result = results.get(TAG)
-    if result is None:
+    if result is None or not result.raw:
         return {}
-    db, file, written = (result.index(c) for c in ("database_id", "file_id", "num_of_bytes_written"))
-    readings = {(raw[db], raw[file]): raw[written] or 0 for raw in result.raw}
+    key = itemgetter(result.index("database_id"), result.index("file_id"))
+    counters = itemgetter(*(result.index(c) for c in IO_COUNTERS))
+    readings = {key(raw): counters(raw) for raw in result.raw}
+    try:
+        # One pass in C: a sum of Python ints is an int; a float, Decimal, text or NULL breaks that.
+        exact = type(sum(map(sum, readings.values()))) is int
+    except TypeError:
+        exact = False
+    if not exact:
+        readings = {k: tuple(_counter(v) for v in row) for k, row in readings.items()}
     # A negative reading would pass for a counter reset and make the volume totals go down.
-    if readings and min(readings.values()) < 0:
-        bad = next(key for key, value in readings.items() if value < 0)
-        raise ImpossibleValue(f"file {bad} reports {readings[bad]} bytes written")
-    return readings  # type: ignore[return-value]
+    if min(map(min, readings.values())) < 0:
+        bad = next(k for k, row in readings.items() if min(row) < 0)
+        raise ImpossibleValue(f"file {bad} reports a negative I/O counter: {readings[bad]}")
+    return readings
+
+
+def _counter(value: object) -> int:
+    """One cell of a bigint column: NULL reads as 0; anything else but an integer is no reading."""
+    if value is None:
+        return 0
+    if type(value) is not int:
+        raise ImpossibleValue(f"an I/O counter is {value!r}, not an integer")
+    return value

@@ -1,4 +1,5 @@
-"""sys.dm_os_sys_info: when the instance started, so rules can tell a restart from a counter glitch.
+"""sys.dm_os_sys_info: when the instance started, so rules can tell a restart from a counter glitch, and
+how many logical CPUs it sees (tempdb's advised data file count is min(CPUs, 8)).
 
 The same SELECT also brings committed_kb and committed_target_kb, which memory_config exports: one read
 of the view, and this collector keeps its one job.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
 
 TAG = "sys_info"
 
@@ -19,7 +20,7 @@ SECTION = Section(
     tag=TAG,
     sql="SELECT N'sys_info' AS section,"
     " DATEDIFF_BIG(MILLISECOND, '19700101', SYSUTCDATETIME()) AS now_unix_ms,"
-    " si.ms_ticks, si.sqlserver_start_time_ms_ticks, si.committed_kb, si.committed_target_kb\n"
+    " si.ms_ticks, si.sqlserver_start_time_ms_ticks, si.cpu_count, si.committed_kb, si.committed_target_kb\n"
     "FROM sys.dm_os_sys_info AS si;",
     requires=("sys.dm_os_sys_info",),
 )
@@ -42,6 +43,13 @@ def jitter_tolerance(uptime_seconds: float) -> float:
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     for row in rows_of(results, TAG):
+        cpus = number(row.get("cpu_count"), "cpu_count")
+        if cpus is not None:
+            out.gauge(
+                "mssql_logical_cpus",
+                "Logical CPUs of the server (sys.dm_os_sys_info.cpu_count).",
+                cpus,
+            )
         now_ms, ticks, start_ticks = (
             row.get("now_unix_ms"),
             row.get("ms_ticks"),

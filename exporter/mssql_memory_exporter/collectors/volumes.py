@@ -1,8 +1,10 @@
-"""Bytes SQL Server wrote per volume and file type, summed over every database's files.
+"""I/O per volume and file type, summed over every database's files: bytes, operations and stall time of
+reads and writes.
 
 SQL Server's per-file counters vanish with their file (a database dropped, detached or taken offline),
-so a plain sum would go down and look like a counter reset. This collector keeps, per file, what it has
-seen written; a vanished file's share stays with its volume. Series are per (volume, file_type).
+so a plain sum would go down and look like a counter reset. This collector keeps, per file, the reading
+it saw last, and adds each file's growth to the totals of its (volume, file_type): what a vanished file
+added stays there. Series are per (volume, file_type), never per file, whatever the number of databases.
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import add, ge, itemgetter, sub
 
 from . import file_stats, files, sys_info
 from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, SectionResult, rows_of
 
 SECTIONS = (file_stats.SECTION, files.FILES_SECTION)
-MEMO_KEY = "volume_writes"
+MEMO_KEY = "volume_io"
 TOTALS_KEY = "volume_written_totals"  # (this scrape, {(volume, file_type): bytes}), for ssd_pools
 # How long a vanished file's last reading is kept. A file back within this time (a database brought
 # online again) is counted from that reading, not in full; a file that stays away longer is forgotten,
@@ -23,35 +26,75 @@ TOTALS_KEY = "volume_written_totals"  # (this scrape, {(volume, file_type): byte
 VANISHED_KEEP_SECONDS = 86_400.0
 
 Placement = Callable[[tuple[int, int]], tuple[str | None, str]]
+Reading = tuple[int, ...]  # one file's counters, in file_stats.IO_COUNTERS order
+
+# (counter index, metric, help, scale): every metric is per (volume, file_type).
+METRICS = tuple(
+    (file_stats.IO_COUNTERS.index(column), metric, doc, scale)
+    for column, metric, doc, scale in (
+        (
+            "num_of_bytes_written",
+            "mssql_volume_written_bytes_total",
+            "Bytes SQL Server wrote to database files on this volume, counted by the exporter since it"
+            " started (kept when databases go away and across SQL Server restarts).",
+            1.0,
+        ),
+        ("num_of_writes", "mssql_volume_writes_total", "Writes to database files on this volume.", 1.0),
+        (
+            "io_stall_write_ms",
+            "mssql_volume_write_stall_seconds_total",
+            "Seconds writers waited for writes to database files on this volume.",
+            1e-3,
+        ),
+        (
+            "num_of_bytes_read",
+            "mssql_volume_read_bytes_total",
+            "Bytes SQL Server read from database files on this volume.",
+            1.0,
+        ),
+        ("num_of_reads", "mssql_volume_reads_total", "Reads from database files on this volume.", 1.0),
+        (
+            "io_stall_read_ms",
+            "mssql_volume_read_stall_seconds_total",
+            "Seconds readers waited for reads from database files on this volume.",
+            1e-3,
+        ),
+    )
+)
 
 
 @dataclass
 class _Seen:
-    last: int  # the file's counter at the last scrape that reported it
-    total: float  # bytes attributed to this file since the exporter first saw it
-    volume: str | None
+    last: Reading  # the file's counters at the last scrape that reported them
+    slot: tuple[str, str] | None  # (volume, file_type); None while its volume is not known
     file_type: str
+    pending: Reading | None = None  # what it added before it had a volume, counted once it has one
     gone_at: float | None = None  # when a scrape first missed it
 
 
+def _column_sums(rows: list[Reading]) -> Reading:
+    return tuple(sum(map(itemgetter(i), rows)) for i in range(len(rows[0])))
+
+
 @dataclass
-class WriteAccumulator:
+class IoAccumulator:
+    width: int = len(file_stats.IO_COUNTERS)
     files: dict[tuple[int, int], _Seen] = field(default_factory=dict)
     vanished: dict[tuple[int, int], _Seen] = field(default_factory=dict)
-    retired: dict[tuple[str, str], float] = field(default_factory=dict)
+    slots: dict[tuple[str, str], Reading] = field(default_factory=dict)  # the totals, exact integers
     instance: object = None  # what identifies the running instance at the previous scrape, if read
     generation: int = -1  # the file catalog's generation the placements were made with
     started: bool = False  # the first update sets the baseline
 
     def update(
         self,
-        readings: Mapping[tuple[int, int], int],
+        readings: Mapping[tuple[int, int], Reading],
         instance: object,
         place: Placement,
         generation: int = 0,
         now: float = 0.0,
     ) -> None:
-        """`readings`: bytes written per file now; `instance`: SQL Server's start tick this scrape (None
+        """`readings`: each file's counters now; `instance`: SQL Server's start tick this scrape (None
         when not read); `place(key)` -> (volume or None, file_type), asked again only for new files,
         files not placed yet, or when the catalog's generation moved on; `now`: unix time."""
         # The start tick is the OS tick count when SQL Server started: it changes with every restart and
@@ -61,72 +104,103 @@ class WriteAccumulator:
         self.instance = instance
         replace = generation != self.generation
         self.generation = generation
-        for key in [k for k in self.files if k not in readings]:
+        for key in self.files.keys() - readings.keys():
             gone = self.files.pop(key)
             gone.gone_at = now
             self.vanished[key] = gone
         self._expire(now, restarted)
         baseline = not self.started
         self.started = True
-        for key, written in readings.items():
+        # Per slot, the readings now and the readings they grew from: summed column by column at the
+        # end, so ten thousand files cost two list appends each rather than a tuple of deltas each.
+        grown: dict[tuple[str, str], list[Reading]] = {}
+        grown_from: dict[tuple[str, str], list[Reading]] = {}
+        for key, new in readings.items():
             seen = self.files.get(key)
-            if seen is None and key in self.vanished:
-                seen = self.files[key] = self.vanished.pop(key)
-                seen.gone_at = None
             if seen is None:
-                # Files present when the exporter starts are a baseline: the totals start at 0, so an
-                # exporter restart reads to Prometheus as a plain reset and no byte is counted twice.
-                # A file that appears later is new since the previous scrape: all it wrote is new.
-                volume, file_type = place(key)
-                self.files[key] = _Seen(written, 0.0 if baseline else float(written), volume, file_type)
-                continue
-            # After a restart every counter starts again from 0; a lower reading without a known restart
-            # means the counter started again anyway (the file recreated under the same ids, a database
-            # brought back online, a restart while the start tick was not read).
-            delta = written if restarted or written < seen.last else written - seen.last
-            seen.total += delta
-            seen.last = written
-            if replace or seen.volume is None:
+                seen = self._arrived(key, new, place, baseline)
+                if seen is None:
+                    continue
+            if replace or seen.slot is None:
                 self._place(seen, place(key))
+            last = seen.last
+            if new == last and not restarted:
+                continue  # an idle file: most of them on an instance with thousands of databases
+            seen.last = new
+            # After a restart every counter starts again from 0; a lower reading without a known restart
+            # means the counters started again anyway (the file recreated under the same ids, a database
+            # brought back online, a restart while the start tick was not read).
+            reset = restarted or not all(map(ge, new, last))
+            slot = seen.slot
+            if slot is None:
+                self._pend(seen, new if reset else tuple(map(sub, new, last)))
+                continue
+            grown.setdefault(slot, []).append(new)
+            if not reset:
+                grown_from.setdefault(slot, []).append(last)
+        for slot, rows in grown.items():
+            delta = _column_sums(rows)
+            if slot in grown_from:
+                delta = tuple(map(sub, delta, _column_sums(grown_from[slot])))
+            self._add(slot, delta)
+
+    def _arrived(self, key: tuple[int, int], new: Reading, place: Placement, baseline: bool) -> _Seen | None:
+        """A file not seen at the previous scrape: back from the vanished (counted from its last reading
+        by the caller), or new (returns None once it is counted)."""
+        seen = self.vanished.pop(key, None)
+        if seen is not None:
+            seen.gone_at = None
+            self.files[key] = seen
+            return seen
+        # Files present when the exporter starts are a baseline: the totals start at 0, so an exporter
+        # restart reads to Prometheus as a plain reset and no byte is counted twice. A file that appears
+        # later is new since the previous scrape: all it did is new.
+        volume, file_type = place(key)
+        seen = self.files[key] = _Seen(new, None, file_type)
+        self._place(seen, (volume, file_type))
+        counted = (0,) * self.width if baseline else new  # a baseline file still opens its series at 0
+        if seen.slot is None:
+            self._pend(seen, counted)
+        else:
+            self._add(seen.slot, counted)
+        return None
+
+    def _add(self, slot: tuple[str, str], delta: Reading) -> None:
+        total = self.slots.get(slot)
+        self.slots[slot] = delta if total is None else tuple(map(add, total, delta))
+
+    @staticmethod
+    def _pend(seen: _Seen, delta: Reading) -> None:
+        seen.pending = delta if seen.pending is None else tuple(map(add, seen.pending, delta))
 
     def _expire(self, now: float, restarted: bool) -> None:
         for key, gone in list(self.vanished.items()):
             if restarted:
-                gone.last = 0  # its counter, should the file come back, started again with the instance
+                gone.last = (0,) * self.width  # should the file come back, its counters started again
             if gone.gone_at is not None and now - gone.gone_at > VANISHED_KEEP_SECONDS:
-                del self.vanished[key]
-                if gone.volume is not None:
-                    slot = (gone.volume, gone.file_type)
-                    self.retired[slot] = self.retired.get(slot, 0.0) + gone.total
+                del self.vanished[key]  # what it added stays in its slot
 
     def _place(self, seen: _Seen, placed: tuple[str | None, str]) -> None:
+        # A changed label (a mount folder resolved, a volume_map edit) leaves what the file added so far
+        # where it was counted and counts its next growth under the new one, so no series goes down.
         volume, file_type = placed
-        if (
-            volume is not None
-            and seen.volume is not None
-            and (volume, file_type) != (seen.volume, seen.file_type)
-        ):
-            # The file's label changed (a mount folder resolved, a volume_map edit): what it wrote so far
-            # stays where it was counted, so neither series ever goes down.
-            slot = (seen.volume, seen.file_type)
-            self.retired[slot] = self.retired.get(slot, 0.0) + seen.total
-            seen.total = 0.0
-        if volume is not None:
-            seen.volume = volume
         seen.file_type = file_type
+        if volume is not None:
+            seen.slot = (volume, file_type)
+        elif seen.slot is not None:
+            seen.slot = (seen.slot[0], file_type)
+        if seen.slot is not None and seen.pending is not None:
+            pending, seen.pending = seen.pending, None
+            self._add(seen.slot, pending)
 
-    def totals(self) -> dict[tuple[str, str], float]:
-        out = dict(self.retired)
-        for seen in (*self.files.values(), *self.vanished.values()):
-            if seen.volume is not None:
-                slot = (seen.volume, seen.file_type)
-                out[slot] = out.get(slot, 0.0) + seen.total
-        return out
+    def totals(self) -> dict[tuple[str, str], Reading]:
+        return dict(self.slots)
 
 
 def totals_of_this_scrape(ctx: ScrapeContext) -> dict[tuple[str, str], float] | None:
-    """The totals this scrape computed, or None if it computed none (this collector failed): the memo
-    outlives the scrape, and an earlier scrape's totals must not be exported as this one's."""
+    """The written bytes totals this scrape computed, or None if it computed none (this collector
+    failed): the memo outlives the scrape, and an earlier scrape's totals must not be exported as this
+    one's."""
     kept = ctx.memo.get(TOTALS_KEY)
     if isinstance(kept, tuple) and kept[0]() is ctx:
         return kept[1]
@@ -144,9 +218,9 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     if not cat.refreshed:
         raise MissingData("file names not read yet")
     acc = ctx.memo.get(MEMO_KEY)
-    if not isinstance(acc, WriteAccumulator):
-        acc = ctx.memo[MEMO_KEY] = WriteAccumulator()
-    readings = file_stats.bytes_written(results)
+    if not isinstance(acc, IoAccumulator):
+        acc = ctx.memo[MEMO_KEY] = IoAccumulator()
+    readings = file_stats.io_readings(results)
     files.require_visible(readings, results, cat, ctx)
 
     def place(key: tuple[int, int]) -> tuple[str | None, str]:
@@ -156,16 +230,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         return cat.volume_of(f, ctx), f.file_type
 
     acc.update(readings, _start_tick(results), place, cat.generation, ctx.now)
-    totals = acc.totals()
-    ctx.memo[TOTALS_KEY] = (weakref.ref(ctx), totals)
-    for (volume, file_type), written in sorted(totals.items()):
-        out.counter(
-            "mssql_volume_written_bytes_total",
-            "Bytes SQL Server wrote to database files on this volume, counted by the exporter since it"
-            " started (kept when databases go away and across SQL Server restarts).",
-            written,
-            {"volume": volume, "file_type": file_type},
-        )
+    totals = sorted(acc.totals().items())
+    ctx.memo[TOTALS_KEY] = (weakref.ref(ctx), {slot: t[file_stats.WRITTEN] for slot, t in totals})
+    for at, metric, doc, scale in METRICS:
+        for (volume, file_type), total in totals:
+            out.counter(metric, doc, total[at] * scale, {"volume": volume, "file_type": file_type})
 
 
 COLLECTOR = CollectorRecord(

@@ -52,6 +52,8 @@ RESERVED_LABELS = frozenset(
         "kind",
         "finding",
         "origin",
+        # tempdb space (collectors/tempdb_usage.py)
+        "usage",
     }
 )
 
