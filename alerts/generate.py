@@ -18,6 +18,7 @@ import yaml
 
 from . import capacity, diagnosis, drives
 from . import names as N
+from . import tempdb as tempdb_rules
 from .generated import generator_main
 from .names import (
     COUNTED,
@@ -162,6 +163,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     )
     rules += diagnosis.recording_rules(spec)
     rules += capacity.recording_rules(spec)
+    rules += tempdb_rules.recording_rules(spec)
     rules += _endurance_recording_rules(spec)
     rules += drives.recording_rules(spec)
     return rules
@@ -435,6 +437,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         )
     )
     rules += diagnosis.alert_rules(spec)
+    rules += tempdb_rules.alert_rules(spec)
     rules += drives.alert_rules(spec)
     rules += _endurance_alerts(spec)
     return rules

@@ -30,6 +30,12 @@ TARGET_PULLED_DOWN = "MSSQLTargetMemoryPulledDown"
 GRANT_TIMEOUTS = "MSSQLMemoryGrantTimeouts"
 GRANT_WAITS = "MSSQLMemoryGrantWaits"
 MAX_MEMORY_DEFAULT = "MSSQLMaxServerMemoryDefault"
+TEMPDB_HEADROOM_LOW = "MSSQLTempdbHeadroomLow"
+TEMPDB_PROJECTED_FULL = "MSSQLTempdbProjectedFull"
+TEMPDB_VERSION_STORE = "MSSQLTempdbVersionStoreGrowing"
+TEMPDB_LAYOUT = "MSSQLTempdbLayout"
+LOG_WRITE_LATENCY = "MSSQLLogWriteLatencyHigh"
+DATA_READ_LATENCY = "MSSQLDataReadLatencyHigh"
 DRIVE_WEAR_HIGH = "MSSQLDriveWearHigh"
 DRIVE_SPARE_LOW = "MSSQLDriveSpareLow"
 DRIVE_CRITICAL_WARNING = "MSSQLDriveCriticalWarning"
@@ -51,6 +57,13 @@ PRESSURE_EXTERNAL = "instance:mssql_memory_pressure_external:bool"
 PRESSURE_INTERNAL = "instance:mssql_memory_pressure_internal:bool"
 WORKSPACE_GRANTED = "instance:mssql_memory_workspace_granted:ratio"
 OTHER_PROCESSES = "instance:mssql_os_memory_other_processes:ratio"
+# tempdb's room: free inside its data files, what autogrowth can still add, and what that comes to.
+TEMPDB_FREE_IN_FILES = "volume:mssql_tempdb_free_in_files_bytes:sum"
+TEMPDB_GROWTH_ROOM = "volume:mssql_tempdb_growth_room_bytes:sum"
+TEMPDB_HEADROOM = "instance:mssql_tempdb_headroom_bytes:sum"
+TEMPDB_HEADROOM_RATIO = "instance:mssql_tempdb_headroom:ratio"
+TEMPDB_VERSION_STORE_BYTES = "instance:mssql_tempdb_version_store_bytes:sum"
+TEMPDB_LAYOUT_PROBLEMS = "instance:mssql_tempdb_layout_problems:count"
 # The endurance the pool's drives imply (host bytes / life used), and what follows from it.
 DRIVE_IMPLIED = "pool:mssql_ssd_drive_implied_endurance_bytes:sum"
 DRIVE_TO_RATED = "pool:mssql_ssd_drive_implied_to_rated_endurance:ratio"
@@ -68,6 +81,7 @@ class RuleNames:
     tempdb_long: str
     pool_short: str
     pool_long: str
+    tempdb_projection: str
 
     @classmethod
     def from_spec(cls, spec: Spec) -> RuleNames:
@@ -77,6 +91,7 @@ class RuleNames:
             tempdb_long=spec.tempdb.long_rate_window,
             pool_short=spec.endurance.short_rate_window,
             pool_long=spec.endurance.projection_rate_window,
+            tempdb_projection=spec.tempdb.projection_window,
         )
 
     def instance_rate(self, counter: str) -> str:
@@ -118,6 +133,20 @@ class RuleNames:
     def buffer_pool_long(self) -> str:
         """The buffer pool's size (Database Cache Memory) averaged like tempdb's long write rate."""
         return f"instance:mssql_memory_database_cache_bytes:avg{self.tempdb_long}"
+
+    @property
+    def tempdb_predicted(self) -> str:
+        """tempdb's headroom the trend over the projection window predicts at the horizon."""
+        return f"instance:mssql_tempdb_headroom_bytes:predict_linear{self.tempdb_projection}"
+
+    @property
+    def tempdb_exhausted_in(self) -> str:
+        return f"instance:mssql_tempdb_headroom_exhausted_in_seconds:deriv{self.tempdb_projection}"
+
+    def volume_io(self, what: str) -> str:
+        """Per volume and file type: read_latency_seconds, write_latency_seconds, reads, writes,
+        read_size_bytes, write_size_bytes."""
+        return f"volume:mssql_{what}:rate{self.rate}"
 
     def tempdb(self, window: str) -> str:
         return f"instance:mssql_tempdb_written_bytes:rate{window}"

@@ -197,6 +197,24 @@ class TempdbSpec(_Section):
     short_rate_window: Duration
     long_rate_window: Duration
     memory_change_target_share: Ratio
+    headroom_warning_share: Ratio
+    headroom_critical_share: Ratio
+    headroom_for: Duration
+    projection_window: Duration
+    projection_horizon_seconds: Positive
+    projected_full_for: Duration
+    version_store_window: Duration
+    version_store_min_bytes: Positive
+    version_store_for: Duration
+    advised_max_data_files: Positive
+    layout_for: Duration
+
+
+class IoLatencySpec(_Section):
+    log_write_max_seconds: Positive
+    data_read_max_seconds: Positive
+    min_operations_per_second: Positive
+    for_: Duration = Field(alias="for")
 
 
 class DrivesSpec(_Section):
@@ -224,6 +242,7 @@ class Spec(_Section):
     memory: MemorySpec
     endurance: EnduranceSpec
     tempdb: TempdbSpec
+    io_latency: IoLatencySpec
     drives: DrivesSpec
 
     _for_override: str | None = PrivateAttr(default=None)

@@ -21,6 +21,7 @@ from mssql_memory_exporter.config import ExporterConfig, parse_config  # noqa: E
 from mssql_memory_exporter.logsetup import LogfmtFormatter  # noqa: E402
 from mssql_memory_exporter.scrape import Scraper  # noqa: E402
 
+from tests.background import BACKGROUND, JobOf  # noqa: E402
 from tests.secret_check import CAPTURED_LOG, EVIDENCE_ENV  # noqa: E402
 from tests.standin.handler import ScenarioHandler  # noqa: E402
 from tests.standin.scenario import Clock, Instance, Scenario  # noqa: E402
@@ -87,6 +88,31 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         logging_plugin.report_handler.setFormatter(_EvidenceFormatter())
     # The file exists from the start, so the check can tell "nothing captured" from "hooks not run".
     _append_evidence(f"session in {session.config.rootpath}", [], "")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests whose subprocesses run ahead (tests/background.py) go last, so their runs overlap the rest."""
+    items.sort(key=lambda item: _background_job_of(item) is not None)  # stable: the order is kept
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    jobs = {}
+    for item in session.items:
+        job_of = _background_job_of(item)
+        if job_of is not None:
+            key, job = job_of(**item.callspec.params)  # type: ignore[attr-defined]
+            jobs[key] = job
+    BACKGROUND.start(jobs)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    BACKGROUND.stop()
+
+
+def _background_job_of(item: pytest.Item) -> JobOf | None:
+    if not hasattr(item, "callspec"):
+        return None
+    return getattr(getattr(item, "function", None), "background_job", None)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -10,6 +10,9 @@ production (docs/configuration.md):
   external  plays external-pressure: healthy for 20 s, then the OS signals low memory and takes memory
             back; MSSQLMemoryExternalPressure must reach the ticket webhook, and MSSQLMemoryPressure of
             `pressure` must say its pressure comes from inside SQL Server.
+  filling   plays tempdb-filling: a version store growing by 4 MB/s in a tempdb with some 35 GB of room;
+            at that trend tempdb is full in about 2.4 hours, within the 4-hour horizon:
+            MSSQLTempdbProjectedFull must reach the ticket webhook (healthy-oltp's flat tempdb must not).
   doomed    plays healthy-oltp and its stand-in is stopped once Prometheus has seen it up;
             MSSQLTargetDown must reach the pager webhook, and (when the shipped config inhibits on it)
             a pressure alert of the same target must be held back.
@@ -311,6 +314,7 @@ def test_memory_pressure_and_target_down_reach_the_webhook(standin, tmp_path, pr
             "pressure": standin("memory-pressure", manual_clock=False),
             "healthy": standin("healthy-oltp", manual_clock=False),
             "external": standin("external-pressure", manual_clock=False),
+            "filling": standin("tempdb-filling", manual_clock=False),
             "doomed": standin("healthy-oltp", manual_clock=False),
         }
         timeline.mark("stand-ins started (scenario time 0)")
@@ -384,6 +388,10 @@ def test_memory_pressure_and_target_down_reach_the_webhook(standin, tmp_path, pr
         leaked = _firing(receiver, "MSSQLMemoryExternalPressure", "pressure")
         if leaked is not None:
             raise stack.fail(f"memory-pressure is internal pressure, yet reported external: {leaked}")
+
+        filling = firing_before_deadline("MSSQLTempdbProjectedFull", "filling")
+        if filling.labels.get("severity") != "warning" or filling.receiver != "ticket":
+            raise stack.fail(f"MSSQLTempdbProjectedFull should be a ticket warning: {filling}")
 
         inhibition_checked = _check_inhibition(stack, am, receiver, shipped, pressure, down)
         timeline.mark(f"inhibition {'checked' if inhibition_checked else 'not in the shipped config'}")

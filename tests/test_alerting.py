@@ -19,6 +19,7 @@ import yaml
 
 from alerts.spec import load as load_spec
 from tests import tools
+from tests.background import BACKGROUND, Job, runs_ahead
 from tests.lint.rules import (
     NAMED_BY_THE_ISSUE,
     RECORD_NAME,
@@ -80,14 +81,22 @@ def test_there_are_rule_tests() -> None:
 # One run per file and release, so a failure names both: under Debian's 2.42 and under 3.13.3, the
 # release compose pins. 3.x reads range windows as left-open, so a file can pass under one and fail under
 # the other (docs/alerts.md, "Testing the rules").
+def promtool_run(promtool: tools.Versioned, path: Path) -> tuple[str, Job]:
+    def job() -> subprocess.CompletedProcess[str]:
+        return run([promtool.path, "test", "rules", str(path.relative_to(ROOT))], timeout=240)
+
+    return f"plain {promtool} {path.name}", job
+
+
 @pytest.mark.parametrize(
     ("promtool", "path"),
     [(p, path) for p in tools.promtool_versions() for path in rule_test_files()],
     ids=lambda v: v.name.removesuffix(".test.yml") if isinstance(v, Path) else str(v),
 )
+@runs_ahead(promtool_run)
 def test_promtool_unit_tests_pass(promtool: tools.Versioned, path: Path) -> None:
     tools.check_binary(promtool)
-    result = run([promtool.path, "test", "rules", str(path.relative_to(ROOT))], timeout=240)
+    result = BACKGROUND.result(*promtool_run(promtool, path))
     assert result.returncode == 0, output(result)
 
 

@@ -18,6 +18,8 @@ The rewritten files must pass exactly as the originals do.
 from __future__ import annotations
 
 import re
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,7 @@ import yaml
 
 from alerts.spec import load
 from tests import tools
+from tests.background import BACKGROUND, Job, runs_ahead
 from tests.test_alerting import RULE_TESTS, output, rule_test_files, run
 
 TARGET_LABEL = ("env", "prod")
@@ -135,10 +138,19 @@ def test_the_rewrite_adds_the_label_and_the_self_scrape_copy():
     [(path, p) for p in tools.promtool_versions() for path in rule_test_files()],
     ids=lambda value: value.name if isinstance(value, Path) else str(value),
 )
-def test_rule_tests_pass_with_target_labels_and_a_self_scrape_job(tmp_path, path, promtool):
+@runs_ahead(lambda path, promtool: labelled_run(path, promtool))
+def test_rule_tests_pass_with_target_labels_and_a_self_scrape_job(path, promtool):
     tools.check_binary(promtool)
-    rewritten = labelled(yaml.safe_load(path.read_text()), RULE_TESTS, _self_scrape_job())
-    target = tmp_path / path.name
-    target.write_text(yaml.safe_dump(rewritten, sort_keys=False, width=1000))
-    result = run([promtool.path, "test", "rules", str(target)], timeout=240)
+    result = BACKGROUND.result(*labelled_run(path, promtool))
     assert result.returncode == 0, output(result)
+
+
+def labelled_run(path: Path, promtool: tools.Versioned) -> tuple[str, Job]:
+    def job() -> subprocess.CompletedProcess[str]:
+        rewritten = labelled(yaml.safe_load(path.read_text()), RULE_TESTS, _self_scrape_job())
+        with tempfile.TemporaryDirectory(prefix="labelled-") as directory:
+            target = Path(directory) / path.name
+            target.write_text(yaml.safe_dump(rewritten, sort_keys=False, width=1000))
+            return run([promtool.path, "test", "rules", str(target)], timeout=240)
+
+    return f"labelled {promtool} {path.name}", job

@@ -164,7 +164,7 @@ def test_autogrowth_stops_at_max_size_while_the_volume_has_room(standin, scraper
     ("volume_map", "expected"),
     [
         ({}, None),  # a directory label says nothing about the file system: absent
-        ({"/var/opt/mssql/data": "/"}, 2),  # tempdb's data file and log on the root file system
+        ({"/var/opt/mssql/data": "/"}, 3),  # tempdb's two data files and its log on the root file system
         ({"/var/opt/mssql/data": "/var/opt/mssql/data"}, 0),
     ],
 )

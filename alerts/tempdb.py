@@ -1,0 +1,246 @@
+"""Rules on tempdb's room and layout, and on I/O latency per volume and file type.
+
+tempdb's room (its data files; the log has its own limits): what is free inside the files, plus what
+autogrowth can still add. Files share volumes, so the growth room is computed per volume: the volume's
+free space when a data file on it grows without a maximum, otherwise the room up to the capped files'
+maximums, never more than the volume's free space. The exporter reads the pieces
+(`mssql_tempdb_file_*`, `mssql_tempdb_volume_free_bytes`); these rules combine them. Thresholds:
+alerts/thresholds.yml `tempdb.*` and `io_latency.*`.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from . import names as N
+from .names import RuleNames
+from .rule_parts import alert, instance_value, metric
+from .spec import Spec, number
+
+DATA = 'file_type="data"'
+
+
+def recording_rules(spec: Spec) -> list[dict[str, Any]]:
+    m = partial(metric, spec)
+    t = spec.tempdb
+    names = RuleNames.from_spec(spec)
+    growing = (
+        f"(\n    {m('mssql_tempdb_file_growth_bytes', DATA)} > 0\n"
+        f"    or {m('mssql_tempdb_file_growth_ratio', DATA)} > 0\n  )"
+    )
+    size, maximum = m("mssql_tempdb_file_size_bytes", DATA), m("mssql_tempdb_file_max_size_bytes", DATA)
+    capped = f"sum without (file, file_type) (\n  clamp_min({maximum} - {size}, 0)\n  and {growing}\n)"
+    unlimited = (
+        "count without (file, file_type) (\n"
+        f"  {m('mssql_tempdb_file_max_size_unlimited', DATA)} == 1\n  and {growing}\n)"
+    )
+    free = m("mssql_tempdb_volume_free_bytes")
+    data_size = f"sum without (file, file_type, volume) ({m('mssql_tempdb_file_size_bytes', DATA)})"
+    fact = partial(_fact, spec)
+    rules: list[dict[str, Any]] = [
+        {
+            "record": N.TEMPDB_FREE_IN_FILES,
+            "expr": (
+                "sum without (file, file_type, usage) (\n"
+                f"  {m('mssql_tempdb_file_space_bytes', 'usage=' + chr(34) + 'unallocated' + chr(34))}\n)"
+            ),
+        },
+        {
+            # What autogrowth can still add on each volume tempdb's files sit on: the volume's free space
+            # where a data file grows without a maximum; else the capped files' room, at most the free
+            # space; 0 where no data file may grow.
+            "record": N.TEMPDB_GROWTH_ROOM,
+            "expr": (
+                f"(\n  {free}\n  and\n  {_indent(unlimited)}\n)\n"
+                f"or\n(\n  {_indent(capped)}\n  < {free}\n)\n"
+                f"or\n(\n  {free}\n  and\n  {_indent(capped)}\n)\n"
+                f"or\n{free} * 0"
+            ),
+        },
+        {
+            # Absent when either part is unknown (a refused view): a headroom of 0 would page for nothing.
+            "record": N.TEMPDB_HEADROOM,
+            "expr": (
+                f"sum without (volume) ({N.TEMPDB_FREE_IN_FILES})\n"
+                f"+ sum without (volume) ({N.TEMPDB_GROWTH_ROOM})"
+            ),
+        },
+        {
+            # The headroom as a share of all tempdb's data could take: its data files now plus the room.
+            "record": N.TEMPDB_HEADROOM_RATIO,
+            "expr": (
+                f"{N.TEMPDB_HEADROOM}\n/ (\n  (\n    {data_size}\n"
+                f"    + sum without (volume) ({N.TEMPDB_GROWTH_ROOM})\n  ) > 0\n)"
+            ),
+        },
+        {
+            # The headroom the trend over the projection window predicts projection_horizon_seconds ahead.
+            "record": names.tempdb_predicted,
+            "expr": (
+                f"predict_linear({N.TEMPDB_HEADROOM}[{spec.window(t.projection_window)}],"
+                f" {number(t.projection_horizon_seconds)})"
+            ),
+        },
+        {
+            # Seconds until the headroom is gone at the trend over the projection window; only while it
+            # shrinks.
+            "record": names.tempdb_exhausted_in,
+            "expr": (
+                f"{N.TEMPDB_HEADROOM}\n"
+                f"/ (-deriv({N.TEMPDB_HEADROOM}[{spec.window(t.projection_window)}]) > 0)"
+            ),
+        },
+        {
+            "record": N.TEMPDB_VERSION_STORE_BYTES,
+            "expr": (
+                "sum without (file, file_type, volume, usage) (\n"
+                f"  {m('mssql_tempdb_file_space_bytes', 'usage=' + chr(34) + 'version_store' + chr(34))}\n)"
+            ),
+        },
+        {
+            # How many of the layout checks fail (0 is the advised layout). Facts the exporter cannot
+            # tell yet (settings not read, a volume it cannot name) count as passing.
+            "record": N.TEMPDB_LAYOUT_PROBLEMS,
+            "expr": (
+                f"(\n  {m('mssql_tempdb_data_files')}\n  < bool clamp_max({m('mssql_logical_cpus')}, "
+                f"{number(t.advised_max_data_files)})\n)\n"
+                f"+ {fact('mssql_tempdb_data_files_equal_size', '== bool 0')}\n"
+                f"+ {fact('mssql_tempdb_data_files_equal_growth', '== bool 0')}\n"
+                f"+ {fact('mssql_tempdb_percent_growth_files', '> bool 0')}\n"
+                f"+ {fact('mssql_tempdb_system_volume_files', '> bool 0')}"
+            ),
+        },
+    ]
+    w = spec.window(spec.rate_window)
+
+    def per_volume(counter: str) -> str:
+        return f"rate({m(counter)}[{w}])"
+
+    for what, stall, ops in (
+        ("read", "mssql_volume_read_stall_seconds_total", "mssql_volume_reads_total"),
+        ("write", "mssql_volume_write_stall_seconds_total", "mssql_volume_writes_total"),
+    ):
+        rules.append({"record": names.volume_io(f"{what}s"), "expr": per_volume(ops)})
+        rules.append(
+            {
+                # Stall time summed over the operations ÷ operations: the average wait of one.
+                "record": names.volume_io(f"{what}_latency_seconds"),
+                "expr": f"{per_volume(stall)}\n/ ({names.volume_io(what + 's')} > 0)",
+            }
+        )
+    for what, size, ops in (
+        ("read", "mssql_volume_read_bytes_total", "reads"),
+        ("write", "mssql_volume_written_bytes_total", "writes"),
+    ):
+        rules.append(
+            {
+                "record": names.volume_io(f"{what}_size_bytes"),
+                "expr": f"{per_volume(size)}\n/ ({names.volume_io(ops)} > 0)",
+            }
+        )
+    return rules
+
+
+def _fact(spec: Spec, name: str, check: str) -> str:
+    """A 0/1 check of a layout fact, 0 where the fact is absent (not known yet)."""
+    return f"(\n  {metric(spec, name)} {check}\n  or {metric(spec, 'mssql_tempdb_data_files')} * 0\n)"
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n  ")
+
+
+def alert_rules(spec: Spec) -> list[dict[str, Any]]:
+    t = spec.tempdb
+    names = RuleNames.from_spec(spec)
+    rules: list[dict[str, Any]] = []
+    for severity, share in (("warning", t.headroom_warning_share), ("critical", t.headroom_critical_share)):
+        rules.append(
+            alert(
+                spec,
+                N.TEMPDB_HEADROOM_LOW,
+                f"{N.TEMPDB_HEADROOM_RATIO} < {number(share)}",
+                t.headroom_for,
+                severity,
+                "tempdb on {{ $labels.instance }} is running out of room",
+                "tempdb's data files and what autogrowth can still add leave"
+                f" {{{{ $value | humanizePercentage }}}} of its room free (limit {number(share)}): "
+                + instance_value(N.TEMPDB_HEADROOM, "humanize1024", "B")
+                + " left. A full tempdb stops every query that needs it (error 1105).",
+            )
+        )
+    rules += [
+        alert(
+            spec,
+            N.TEMPDB_PROJECTED_FULL,
+            f"{names.tempdb_predicted} < 0",
+            t.projected_full_for,
+            "warning",
+            "tempdb on {{ $labels.instance }} is projected to fill up",
+            f"At its trend over the last {t.projection_window}, tempdb's headroom runs out within "
+            f"{number(t.projection_horizon_seconds / 3600)} hours (predicted headroom then: "
+            "{{ $value | humanize1024 }}B; out in "
+            + instance_value(names.tempdb_exhausted_in, "humanizeDuration")
+            + "). Now: "
+            + instance_value(N.TEMPDB_HEADROOM, "humanize1024", "B")
+            + " left.",
+        ),
+        alert(
+            spec,
+            N.TEMPDB_VERSION_STORE,
+            f"deriv({N.TEMPDB_VERSION_STORE_BYTES}[{spec.window(t.version_store_window)}]) > 0\n"
+            f"and {N.TEMPDB_VERSION_STORE_BYTES} > {number(t.version_store_min_bytes)}",
+            t.version_store_for,
+            "warning",
+            "tempdb's version store on {{ $labels.instance }} keeps growing",
+            f"The version store has grown over every {t.version_store_window} window for"
+            f" {t.version_store_for} (now {{{{ $value | humanize }}}}B/s;"
+            " size " + instance_value(N.TEMPDB_VERSION_STORE_BYTES, "humanize1024", "B") + "). A transaction"
+            " that stays open keeps every row version since it began: find it before tempdb fills.",
+        ),
+        alert(
+            spec,
+            N.TEMPDB_LAYOUT,
+            f"{N.TEMPDB_LAYOUT_PROBLEMS} > 0",
+            t.layout_for,
+            "info",
+            "tempdb on {{ $labels.instance }} is not laid out as advised",
+            "{{ $value }} of tempdb's layout checks fail. Data files: "
+            + instance_value("mssql_tempdb_data_files", "printf \"%.0f\"")
+            + " for "
+            + instance_value("mssql_logical_cpus", "printf \"%.0f\"")
+            + f" logical CPUs (advised: as many, up to {number(t.advised_max_data_files)}); equal sizes: "
+            + instance_value("mssql_tempdb_data_files_equal_size", "printf \"%.0f\"")
+            + "; equal growth: "
+            + instance_value("mssql_tempdb_data_files_equal_growth", "printf \"%.0f\"")
+            + "; files growing by a percentage: "
+            + instance_value("mssql_tempdb_percent_growth_files", "printf \"%.0f\"")
+            + "; files on the system volume: "
+            + instance_value("mssql_tempdb_system_volume_files", "printf \"%.0f\"")
+            + ".",
+        ),
+    ]
+    io = spec.io_latency
+    busy = number(io.min_operations_per_second)
+    for name, what, file_type, limit in (
+        (N.LOG_WRITE_LATENCY, "write", "log", io.log_write_max_seconds),
+        (N.DATA_READ_LATENCY, "read", "data", io.data_read_max_seconds),
+    ):
+        latency = f'{names.volume_io(what + "_latency_seconds")}{{file_type="{file_type}"}}'
+        rules.append(
+            alert(
+                spec,
+                name,
+                f"{latency} > {number(limit)}\n"
+                f"and on (job, instance, volume, file_type) {names.volume_io(what + 's')} > {busy}",
+                io.for_,
+                "warning",
+                f"Slow {file_type} {what}s on {{{{ $labels.volume }}}} of {{{{ $labels.instance }}}}",
+                f"{file_type.capitalize()} file {what}s on volume {{{{ $labels.volume }}}} take"
+                f" {{{{ $value | humanizeDuration }}}} on average over {spec.rate_window} (limit"
+                f" {number(limit * 1000)} ms, Microsoft's 10-15 ms I/O bottleneck range; only with more than"
+                f" {busy} {what}s/s).",
+            )
+        )
+    return rules
