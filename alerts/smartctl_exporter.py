@@ -93,7 +93,8 @@ def _figures(spec: Spec) -> dict[str, str]:
     # SATA: Device Statistics' logical sectors x the logical sector size, both as smartctl reads them.
     ata_bytes = (
         f"{_statistic(spec, 'Logical Sectors Written')}\n"
-        f'* on ({DRIVE}) smartctl_device_block_size{{{sel}, blocks_type="logical"}}'
+        # group_left even one to one: a plain `on` would keep only the on labels (pool, env lost).
+        f'* on ({DRIVE}) group_left () smartctl_device_block_size{{{sel}, blocks_type="logical"}}'
     )
     return {
         # NVMe percentage used, or on SATA the Device Statistics endurance indicator; percent to ratio.
