@@ -110,3 +110,17 @@ def test_the_jobs_come_from_the_spec() -> None:
     assert 'smartctl_device_percentage_used{job="s"}' in text
     assert '"job", "sql-self", "", ""' in text and '"job", "sql", "", ""' in text
     assert 'job="smartctl"' not in text and "mssql-exporter" not in text
+
+
+def test_kubernetes_users_get_it_as_a_prometheusrule_of_its_own() -> None:
+    from deploy import prometheusrule
+
+    path = prometheusrule.OUTPUT.parent / "optional" / "smartctl-exporter.prometheusrule.yaml"
+    resource = yaml.safe_load(path.read_text())
+    assert resource["kind"] == "PrometheusRule"
+    assert resource["spec"]["groups"] == yaml.safe_load(OPTIONAL.read_text())["groups"]
+    # Not applied with the bundle: kustomization.yaml lists only files beside it.
+    kustomization = yaml.safe_load((prometheusrule.OUTPUT.parent / "kustomization.yaml").read_text())
+    assert not any("optional" in resource for resource in kustomization["resources"])
+    assert resource["metadata"]["name"] != "mssql-memory-exporter"
+    assert prometheusrule.main(["--check"]) == 0
