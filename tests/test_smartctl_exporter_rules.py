@@ -9,6 +9,8 @@ test_rules_labelled.py).
 from __future__ import annotations
 
 import fnmatch
+import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,9 @@ import yaml
 
 from alerts import generate, smartctl_exporter
 from alerts.names import SMARTCTL_EXPORTER_GROUP
+from alerts.smartctl_exporter import selector_job
 from alerts.spec import Spec, SpecError, load
+from tests import tools
 from tests.lint.rules import exported_metric_names, expression_lint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,3 +128,33 @@ def test_kubernetes_users_get_it_as_a_prometheusrule_of_its_own() -> None:
     assert not any("optional" in resource for resource in kustomization["resources"])
     assert resource["metadata"]["name"] != "mssql-memory-exporter"
     assert prometheusrule.main(["--check"]) == 0
+
+
+def docs_scrape_config() -> dict[str, Any]:
+    """The scrape job docs/endurance.md shows for linking smartctl_exporter's drives to a pool."""
+    text = (ROOT / "docs" / "endurance.md").read_text()
+    section = text.split("## Drives read by smartctl_exporter", 1)[1].split("\n## ", 1)[0]
+    [block] = [b for b in re.findall(r"```yaml\n(.*?)```", section, re.S) if "scrape_configs" in b]
+    return yaml.safe_load(block)
+
+
+def test_the_docs_relabelling_links_drives_as_the_rules_read_them() -> None:
+    [job] = docs_scrape_config()["scrape_configs"]
+    assert job["job_name"] == selector_job(load().smartctl_exporter_selector, "smartctl_exporter_selector")
+    added = {relabel["target_label"] for relabel in job["metric_relabel_configs"]}
+    assert added == {"pool", smartctl_exporter.LINK}
+    # Prometheus anchors the regex and joins source labels with ";".
+    [target] = [t for static in job["static_configs"] for t in static["targets"]]
+    for relabel in job["metric_relabel_configs"]:
+        assert re.fullmatch(relabel["regex"], f"{target};nvme0")
+        assert not re.fullmatch(relabel["regex"], f"{target};nvme4")
+
+
+@tools.needs(tools.PROMTOOL)
+def test_the_docs_scrape_config_is_one_prometheus_accepts(tmp_path: Path) -> None:
+    config = tmp_path / "prometheus.yml"
+    config.write_text(yaml.safe_dump(docs_scrape_config()))
+    result = subprocess.run(
+        ["promtool", "check", "config", str(config)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
