@@ -1,6 +1,6 @@
 """Generate the Prometheus recording and alert rules from alerts/thresholds.yml.
 
-    python -m alerts.generate              # write alerts/rules/*.rules.yml
+    python -m alerts.generate              # write alerts/rules/*.rules.yml (and rules/optional/)
     python -m alerts.generate --check      # exit 1 if the committed files are stale
     python -m alerts.generate --out DIR --for 10s --window 30s   # fast rules for end-to-end tests
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from . import capacity, diagnosis, drives
+from . import capacity, diagnosis, drives, smartctl_exporter
 from . import names as N
 from . import tempdb as tempdb_rules
 from .generated import generator_main
@@ -540,6 +540,8 @@ def render(spec: Spec) -> dict[str, str]:
     return {
         "mssql.recording.rules.yml": HEADER + _dump(recording),
         "mssql.alerts.rules.yml": HEADER + _dump(alerts),
+        # Opt-in (docs/endurance.md): under optional/, which the bundle's `rules/*.rules.yml` does not load.
+        smartctl_exporter.FILE_NAME: HEADER + _dump(smartctl_exporter.groups(spec)),
     }
 
 

@@ -39,6 +39,7 @@ def generator_main(
         return 1 if changed else 0
     args.out.mkdir(parents=True, exist_ok=True)
     for name in changed:
+        (args.out / name).parent.mkdir(parents=True, exist_ok=True)  # optional/ rules live a level down
         (args.out / name).write_text(files[name], encoding="utf-8")
         print(f"wrote {args.out / name}")
     return 0

@@ -70,6 +70,9 @@ DRIVE_TO_RATED = "pool:mssql_ssd_drive_implied_to_rated_endurance:ratio"
 DRIVE_REMAINING = "pool:mssql_ssd_drive_endurance_remaining:seconds"
 DRIVE_SHARE = "pool:mssql_ssd_drive_endurance_projected_used:ratio"
 COVERAGE_SUFFIX = "_coverage_seconds"  # seconds of data the same-named rate rests on
+# The optional group translating prometheus-community/smartctl_exporter series (alerts/smartctl_exporter.py):
+# a promtool test evaluates it before the bundle's groups.
+SMARTCTL_EXPORTER_GROUP = "mssql.smartctl_exporter"
 
 
 @dataclass(frozen=True)

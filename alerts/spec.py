@@ -235,6 +235,7 @@ class Spec(_Section):
 
     selector: str
     exporter_selector: str
+    smartctl_exporter_selector: str
     runbook_base_url: str
     rate_window: Duration
     keep_firing_for: Duration

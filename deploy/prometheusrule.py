@@ -1,7 +1,7 @@
 """Writes deploy/kubernetes/prometheusrule.yaml: the generated rule files of alerts/rules/ wrapped in one
 PrometheusRule resource for the Prometheus Operator, group for group.
 
-    python -m deploy.prometheusrule            # rewrite the file
+    python -m deploy.prometheusrule            # rewrite the file (and optional/, one per opt-in rule file)
     python -m deploy.prometheusrule --check    # exit 1 if it is stale (tests/test_compose.py checks too)
 
 Run it after `make generate` whenever alerts/thresholds.yml changes. The groups are copied, not edited:
@@ -35,28 +35,41 @@ def rule_files(rules_dir: Path = RULES_DIR) -> list[Path]:
     return sorted(rules_dir.glob("*.rules.yml"))
 
 
-def groups(rules_dir: Path = RULES_DIR) -> list[dict[str, Any]]:
-    """Every group of every rule file, unchanged, in file order."""
+def optional_rule_files(rules_dir: Path = RULES_DIR) -> list[Path]:
+    """The opt-in rule files (rules/optional/), each wrapped in a PrometheusRule of its own under
+    deploy/kubernetes/optional/, which kustomization.yaml does not apply: a site applies the ones it wants."""
+    return sorted((rules_dir / "optional").glob("*.rules.yml"))
+
+
+def optional_name(path: Path) -> str:
+    """mssql.smartctl-exporter.rules.yml -> smartctl-exporter"""
+    return path.name.removesuffix(".rules.yml").removeprefix("mssql.")
+
+
+def groups(rules_dir: Path = RULES_DIR, paths: list[Path] | None = None) -> list[dict[str, Any]]:
+    """Every group of every rule file (the bundle's, unless `paths` says which), unchanged, in file order."""
     collected: list[dict[str, Any]] = []
-    for path in rule_files(rules_dir):
+    for path in rule_files(rules_dir) if paths is None else paths:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         collected.extend(data["groups"])
     return collected
 
 
-def resource(rules_dir: Path = RULES_DIR) -> dict[str, Any]:
+def resource(
+    rules_dir: Path = RULES_DIR, paths: list[Path] | None = None, name: str = "mssql-memory-exporter"
+) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {
-            "name": "mssql-memory-exporter",
+            "name": name,
             "labels": {
                 "app.kubernetes.io/name": "mssql-exporter",
                 "app.kubernetes.io/part-of": "mssql-memory-exporter",
                 "release": "prometheus",
             },
         },
-        "spec": {"groups": groups(rules_dir)},
+        "spec": {"groups": groups(rules_dir, paths)},
     }
 
 
@@ -77,12 +90,24 @@ def render(rules_dir: Path = RULES_DIR) -> str:
     return HEADER + body
 
 
+def render_all(rules_dir: Path = RULES_DIR) -> dict[str, str]:
+    """{path under deploy/kubernetes/: text}: the bundle's PrometheusRule and one per optional file."""
+    files = {OUTPUT.name: render(rules_dir)}
+    for path in optional_rule_files(rules_dir):
+        name = optional_name(path)
+        data = resource(rules_dir, [path], f"mssql-memory-exporter-{name}")
+        body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+        header = HEADER.replace("alerts/rules/*.rules.yml", f"alerts/rules/optional/{path.name}", 1)
+        files[f"optional/{name}.prometheusrule.yaml"] = header + "# Opt-in: apply it yourself.\n" + body
+    return files
+
+
 def main(argv: list[str] | None = None) -> int:
     return generator_main(
         "python -m deploy.prometheusrule",
         __doc__.splitlines()[0],
         OUTPUT.parent,
-        lambda _: {OUTPUT.name: render()},
+        lambda _: render_all(),
         argv,
     )
 
