@@ -181,6 +181,18 @@ class Limits:
             "ple_floor": names_.PLE_FLOOR,
             "uptime": names_.UPTIME,
             "share": names_.SHARE,
+            "tempdb_headroom": names_.TEMPDB_HEADROOM,
+            "tempdb_headroom_ratio": names_.TEMPDB_HEADROOM_RATIO,
+            "tempdb_room": names_.TEMPDB_GROWTH_ROOM,
+            "tempdb_exhausted_in": n.tempdb_exhausted_in,
+            "tempdb_version_store": names_.TEMPDB_VERSION_STORE_BYTES,
+            "tempdb_layout": names_.TEMPDB_LAYOUT_PROBLEMS,
+            "read_latency": n.volume_io("read_latency_seconds"),
+            "write_latency": n.volume_io("write_latency_seconds"),
+            "reads": n.volume_io("reads"),
+            "writes": n.volume_io("writes"),
+            "read_size": n.volume_io("read_size_bytes"),
+            "write_size": n.volume_io("write_size_bytes"),
             "drive_implied": names_.DRIVE_IMPLIED,
             "drive_to_rated": names_.DRIVE_TO_RATED,
             "drive_remaining": names_.DRIVE_REMAINING,
@@ -1645,6 +1657,176 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
     ]
 
 
+def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
+    """The endurance dashboard's row "tempdb space": what fills tempdb, its room and its layout."""
+    t = lim.spec.tempdb
+    data = 'file_type="data"'
+    size = f"sum({m('mssql_tempdb_file_size_bytes', data)})"
+    layout = [
+        ("Data files", "mssql_tempdb_data_files"),
+        ("Logical CPUs", "mssql_logical_cpus"),
+        ("Equal sizes", "mssql_tempdb_data_files_equal_size"),
+        ("Equal growth", "mssql_tempdb_data_files_equal_growth"),
+        ("Percent growth files", "mssql_tempdb_percent_growth_files"),
+        ("On the system volume", "mssql_tempdb_system_volume_files"),
+    ]
+    renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _) in enumerate(layout)}
+    return [
+        Row("tempdb space"),
+        Panel(
+            "timeseries",
+            "What fills tempdb's data files",
+            "tempdb's data files by what holds their pages (sys.dm_db_file_space_usage), stacked, against "
+            "the files' size and what autogrowth can still add (up to each file's maximum and the volume's "
+            "free space). Healthy: unallocated a good part of the size, the version store flat. A rising "
+            "version store is a transaction left open; internal objects jumping are sorts and hashes "
+            "spilling (queries short of workspace memory).",
+            "bytes",
+            [
+                Query(f"sum by (usage) ({m('mssql_tempdb_file_space_bytes')})", "{{usage}}"),
+                Query(size, "data files' size"),
+                Query(f"{size} + sum({m(lim.rule('tempdb_room'))})", "size + growth room"),
+            ],
+            width=12,
+            height=9,
+            min=0,
+            custom={"stacking": {"group": "A", "mode": "normal"}, "fillOpacity": 40},
+            overrides=[override(name, *UNSTACKED) for name in ("data files' size", "size + growth room")],
+        ),
+        Panel(
+            "stat",
+            "tempdb headroom",
+            "Free inside tempdb's data files plus what autogrowth can still add, as a share of that plus "
+            f"what is allocated. Healthy: above {pct(t.headroom_warning_share)} (orange under it, red under "
+            f"{pct(t.headroom_critical_share)}: queries needing tempdb are about to fail with error 1105).",
+            "percentunit",
+            [Query(m(lim.rule("tempdb_headroom_ratio")), instant=True)],
+            width=4,
+            height=9,
+            thresholds=Thresholds.healthy_above(t.headroom_critical_share, warn=t.headroom_warning_share),
+            links=[lim.runbook(names_.TEMPDB_HEADROOM_LOW)],
+        ),
+        Panel(
+            "stat",
+            "tempdb full in",
+            f"At the headroom's trend over the last {t.projection_window}: when tempdb is full. Empty while "
+            "the headroom does not shrink (healthy). Red under "
+            f"{duration(t.projection_horizon_seconds)}: the projection alert's horizon.",
+            "s",
+            [Query(m(lim.rule("tempdb_exhausted_in")), instant=True)],
+            width=4,
+            height=9,
+            thresholds=Thresholds.healthy_above(t.projection_horizon_seconds),
+            no_value="Not shrinking",
+            links=[lim.runbook(names_.TEMPDB_PROJECTED_FULL)],
+        ),
+        Panel(
+            "stat",
+            "tempdb layout checks failing",
+            "How many of the layout checks fail: data files fewer than min(logical CPUs, "
+            f"{num(t.advised_max_data_files)}), unequal sizes, unequal growth, files growing by a "
+            "percentage, files on the system volume (the table beside says which). Healthy: 0.",
+            "none",
+            [Query(m(lim.rule("tempdb_layout")), instant=True)],
+            width=4,
+            height=9,
+            thresholds=Thresholds((Step(GREEN, None), Step(ORANGE, ANY))),
+            links=[lim.runbook(names_.TEMPDB_LAYOUT)],
+        ),
+        Panel(
+            "table",
+            "tempdb layout",
+            f"The facts behind the checks. Healthy, as advised: as many data files as logical CPUs up to "
+            f"{num(t.advised_max_data_files)}, equal sizes (1) and equal growth (1), no percent growth (0), "
+            "nothing on the system volume (0; empty where the exporter cannot tell the volume).",
+            "none",
+            [Query(m(metric), instant=True, table=True) for _, metric in layout],
+            width=12,
+            height=5,
+            transformations=merge_and_organize(
+                renames, [name for name, _ in layout], ("Time", "__name__", "job", "instance")
+            ),
+            links=[lim.runbook(names_.TEMPDB_LAYOUT)],
+        ),
+        Panel(
+            "timeseries",
+            "tempdb version store",
+            "Space the version store reserves in tempdb (row versions of snapshot isolation, read committed "
+            "snapshot, online index builds, triggers). Healthy: flat or falling back; growing for an hour "
+            f"and above {num(t.version_store_min_bytes / 2**30)} GiB is the alert.",
+            "bytes",
+            [Query(m(lim.rule("tempdb_version_store")), "version store")],
+            width=12,
+            height=5,
+            min=0,
+            links=[lim.runbook(names_.TEMPDB_VERSION_STORE)],
+        ),
+    ]
+
+
+def endurance_row_latency(lim: Limits) -> list[Panel | Row]:
+    """The endurance dashboard's row "I/O latency per volume": every volume and file type, not tempdb's."""
+    io = lim.spec.io_latency
+    legend = "{{volume}} {{file_type}}"
+    return [
+        Row("I/O latency per volume"),
+        Panel(
+            "timeseries",
+            "Read latency per volume and file type",
+            f"Average wait per read as SQL Server measures it (stall ÷ reads, over {lim.window}), per volume "
+            f"and file type. Healthy: data reads under {num(io.data_read_max_seconds * 1000)} ms (the line; "
+            "Microsoft's 10-15 ms bottleneck range), SSDs well under 1 ms. Rising with page reads while page "
+            "life expectancy falls: memory pressure turned into I/O.",
+            "s",
+            [Query(m(lim.rule("read_latency")), legend)],
+            width=12,
+            min=0,
+            thresholds=Thresholds.healthy_below(io.data_read_max_seconds),
+            links=[lim.runbook(names_.DATA_READ_LATENCY)],
+        ),
+        Panel(
+            "timeseries",
+            "Write latency per volume and file type",
+            f"Average wait per write (stall ÷ writes, over {lim.window}). Log writes hold every commit: "
+            f"healthy under {num(io.log_write_max_seconds * 1000)} ms (the line), SSDs under 1 ms.",
+            "s",
+            [Query(m(lim.rule("write_latency")), legend)],
+            width=12,
+            min=0,
+            thresholds=Thresholds.healthy_below(io.log_write_max_seconds),
+            links=[lim.runbook(names_.LOG_WRITE_LATENCY)],
+        ),
+        Panel(
+            "timeseries",
+            "Operations per second per volume",
+            f"Reads and writes per second per volume and file type (over {lim.window}). No healthy range of "
+            f"its own; under {num(io.min_operations_per_second)} per second the latency alerts stay quiet "
+            "(an idle volume's average is noise).",
+            "iops",
+            [
+                Query(m(lim.rule("reads")), "{{volume}} {{file_type}} reads"),
+                Query(m(lim.rule("writes")), "{{volume}} {{file_type}} writes"),
+            ],
+            width=12,
+            min=0,
+        ),
+        Panel(
+            "timeseries",
+            "Average I/O size per volume",
+            "Bytes per read and per write. Large reads are scans and read-ahead (64 KiB and up); log writes "
+            "are as large as the commits they flush. No healthy range: a change of shape explains a change "
+            "of latency.",
+            "bytes",
+            [
+                Query(m(lim.rule("read_size")), "{{volume}} {{file_type}} reads"),
+                Query(m(lim.rule("write_size")), "{{volume}} {{file_type}} writes"),
+            ],
+            width=12,
+            min=0,
+        ),
+    ]
+
+
 def endurance_row_capacity(lim: Limits) -> list[Panel | Row]:
     """tempdb's writes against the buffer pool over weeks, with memory changes marked (Micron)."""
     long_w = lim.tempdb_long_window
@@ -1678,6 +1860,8 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
     items: list[Panel | Row] = [
         *endurance_row_now(lim),
         *endurance_row_tempdb(lim),
+        *endurance_row_tempdb_space(lim),
+        *endurance_row_latency(lim),
         *endurance_row_capacity(lim),
         *endurance_row_ssd_pools(lim),
         *endurance_row_drives(lim),

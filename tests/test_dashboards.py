@@ -356,6 +356,8 @@ def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():
 ALERTS_UNIT_CONSTANTS = {
     "generate.py": {100: "ratio to percent", 86400: "seconds per day"},
     "diagnosis.py": {100: "ratio to percent"},
+    "smartctl_exporter.py": {100: "smartctl_exporter's percentages to ratios"},
+    "tempdb.py": {3600: "seconds per hour", 1000: "seconds to milliseconds"},
     "spec.py": {3600: "seconds per hour", 86400: "seconds per day", 604800: "seconds per week"},
 }
 
@@ -469,6 +471,7 @@ CONSTANT_STEPS = {
     ("Instances", "PLE ÷ floor"): generate.AT_FLOOR,
     ("Instances", "Under pressure"): generate.ANY,
     ("Lowest node PLE ÷ floor, per instance", None): generate.AT_FLOOR,
+    ("tempdb layout checks failing", None): generate.ANY,
 }
 
 

@@ -94,6 +94,8 @@ def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
         return ["numa"]  # restarted during the test
     if board == generate.FLEET_UID:
         return [everyone]
+    if "tempdb_headroom_exhausted" in q.expr:
+        return ["filling"]  # only a tempdb that fills up has a time until it is full
     if board == generate.ENDURANCE_UID:
         return ["micron"]
     if "hybrid_buffer_pool_eligible" in q.expr:
@@ -146,6 +148,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             "numa": standin("numa-4-nodes", manual_clock=False),
             "micron": standin("micron-960gb-8stream", manual_clock=False),
             "hbp": standin("hbp-dax", manual_clock=False),
+            "filling": standin("tempdb-filling", manual_clock=False),
         }
         timeline.mark("stand-ins started")
         pool = {
@@ -178,6 +181,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             "hbp": standins["hbp"].target_yaml(
                 pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"}
             ),
+            "filling": standins["filling"].target_yaml(),
         }
         exporter = stack.start_exporter(
             {
@@ -325,6 +329,12 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         assert _value(implied, instance="micron") == pytest.approx(1_297_577_305 * 512_000 / 0.10)
         ratio = prom.query(f"pool:mssql_ssd_drive_implied_to_rated_endurance:ratio{drive_pool}", at=now)
         assert _value(ratio, instance="micron") == pytest.approx(1_297_577_305 * 512_000 / 0.10 / 1400e12)
+
+        # tempdb-filling: about 34.6 GB of room (4 x 4,000 MB files holding 470 MB each at the start, 20 GB
+        # of volume), the version store taking 4 MB/s: full some 8,600 s after the stand-in started.
+        filling = {**PLACEHOLDERS, "instance": "filling"}
+        full_in = prom.query(substitute(_target(e, "tempdb full in").expr, filling))
+        assert 7000 < _value(full_in, instance="filling") < 9000, full_in
 
         fleet = {"job": JOB, "instance": everyone, **BUILTINS}
         worst = prom.query(substitute(_target(f, "Instances", "C").expr, fleet), at=now)
