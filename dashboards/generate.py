@@ -1878,7 +1878,10 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
     # variable offers every exporter with host metrics (one per host is the usual layout, and then it is
     # the right one) and falls back to NO_HOST only where there is none. An unconditional fallback was
     # always offered, sorted first and so always chosen: the host panel opened empty.
-    host_metric = f"mssql_host_disk_written_bytes_total{{{lim.spec.exporter_selector}}}"
+    # Host disk counters (--collector.host) or drive readings (drive_health, or smartctl_exporter through
+    # the optional rules): either makes the source worth offering.
+    sel = lim.spec.exporter_selector
+    host_metric = f"(mssql_host_disk_written_bytes_total{{{sel}}} or mssql_drive_smart_passed{{{sel}}})"
     host_variable = query_variable(
         "host",
         "Host (exporter)",
@@ -1886,9 +1889,9 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         # went to the series API (HTTP 400, a red toast on every load, the variable empty).
         f"query_result(count by (instance) ({host_metric})"
         f' or (label_replace(vector(1), "instance", "{NO_HOST}", "", "") unless on () count({host_metric})))',
-        "The exporter (its /metrics scrape) that runs with --collector.host on this SQL Server's host. "
-        f"Not tied to the chosen instance (no metric links them): with several, pick the exporter on this "
-        f"instance's host; {NO_HOST} when no exporter reports host metrics.",
+        "The exporter (its /metrics scrape) that runs with --collector.host or reads drives on this SQL "
+        "Server's host. Not tied to the chosen instance (no metric links them): with several, pick the "
+        f"exporter on this instance's host; {NO_HOST} when no exporter reports host or drive metrics.",
         regex='/instance="([^"]+)"/',
     )
     return Dashboard(
