@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from mssql_memory_exporter.batch import BatchShapeError, ResultSet, route, sections_of
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, ScrapeContext
-from mssql_memory_exporter.collectors.perfcounters import parse_perf_rows
+from mssql_memory_exporter.collectors.perfcounters import parse_perf_rows, parse_perf_table
 from mssql_memory_exporter.scrape import Scraper
 from mssql_memory_exporter.web import BadRequest, probe_target
 from prometheus_client.parser import text_string_to_metric_families
@@ -126,10 +126,14 @@ def test_any_perf_rows_give_a_valid_exposition(rows):
     )
 )
 def test_parse_perf_rows_never_raises_and_strips(rows):
-    for parsed in parse_perf_rows(rows):
+    parsed_rows = parse_perf_rows(rows)
+    for parsed in parsed_rows:
         assert parsed.counter == parsed.counter.strip()
         assert parsed.instance == parsed.instance.strip()
         assert parsed.object == parsed.object.strip()
+    # The scrape parses the driver's tuples instead (no dict per row): the same rows, column order aside.
+    columns = ("cntr_type", "instance_name", "object_name", "cntr_value", "counter_name")
+    assert parse_perf_table(columns, [tuple(r[c] for c in columns) for r in rows]) == parsed_rows
 
 
 cell = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.text(max_size=20), st.floats(allow_nan=True))

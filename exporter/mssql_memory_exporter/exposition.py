@@ -66,14 +66,23 @@ def _lines(families: list[Metric]) -> list[str]:
         header, sample_name = _header(family)
         append(header)
         if type(family) is SeriesFamily:
-            # The collectors' own families: plain (labels, value) pairs, nothing else to check.
+            # The collectors' own families: plain (labels, value) pairs, nothing else to check. The
+            # common case of _number is written out here: a call per series costs as much as the rest.
+            bare = sample_name + " "
             for labels, value in family.series:
                 if labels:
                     line = prefixes.get((sample_name, *labels.items())) or _series_prefix(sample_name, labels)
                 else:
-                    line = sample_name + " "
-                append(line)
-                append(_number(value))
+                    line = bare
+                if type(value) is int:
+                    value = float(value)  # as floatToGoString does
+                if type(value) is float:
+                    text = repr(value)
+                    dot = text.find(".")
+                    if 0 <= dot <= 6 or (dot > 6 and value < 0):
+                        append(f"{line}{text}\n")
+                        continue
+                append(line + _number(value))
             continue
         for sample in family.samples:
             if (

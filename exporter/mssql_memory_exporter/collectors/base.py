@@ -115,7 +115,10 @@ class FamilyBuilder:
         self._families: dict[str, SeriesFamily] = {}
 
     def gauge(self, name: str, doc: str, value: float, labels: Mapping[str, str] | None = None) -> None:
-        if not value >= 0 and name.endswith("_bytes"):
+        # No DMV reads as infinite or not a number (a huge KB count times 1024 can overflow to inf).
+        if not -math.inf < value < math.inf:
+            raise ImpossibleValue(f"{name} would be {value!r}: readings are finite numbers")
+        if value < 0 and name.endswith("_bytes"):
             raise ImpossibleValue(f"{name} would be {value!r}: a size in bytes is never negative")
         family = self._families.get(name)
         if family is None:

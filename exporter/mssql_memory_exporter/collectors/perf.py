@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .base import FamilyBuilder, MissingData, ScrapeContext, Section, SectionResult, sql_literal
-from .perfcounters import CounterKind, PerfIndex, PerfRow, parse_perf_rows
+from .perfcounters import CounterKind, PerfIndex, PerfRow, parse_perf_rows, parse_perf_table
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,8 @@ def _by_object(results: Mapping[str, SectionResult]) -> dict[str, list[PerfRow]]
     grouped = result.parsed.get("perf_by_object")
     if not isinstance(grouped, dict):
         grouped = {}
-        for row in parse_perf_rows(result.rows):
+        rows = parse_perf_table(result.columns, result.raw) if result.raw else parse_perf_rows(result.rows)
+        for row in rows:
             grouped.setdefault(row.object.casefold(), []).append(row)
         result.parsed["perf_by_object"] = grouped
     return grouped

@@ -90,6 +90,31 @@ def parse_perf_rows(rows: Iterable[Mapping[str, object]]) -> list[PerfRow]:
     return parsed
 
 
+def parse_perf_table(columns: tuple[str, ...], raw: Iterable[tuple[object, ...]]) -> list[PerfRow]:
+    """parse_perf_rows over the driver's tuples, without a dict per row: the section is read every scrape
+    by four collectors (perf.py), and its rows are the larger part of a typical scrape's."""
+    at = {name: i for i, name in enumerate(columns)}
+    obj, counter, instance, value, kind = (
+        at["object_name"], at["counter_name"], at["instance_name"], at["cntr_value"], at["cntr_type"]
+    )
+    parsed: list[PerfRow] = []
+    for row in raw:
+        number = row[value]
+        if number is None:
+            continue
+        c, i, t = row[counter], row[instance], row[kind]
+        parsed.append(
+            PerfRow(
+                object_suffix(None if row[obj] is None else str(row[obj])),
+                "" if c is None else str(c).strip(),
+                "" if i is None else str(i).strip(),
+                int(number),  # type: ignore[call-overload]
+                CNTR_TYPES.get(int(t), CounterKind.UNKNOWN) if t is not None else CounterKind.UNKNOWN,  # type: ignore[call-overload]
+            )
+        )
+    return parsed
+
+
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
