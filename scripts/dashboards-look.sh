@@ -78,6 +78,16 @@ start_stack() {
   local disk
   disk=$(PYTHONPATH=exporter .venv/bin/python -c \
     'from mssql_memory_exporter.host.collector import HostCollector as H; print(sorted(H().written_bytes_by_disk())[0])')
+  # Drive health from real smartctl outputs (tests/smartctl_testdata) replayed by the tests' fake smartctl:
+  # an NVMe drive in a pool of its own and a SATA SSD that reports its flash writes.
+  local smartctl
+  smartctl=$(PYTHONPATH=. .venv/bin/python -c "
+from pathlib import Path
+from tests.fake_smartctl import FakeSmartctl
+fake = FakeSmartctl(Path('$RUN/smartctl'))
+fake.replay('nvme0n1', 'nvme-null-Micron_7300_MTFDHBE960TDF-nvme0.json')
+fake.replay('sdf', 'sat-Intel_730_and_DC_S35x0_3610_3700_Series_SSDs-INTEL_SSDSC2BB016T4-sdf.json')
+print(fake.path)")
   local tempdb=/var/opt/mssql/tempdb name scenario port
   for name in pressure micron; do
     if [[ $name == pressure ]]; then scenario=memory-pressure port=$pressure_db; else scenario=micron-960gb-8stream port=$micron_db; fi
@@ -111,6 +121,14 @@ YAML
         in_service_date: 2025-01-01
         volumes: [$tempdb]
         host_disks: [$disk]
+      micron-7300:   # one Micron 7300 PRO 960 GB read through a fake smartctl (a real drive's output)
+        drives: {count: 1, tbw_per_drive_tb: 1400}
+        planned_lifetime_years: 5
+        in_service_date: 2025-01-01
+        smart_drives: [nvme0n1]
+drive_health:
+  smartctl: $smartctl
+  drives: [{name: nvme0n1}, {name: sdf}]
 YAML
   .venv/bin/mssql-memory-exporter --config.file "$RUN/exporter-pressure.yml" \
     --web.listen-address "127.0.0.1:$pressure_ex" >"$RUN/exporter-pressure.log" 2>&1 &
