@@ -1539,14 +1539,18 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
         "pool of this instance links them"
     )
     factor = d.disagreement_factor
+    young = (
+        f"No pool whose drives all report {pct(d.implied_min_life_used)} used, with "
+        f"{duration(lim.endurance.projection_min_coverage_seconds)} of data"
+    )
     columns = [
         ("Life used", "mssql_drive_life_used_ratio", "percentunit"),
         ("Spare", "mssql_drive_available_spare_ratio", "percentunit"),
-        ("Spare threshold", "mssql_drive_available_spare_threshold_ratio", "percentunit"),
-        ("Critical warning", "mssql_drive_critical_warning", "none"),
-        ("SMART passed", "mssql_drive_smart_passed", "none"),
-        ("Temperature", "mssql_drive_temperature_celsius", "celsius"),
-        ("Write amplification", "mssql_drive_write_amplification_ratio", "none"),
+        ("Spare min", "mssql_drive_available_spare_threshold_ratio", "percentunit"),
+        ("Critical bits", "mssql_drive_critical_warning", "none"),
+        ("SMART ok", "mssql_drive_smart_passed", "none"),
+        ("Temp", "mssql_drive_temperature_celsius", "celsius"),
+        ("Write ampl.", "mssql_drive_write_amplification_ratio", "none"),
     ]
     renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _, _) in enumerate(columns)}
     wear = Thresholds.healthy_below(lim.endurance.exhaustion_share, warn=d.life_used_warning)
@@ -1572,7 +1576,7 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
             width=12,
             thresholds=share_ranges(lim),
             min=0,
-            no_value=no_drives,
+            no_value=young,
             links=[lim.runbook(names_.DRIVE_WEAR_DISAGREES)],
         ),
         Panel(
@@ -1588,7 +1592,7 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
             width=6,
             thresholds=remaining_ranges(lim),
             options={"textMode": "value_and_name"},
-            no_value=no_drives,
+            no_value=young,
         ),
         Panel(
             "stat",
@@ -1623,36 +1627,41 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
             links=[lim.runbook(names_.DRIVE_WEAR_HIGH)],
         ),
         Panel(
-            "table",
-            "Drive health",
-            "One row per drive, as smartctl last read it (the exporter chosen as Host). Healthy: spare "
-            "above its threshold, critical warning 0 (NVMe bits: 1 spare, 2 temperature, 4 reliability, 8 "
-            "read-only, 16 backup), SMART passed 1, write amplification near 1 (flash writes ÷ host "
-            "writes, where the drive reports it).",
-            "none",
-            [Query(f"{metric}{{{own}}}", instant=True, table=True) for _, metric, _ in columns],
-            width=16,
-            overrides=[override(name, ("unit", unit)) for name, _, unit in columns],
-            transformations=merge_and_organize(
-                renames,
-                ["device", "model", "serial", "pool"] + [name for name, _, _ in columns],
-                ("Time", "__name__", "job", "instance"),
-            ),
-            no_value=no_drives,
-            links=[lim.runbook(names_.DRIVE_CRITICAL_WARNING), lim.runbook(names_.DRIVE_SPARE_LOW)],
-        ),
-        Panel(
             "timeseries",
             "Drive reading age",
             "Seconds since each drive's last good smartctl reading. Healthy: under the read interval (10 "
             f"minutes by default); the alert fires past {duration(d.reading_stale_seconds)}.",
             "s",
             [Query(f"mssql_drive_reading_age_seconds{{{own}}}", "{{device}}")],
-            width=24,
+            width=16,
             min=0,
             thresholds=Thresholds.healthy_below(d.reading_stale_seconds),
             no_value=no_drives,
             links=[lim.runbook(names_.DRIVE_HEALTH_UNREAD)],
+        ),
+        Panel(
+            "table",
+            "Drive health",
+            "One row per drive, as smartctl last read it (the exporter chosen as Host). Healthy: spare "
+            "above its minimum (the drive's own threshold), critical bits 0 (NVMe: 1 spare, 2 temperature, "
+            "4 reliability, 8 read-only, 16 backup), SMART ok 1, write amplification near 1 (flash writes ÷ "
+            "host writes, where the drive reports it).",
+            "none",
+            # One row per drive: by these labels only, so the columns' series (each with its own
+            # metric name) join into one row; a drive in no pool has pool "".
+            [
+                Query(f"max by (device, model, serial, pool) ({metric}{{{own}}})", instant=True, table=True)
+                for _, metric, _ in columns
+            ],
+            width=24,
+            overrides=[override(name, ("unit", unit)) for name, _, unit in columns],
+            transformations=merge_and_organize(
+                renames,
+                ["device", "model", "pool"] + [name for name, _, _ in columns],
+                # The serial is on the drive series (when not redacted); the table needs the room.
+                ("Time", "__name__", "job", "instance", "serial"),
+            ),
+            links=[lim.runbook(names_.DRIVE_CRITICAL_WARNING), lim.runbook(names_.DRIVE_SPARE_LOW)],
         ),
     ]
 
@@ -1664,11 +1673,11 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
     size = f"sum({m('mssql_tempdb_file_size_bytes', data)})"
     layout = [
         ("Data files", "mssql_tempdb_data_files"),
-        ("Logical CPUs", "mssql_logical_cpus"),
-        ("Equal sizes", "mssql_tempdb_data_files_equal_size"),
+        ("CPUs", "mssql_logical_cpus"),
+        ("Equal size", "mssql_tempdb_data_files_equal_size"),
         ("Equal growth", "mssql_tempdb_data_files_equal_growth"),
-        ("Percent growth files", "mssql_tempdb_percent_growth_files"),
-        ("On the system volume", "mssql_tempdb_system_volume_files"),
+        ("% growth", "mssql_tempdb_percent_growth_files"),
+        ("System volume", "mssql_tempdb_system_volume_files"),
     ]
     renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _) in enumerate(layout)}
     return [
@@ -1703,6 +1712,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             [Query(m(lim.rule("tempdb_headroom_ratio")), instant=True)],
             width=4,
             height=9,
+            decimals=1,
             thresholds=Thresholds.healthy_above(t.headroom_critical_share, warn=t.headroom_warning_share),
             links=[lim.runbook(names_.TEMPDB_HEADROOM_LOW)],
         ),
@@ -1740,7 +1750,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             f"{num(t.advised_max_data_files)}, equal sizes (1) and equal growth (1), no percent growth (0), "
             "nothing on the system volume (0; empty where the exporter cannot tell the volume).",
             "none",
-            [Query(m(metric), instant=True, table=True) for _, metric in layout],
+            [Query(f"max by (job, instance) ({m(fact)})", instant=True, table=True) for _, fact in layout],
             width=12,
             height=5,
             transformations=merge_and_organize(
