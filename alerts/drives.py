@@ -17,11 +17,11 @@ from typing import Any
 
 from . import names as N
 from .names import RuleNames
-from .rule_parts import INSTANCE, alert, metric
+from .rule_parts import INSTANCE, alert, exporter_metric, metric
 from .spec import Spec, number
 
 POOL = f"{INSTANCE}, pool"
-# A drive's series carry these besides the exporter's job and instance.
+# The bits of NVMe's critical_warning, as the alert's description spells them out.
 FINDINGS = {
     1: "available spare under its threshold",
     2: "temperature out of range",
@@ -30,10 +30,6 @@ FINDINGS = {
     16: "volatile memory backup failed",
     32: "persistent memory region read-only",
 }
-
-
-def _exporter(spec: Spec, name: str, extra: str = "") -> str:
-    return f"{name}{{{spec.exporter_selector}{', ' + extra if extra else ''}}}"
 
 
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
@@ -82,7 +78,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
 
 def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     d = spec.drives
-    x = partial(_exporter, spec)
+    x = partial(exporter_metric, spec)
     drive = "{{ $labels.device }}{{ with $labels.pool }} (pool {{ . }}){{ end }} on {{ $labels.instance }}"
     factor = number(d.disagreement_factor)
     findings = "; ".join(f"{bit}: {what}" for bit, what in FINDINGS.items())

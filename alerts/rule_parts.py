@@ -11,7 +11,16 @@ INSTANCE = "job, instance"
 
 def metric(spec: Spec, name: str, extra: str = "") -> str:
     """`name{<the SQL Server targets' selector>[, extra]}`."""
-    return f"{name}{{{spec.selector}{', ' + extra if extra else ''}}}"
+    return _selected(spec.selector, name, extra)
+
+
+def exporter_metric(spec: Spec, name: str, extra: str = "") -> str:
+    """`name{<the exporter's own /metrics selector>[, extra]}`: drive health, host metrics."""
+    return _selected(spec.exporter_selector, name, extra)
+
+
+def _selected(selector: str, name: str, extra: str) -> str:
+    return f"{name}{{{selector}{', ' + extra if extra else ''}}}"
 
 
 def alert(

@@ -19,6 +19,8 @@ from .rule_parts import alert, instance_value, metric
 from .spec import Spec, number
 
 DATA = 'file_type="data"'
+UNALLOCATED = 'usage="unallocated"'
+VERSION_STORE = 'usage="version_store"'
 
 
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
@@ -43,7 +45,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": N.TEMPDB_FREE_IN_FILES,
             "expr": (
                 "sum without (file, file_type, usage) (\n"
-                f"  {m('mssql_tempdb_file_space_bytes', 'usage=' + chr(34) + 'unallocated' + chr(34))}\n)"
+                f"  {m('mssql_tempdb_file_space_bytes', UNALLOCATED)}\n)"
             ),
         },
         {
@@ -95,7 +97,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": N.TEMPDB_VERSION_STORE_BYTES,
             "expr": (
                 "sum without (file, file_type, volume, usage) (\n"
-                f"  {m('mssql_tempdb_file_space_bytes', 'usage=' + chr(34) + 'version_store' + chr(34))}\n)"
+                f"  {m('mssql_tempdb_file_space_bytes', VERSION_STORE)}\n)"
             ),
         },
         {

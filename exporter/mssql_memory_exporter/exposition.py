@@ -66,22 +66,13 @@ def _lines(families: list[Metric]) -> list[str]:
         header, sample_name = _header(family)
         append(header)
         if type(family) is SeriesFamily:
-            # The collectors' own families: plain (labels, value) pairs, nothing else to check. The
-            # common case of _number is written out here: a call per series costs as much as the rest.
+            # The collectors' own families: plain (labels, value) pairs, nothing else to check.
             bare = sample_name + " "
             for labels, value in family.series:
                 if labels:
                     line = prefixes.get((sample_name, *labels.items())) or _series_prefix(sample_name, labels)
                 else:
                     line = bare
-                if type(value) is int:
-                    value = float(value)  # as floatToGoString does
-                if type(value) is float:
-                    text = repr(value)
-                    dot = text.find(".")
-                    if 0 <= dot <= 6 or (dot > 6 and value < 0):
-                        append(f"{line}{text}\n")
-                        continue
                 append(line + _number(value))
             continue
         for sample in family.samples:
@@ -116,6 +107,8 @@ def _series_prefix(sample_name: str, labels: dict[str, str]) -> str:
 def _number(value: float) -> str:
     """The value as floatToGoString writes it, without its conversions for a float (every value ours
     are): Python's repr, except that Go's exponent starts at seven digits before the point."""
+    if type(value) is int:
+        value = float(value)  # what floatToGoString does first
     if type(value) is float:
         text = repr(value)
         dot = text.find(".")
