@@ -52,14 +52,18 @@ def ctx_for(host: HostCollector) -> ScrapeContext:
     return ScrapeContext(now=1_750_000_000.0, workload="oltp", memo={}, host=host)
 
 
+def drive_written(data: SsdPool, ctx: ScrapeContext) -> float | None:
+    return ssd_pools._drive_written("data", data, ssd_pools._linked_drives(data, ctx), ctx)
+
+
 def test_host_disks_read_by_drive_health_link_the_pool():
     data = pool(2, host_disks=["nvme0n1", "nvme1n1"])
-    assert ssd_pools._drive_written("data", data, ctx_for(host_with("nvme0n1", "nvme1n1"))) == BOTH
+    assert drive_written(data, ctx_for(host_with("nvme0n1", "nvme1n1"))) == BOTH
 
 
 def test_smart_drives_link_the_pool():
     data = pool(2, smart_drives=["nvme0n1", "nvme1n1"])
-    assert ssd_pools._drive_written("data", data, ctx_for(host_with("nvme0n1", "nvme1n1"))) == BOTH
+    assert drive_written(data, ctx_for(host_with("nvme0n1", "nvme1n1"))) == BOTH
 
 
 def test_a_pool_with_a_drive_not_read_has_no_drive_source_and_says_so_once(caplog):
@@ -67,22 +71,22 @@ def test_a_pool_with_a_drive_not_read_has_no_drive_source_and_says_so_once(caplo
     ctx = ctx_for(host_with("nvme0n1"))
     data = pool(2, host_disks=["nvme0n1", "nvme1n1"])
     with caplog.at_level(logging.WARNING):
-        assert ssd_pools._drive_written("data", data, ctx) is None
-        assert ssd_pools._drive_written("data", data, ctx) is None
+        assert drive_written(data, ctx) is None
+        assert drive_written(data, ctx) is None
     lines = [r for r in caplog.records if "source=drive is not exported" in r.getMessage()]
     assert len(lines) == 1 and lines[0].linked == 1 and lines[0].count == 2  # type: ignore[attr-defined]
 
 
 def test_no_drive_health_no_drive_source():
     data = pool(2, host_disks=["nvme0n1", "nvme1n1"])
-    assert ssd_pools._drive_written("data", data, ctx_for(HostCollector())) is None
+    assert drive_written(data, ctx_for(HostCollector())) is None
 
 
 def test_drive_source_metrics_count_from_the_in_service_date():
     data = pool(2, host_disks=["nvme0n1", "nvme1n1"])
     ctx = ctx_for(host_with("nvme0n1", "nvme1n1"))
     out = FamilyBuilder({})
-    written = ssd_pools._drive_written("data", data, ctx)
+    written = drive_written(data, ctx)
     pool_metrics("data", data, None, None, out, written)
     counting_metrics("data", data, None, None, ctx, out, written)
     got = samples_of(exposition(out.families()))
@@ -139,7 +143,7 @@ def test_a_pools_drives_report_their_wear_under_the_target():
     data = pool(2, smart_drives=["nvme0n1", "nvme1n1"])
     ctx = ctx_for(host_with("nvme0n1", "nvme1n1"))
     out = FamilyBuilder({})
-    ssd_pools._drive_wear("data", data, ctx, out)
+    ssd_pools._drive_wear("data", ssd_pools._linked_drives(data, ctx), ctx, out)
     got = samples_of(exposition(out.families()))
     used, written = "mssql_ssd_pool_drive_life_used_ratio", "mssql_ssd_pool_drive_host_written_bytes"
     assert value(got, used, pool="data", device="nvme0n1") == 0.0
@@ -154,6 +158,6 @@ def test_a_drive_not_read_yet_reports_no_wear():
     config = DriveHealthConfig.model_validate({"drives": [{"name": "nvme0n1"}]})
     ctx = ctx_for(HostCollector(drives=DriveMonitor(config, run=lambda argv, timeout: None)))
     out = FamilyBuilder({})
-    ssd_pools._drive_wear("data", data, ctx, out)
+    ssd_pools._drive_wear("data", ssd_pools._linked_drives(data, ctx), ctx, out)
     assert out.families() == []
 

@@ -44,20 +44,27 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         host = None
         if pool.host_disks and host_written is not None:
             host = sum(host_written.get(disk, 0.0) for disk in pool.host_disks)
-        drive = _drive_written(pool_name, pool, ctx)
+        linked = _linked_drives(pool, ctx)
+        drive = _drive_written(pool_name, pool, linked, ctx)
         endurance.pool_metrics(pool_name, pool, sqlserver, host, out, drive)
         endurance.counting_metrics(pool_name, pool, sqlserver, host, ctx, out, drive)
         if drive is not None:
-            _drive_wear(pool_name, pool, ctx, out)
+            _drive_wear(pool_name, linked, ctx, out)
 
 
-def _drive_wear(pool_name: str, pool: PoolView, ctx: ScrapeContext, out: FamilyBuilder) -> None:
+def _linked_drives(pool: PoolView, ctx: ScrapeContext) -> list[str]:
+    """The pool's drives (smart_drives, then host_disks) that drive_health reads."""
+    if ctx.host is None:
+        return []
+    read = ctx.host.drive_names()
+    return [name for name in [*pool.smart_drives, *pool.host_disks] if name in read]
+
+
+def _drive_wear(pool_name: str, linked: list[str], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     """Each linked drive's life used and its own lifetime host bytes, under the target like the pool's
     other figures, so rules can set the rating the drives imply beside the rated one (the drives'
     own series are on the exporter's /metrics, which no label ties to this target)."""
     assert ctx.host is not None  # _drive_written gave a figure
-    read = ctx.host.drive_names()
-    linked = [name for name in [*pool.smart_drives, *pool.host_disks] if name in read]
     for name, (used, written) in sorted(ctx.host.drive_wear(linked).items()):
         labels = {"pool": pool_name, "device": name}
         if used is not None:
@@ -76,14 +83,12 @@ DRIVE_WRITTEN_HELP = (
 )
 
 
-def _drive_written(pool_name: str, pool: PoolView, ctx: ScrapeContext) -> float | None:
+def _drive_written(pool_name: str, pool: PoolView, linked: list[str], ctx: ScrapeContext) -> float | None:
     """The pool's lifetime host bytes from its drives' own counters; None unless every drive the pool
     counts (drives.count) is linked and has reported its bytes: a partial sum would pass for the whole."""
-    if ctx.host is None:
+    if ctx.host is None or not linked:
         return None
-    read = ctx.host.drive_names()
-    linked = [name for name in [*pool.smart_drives, *pool.host_disks] if name in read]
-    total = ctx.host.drive_written_bytes(linked) if linked else None
+    total = ctx.host.drive_written_bytes(linked)
     if total is None:
         return None
     if len(linked) != pool.drives.count:
