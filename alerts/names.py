@@ -59,6 +59,7 @@ WORKSPACE_GRANTED = "instance:mssql_memory_workspace_granted:ratio"
 OTHER_PROCESSES = "instance:mssql_os_memory_other_processes:ratio"
 # tempdb's room: free inside its data files, what autogrowth can still add, and what that comes to.
 TEMPDB_FREE_IN_FILES = "volume:mssql_tempdb_free_in_files_bytes:sum"
+TEMPDB_GROWTH_EVENT = "volume:mssql_tempdb_growth_event_bytes:sum"
 TEMPDB_GROWTH_ROOM = "volume:mssql_tempdb_growth_room_bytes:sum"
 TEMPDB_HEADROOM = "instance:mssql_tempdb_headroom_bytes:sum"
 TEMPDB_HEADROOM_RATIO = "instance:mssql_tempdb_headroom:ratio"

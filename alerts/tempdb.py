@@ -3,7 +3,10 @@
 tempdb's room (its data files; the log has its own limits): what is free inside the files, plus what
 autogrowth can still add. Files share volumes, so the growth room is computed per volume: the volume's
 free space when a data file on it grows without a maximum, otherwise the room up to the capped files'
-maximums, never more than the volume's free space. The exporter reads the pieces
+maximums, never more than the volume's free space. Growth comes in whole steps: since SQL Server 2016
+tempdb grows all its data files together (AUTOGROW_ALL_FILES), so one growth needs the steps of every
+growing file on a volume at once, and a volume's free space counts only in whole such events (a volume
+with less free space than one event can add nothing). The exporter reads the pieces
 (`mssql_tempdb_file_*`, `mssql_tempdb_volume_free_bytes`); these rules combine them. Thresholds:
 alerts/thresholds.yml `tempdb.*` and `io_latency.*`.
 """
@@ -38,6 +41,9 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
         f"  {m('mssql_tempdb_file_max_size_unlimited', DATA)} == 1\n  and {growing}\n)"
     )
     free = m("mssql_tempdb_volume_free_bytes")
+    # The volume's free space in whole growth events: what growth can actually use of it.
+    event = N.TEMPDB_GROWTH_EVENT
+    usable = f"floor({free} / {event}) * {event}"
     data_size = f"sum without (file, file_type, volume) ({m('mssql_tempdb_file_size_bytes', DATA)})"
     fact = partial(_fact, spec)
     rules: list[dict[str, Any]] = [
@@ -49,14 +55,29 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             ),
         },
         {
+            # What one growth takes from each volume: the next step of every data file on it that may
+            # still grow (a percentage step at today's size; the next ones are larger). A file at its
+            # maximum takes nothing.
+            "record": event,
+            "expr": (
+                "sum without (file, file_type) (\n"
+                "  (\n"
+                f"    {m('mssql_tempdb_file_growth_bytes', DATA)} > 0\n"
+                f"    or\n    ({m('mssql_tempdb_file_growth_ratio', DATA)} > 0) * {size}\n"
+                "  )\n"
+                f"  and (\n    {m('mssql_tempdb_file_max_size_unlimited', DATA)} == 1\n"
+                f"    or\n    {maximum} - {size} > 0\n  )\n)"
+            ),
+        },
+        {
             # What autogrowth can still add on each volume tempdb's files sit on: the volume's free space
-            # where a data file grows without a maximum; else the capped files' room, at most the free
-            # space; 0 where no data file may grow.
+            # in whole growth events where a data file grows without a maximum; else the capped files'
+            # room, at most that; 0 where no data file may grow.
             "record": N.TEMPDB_GROWTH_ROOM,
             "expr": (
-                f"(\n  {free}\n  and\n  {_indent(unlimited)}\n)\n"
-                f"or\n(\n  {_indent(capped)}\n  < {free}\n)\n"
-                f"or\n(\n  {free}\n  and\n  {_indent(capped)}\n)\n"
+                f"(\n  {usable}\n  and\n  {_indent(unlimited)}\n)\n"
+                f"or\n(\n  {_indent(capped)}\n  < {usable}\n)\n"
+                f"or\n(\n  {usable}\n  and\n  {_indent(capped)}\n)\n"
                 f"or\n{free} * 0"
             ),
         },
