@@ -1852,7 +1852,9 @@ def endurance_row_capacity(lim: Limits) -> list[Panel | Row]:
             f"{long_w}, for the last 8 weeks whatever the dashboard's range. The purple marks are memory "
             "changes. Micron measured tempdb writes rising when SQL Server got more memory: after a mark, "
             "a higher write rate with a larger buffer pool is that effect, and it shortens the SSDs' life "
-            "(see the pools below). No healthy range: compare before and after.",
+            "(see the pools below). No healthy range: compare before and after. Over 8 weeks Grafana "
+            "plots a point every half hour or more, so a Prometheus younger than that shows nothing here "
+            "yet; the tempdb rows above cover the dashboard's own range.",
             "Bps",
             [
                 Query(m(lim.rule("tempdb_long")), tempdb_legend),
