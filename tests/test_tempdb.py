@@ -11,6 +11,7 @@ import math
 import pytest
 
 from tests.conftest import scrape, value
+from tests.standin.tempdb import SpaceSpec, TempdbModel
 
 PAGE = 8192
 MB = 1_000_000
@@ -192,3 +193,34 @@ def test_growth_settings_travel_on_the_slow_cadence_and_sizes_every_scrape(stand
     assert value(got, "mssql_tempdb_file_growth_bytes", file="tempdev", file_type="data", volume=TEMPDB) == (
         pages(64) * PAGE
     )
+
+
+def model(free_mb: float, first_holds_mb: float) -> TempdbModel:
+    """Two 1,000 MB data files growing by 100 MB on one volume; the first holds `first_holds_mb` (user
+    objects), the second 10 MB."""
+
+    def spec(held: float) -> SpaceSpec:
+        return SpaceSpec.parse({"growth_mb": 100, "usage": {"user_objects": held}}, "test")
+
+    files = [
+        (1, "/t/tempdev.mdf", 0, pages(1000), spec(first_holds_mb)),
+        (3, "/t/temp2.ndf", 0, pages(1000), spec(10)),
+    ]
+    return TempdbModel(files, {"/t": {"total_gb": 10, "free_gb": free_mb / 1000}})
+
+
+def test_the_stand_in_grows_every_data_file_at_once_or_none():
+    """SQL Server grows all of tempdb's data files together (AUTOGROW_ALL_FILES, 2016 on), and the rules'
+    growth room counts the volume's free space in whole such events: the stand-in must grow the same way."""
+    # The first file needs 1,250 MB: three growths of both files (1,300 MB each), 600 MB of the volume.
+    first, second = model(free_mb=1000, first_holds_mb=1250).space(now=10, since=0)
+    assert first.size_pages == second.size_pages == pages(1000) + 3 * pages(100)
+    assert first.unallocated_pages == pages(1000) + 3 * pages(100) - pages(1250)
+    # 250 MB free: one growth (200 MB) fits, the second does not, so neither file takes its half of it.
+    first, second = model(free_mb=250, first_holds_mb=1250).space(now=10, since=0)
+    assert first.size_pages == second.size_pages == pages(1000) + pages(100)
+    assert first.unallocated_pages == 0  # full: 1,250 MB wanted, 1,100 MB held
+    assert first.held["user_objects"] == pages(1000) + pages(100)
+    # 150 MB free: less than one growth of both files, although one file's step would fit.
+    first, second = model(free_mb=150, first_holds_mb=1250).space(now=10, since=0)
+    assert first.size_pages == second.size_pages == pages(1000)

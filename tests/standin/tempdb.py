@@ -16,11 +16,12 @@ Sizes are in MB of 10^6 bytes, as size_mb in files.py. Growth per second counts 
 step and the instance's start: tempdb is recreated at every start, so what it held is gone.
 
 Each data file starts at its size_mb (what sys.master_files keeps) when the instance starts. When what
-it holds outgrows it, it grows by its step, up to max_size and as far as its volume's free space allows
-(a step that would pass max_size stops at max_size, as SQL Server does); what still does not fit is
-not held: the file is full, where SQL Server would fail the allocation with error 1105. Whatever the
-file does not hold is unallocated. Files do not grow together here (SQL Server grows all of tempdb's
-data files at once since 2016), so a scenario can show uneven files.
+one holds outgrows it, every data file that may grow grows by its own step at once, as SQL Server grows
+tempdb's data files since 2016 (AUTOGROW_ALL_FILES); files that start uneven stay uneven. A step stops
+at the file's max_size (as SQL Server does), and a growth happens only if every volume has room for the
+steps of the files on it; otherwise none happens and what does not fit is not held: the file is full,
+where SQL Server would fail the allocation with error 1105. Whatever a file does not hold is
+unallocated.
 """
 
 from __future__ import annotations
@@ -152,26 +153,37 @@ class TempdbModel:
         return best or (path.rsplit("\\", 1)[0] if "\\" in path else posixpath.dirname(path))
 
     def space(self, now: float, since: float) -> list[FileSpace]:
-        keys = {self.volume_of(path) for _, path, _, _, _ in self.files}
-        free = {key: self._volume(key).free_bytes for key in keys}
+        sizes = self._grown_sizes(now, since)
         out = []
-        for file_id, path, file_type, startup, spec in self.files:
-            volume = self.volume_of(path)
+        for file_id, path, _file_type, _startup, spec in self.files:
+            size = sizes[file_id]
             wanted = {kind: usage.pages_at(now, since) for kind, usage in spec.usage.items()}
-            size = startup
-            if file_type == 0:
-                # A file that grew keeps its size after the usage drops (until the instance restarts), so
-                # it is sized for the most it had to hold since the start.
-                peak = spec.peak_pages(now, since)
-                while peak > size and 0 < (step := spec.step(size)) * PAGE <= free[volume]:
-                    size += step
-                    free[volume] -= step * PAGE
             held, room = {}, size
             for kind in KINDS:  # what does not fit is not held: the file is full
                 held[kind] = min(wanted.get(kind, 0), room)
                 room -= held[kind]
-            out.append(FileSpace(file_id, size, held, room, volume))
+            out.append(FileSpace(file_id, size, held, room, self.volume_of(path)))
         return out
+
+    def _grown_sizes(self, now: float, since: float) -> dict[int, int]:
+        """Each file's size now. A data file that grew keeps its size after the usage drops (until the
+        instance restarts), so the files are sized for the most each had to hold since the start."""
+        sizes = {file_id: startup for file_id, _, _, startup, _ in self.files}
+        data = [(f, self.volume_of(path), spec) for f, path, kind, _, spec in self.files if kind == 0]
+        peaks = {file_id: spec.peak_pages(now, since) for file_id, _, spec in data}
+        free = {volume: self._volume(volume).free_bytes for _, volume, _ in data}
+        while True:
+            steps = {file_id: spec.step(sizes[file_id]) for file_id, _, spec in data}
+            if not any(peaks[f] > sizes[f] and steps[f] > 0 for f in peaks):
+                return sizes
+            need = dict.fromkeys(free, 0)
+            for file_id, volume, _ in data:
+                need[volume] += steps[file_id] * PAGE
+            if any(need[volume] > free[volume] for volume in free):
+                return sizes  # the growth fails: the files are as large as they get
+            for file_id, volume, _ in data:
+                sizes[file_id] += steps[file_id]
+                free[volume] -= steps[file_id] * PAGE
 
     def _volume(self, key: str) -> VolumeSpace:
         return self.volumes.get(key, VolumeSpace(DEFAULT_TOTAL_BYTES, DEFAULT_FREE_BYTES))
