@@ -1687,7 +1687,8 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             "What fills tempdb's data files",
             "tempdb's data files by what holds their pages (sys.dm_db_file_space_usage), stacked, against "
             "the files' size and what autogrowth can still add (up to each file's maximum and the volume's "
-            "free space). Healthy: unallocated a good part of the size, the version store flat. A rising "
+            "free space, in whole growths of all the files at once). Healthy: unallocated a good part of "
+            "the size, the version store flat. A rising "
             "version store is a transaction left open; internal objects jumping are sorts and hashes "
             "spilling (queries short of workspace memory).",
             "bytes",
