@@ -305,6 +305,9 @@ def test_permission_denied_on_one_section_fails_it_alone_then_recovers(standin, 
         ("sys.dm_os_volume_stats", {"tempdb_volumes"}, "mssql_tempdb_volume_free_bytes"),
         # the volume section applies sys.dm_os_volume_stats to tempdb.sys.database_files: both go
         ("tempdb.sys.database_files", {"tempdb_files", "tempdb_volumes"}, "mssql_tempdb_file_size_bytes"),
+        ("tempdb.sys.dm_db_log_space_usage", {"tempdb_log"}, "mssql_tempdb_log_used_bytes"),
+        # tempdb's reuse wait and the HBP databases (a slow section, in the first batch) read sys.databases
+        ("sys.databases", {"tempdb_log", "hybrid_buffer_pool"}, "mssql_tempdb_log_reuse_wait"),
     ],
 )
 def test_a_denied_view_fails_only_the_collectors_that_read_it(

@@ -377,6 +377,12 @@ SECTION_CELLS: dict[str, dict[str, st.SearchStrategy[object]]] = {
         },
     },
     "tempdb_volumes": {"file_id": ids, "total_bytes": counts, "available_bytes": counts},
+    "tempdb_log_space": {"total_log_size_in_bytes": counts, "used_log_space_in_bytes": counts},
+    "tempdb_log_reuse": {
+        "log_reuse_wait_desc": st.one_of(
+            st.sampled_from(["NOTHING", "ACTIVE_TRANSACTION", ""]), texts, counts
+        )
+    },
 }
 ERROR_COLUMNS = ("section", "failed_section", "error_number", "error_message")
 # Scenarios whose answers are the starting point: between them every section has rows (NUMA nodes,
@@ -568,6 +574,7 @@ def _negated(server: list[ScenarioServer]) -> Callable[[ResultSet], list[ResultS
         columns = {"cntr_value", "num_of_reads", "num_of_bytes_read", "io_stall_read_ms", "num_of_writes"}
         columns |= {"num_of_bytes_written", "io_stall_write_ms", "pages_kb", "size", "available_bytes"}
         columns |= {"version_store_reserved_page_count", "unallocated_extent_page_count"}
+        columns |= {"used_log_space_in_bytes"}
         columns |= {"waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms"}
         at = [i for i, column in enumerate(rs.columns) if column in columns]
         rows = [
@@ -594,4 +601,5 @@ def test_negative_readings_never_become_negative_counters():
         assert success["memory_clerks"] == 0 and success["wait_stats"] == 0
         # A negative size or free space is no reading either: the tempdb collectors say so and fail.
         assert success["tempdb_files"] == success["tempdb_usage"] == success["tempdb_volumes"] == 0
+        assert success["tempdb_log"] == 0
     assert not negative, sorted(negative)

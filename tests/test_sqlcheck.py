@@ -425,6 +425,7 @@ BRIEF_OBJECTS = {
     "sys.master_files": "view",
     "sys.database_files": "view",
     "sys.dm_db_file_space_usage": "view",
+    "sys.dm_db_log_space_usage": "view",
     "sys.dm_io_virtual_file_stats": "tvf",
     "sys.dm_os_volume_stats": "tvf",
     "sys.server_memory_optimized_hybrid_buffer_pool_configuration": "view",

@@ -56,6 +56,8 @@ def test_the_exporters_batch_passes_the_strict_checks(standin):
         "tempdb_sizes",
         "tempdb_usage",
         "tempdb_volumes",
+        "tempdb_log_space",
+        "tempdb_log_reuse",
         "hbp",
         "bpe",
         "files",
@@ -91,6 +93,12 @@ MUTATIONS = {
     "space_column": ("su.mixed_extent_page_count", "su.mixed_page_count"),
     # a column of the applied function read from the wrong side of the CROSS APPLY
     "apply_side": ("vs.available_bytes", "df.available_bytes"),
+    # tempdb's log view misspelt inside its three-part name
+    "log_view": ("FROM tempdb.sys.dm_db_log_space_usage", "FROM tempdb.sys.dm_db_log_space_used"),
+    # a log-space column spelt as the DBCC SQLPERF(LOGSPACE) habit has it
+    "log_column": ("ls.used_log_space_in_bytes", "ls.log_space_used_in_bytes"),
+    # the reuse wait read by its code's name on sys.databases, which has no such column
+    "reuse_column": ("d.log_reuse_wait_desc", "d.log_reuse_wait_description"),
 }
 
 

@@ -12,8 +12,8 @@ Scenario YAML:
          write_mb_s: 99.4, read_mb_s: 60, write_stall_ms_per_s: 40, read_stall_ms_per_s: 20}]}
     - {generate: 5000, first_id: 5, name: "db{n}", dir: /var/opt/mssql/data,
        data: {size_mb: 64, write_mb_s: 0.01}, log: {size_mb: 16, write_mb_s: 0.005}}
-tempdb's files also take growth settings and what they hold, and the scenario the free space of their
-volumes (`volume_space`): see tempdb.py.
+tempdb's files also take growth settings and what they hold (the log: `log_used`, `log_reuse_wait`), and
+the scenario the free space of their volumes (`volume_space`): see tempdb.py.
 Rates are in MB/s (10^6 bytes); I/O counts assume 64 KiB per I/O, as for SQL Server's extent-sized I/O.
 `hbp` is sys.databases.is_memory_optimized_enabled, 1 unless the scenario says otherwise: SQL Server
 2019 and later create every database with the database-level Hybrid Buffer Pool switch on.
@@ -30,7 +30,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from .tempdb import TEMPDB_ID, SpaceSpec, TempdbModel
+from .tempdb import PAGE, REUSE_WAITS, TEMPDB_ID, SpaceSpec, TempdbModel
 
 MB = 1_000_000
 IO_SIZE = 65536
@@ -215,6 +215,26 @@ class FileModel:
             )
         return rows
 
+    def tempdb_log_space(self, now: float, since: float) -> list[dict[str, object]]:
+        """tempdb.sys.dm_db_log_space_usage: one row, every log file of tempdb combined."""
+        logs = {f.file_id for f in self._tempdb_files(now) if f.type == 1}
+        if not logs:
+            return []
+        space = [f for f in self.tempdb.space(now, since) if f.file_id in logs]
+        total = sum(f.size_pages for f in space) * PAGE
+        used = sum(f.log_used_pages for f in space) * PAGE
+        return [
+            {
+                "database_id": TEMPDB_ID,
+                "total_log_size_in_bytes": total,
+                "used_log_space_in_bytes": used,
+                "used_log_space_in_percent": used * 100.0 / total if total else 0.0,
+                # tempdb is never backed up (SIMPLE recovery): the stand-in counts all of the log in use.
+                # The exporter does not read this column.
+                "log_space_in_bytes_since_last_backup": used,
+            }
+        ]
+
     def live(self, now: float) -> list[DatabaseSpec]:
         """Databases that exist, online or not: what the catalog views list."""
         return [d for d in self.databases if d.created_at <= now and (d.drop_at is None or d.drop_at > now)]
@@ -289,8 +309,12 @@ class FileModel:
                 "state": 6 if d.is_offline(now) else 0,
                 "state_desc": "OFFLINE" if d.is_offline(now) else "ONLINE",
                 "is_memory_optimized_enabled": d.hbp,
+                "log_reuse_wait": REUSE_WAITS[reuse_wait],
+                "log_reuse_wait_desc": reuse_wait,
             }
             for d in self.live(now)
+            # tempdb's from its log file's spec; the stand-in's other databases wait on nothing.
+            for reuse_wait in [self.tempdb.log_reuse_wait if d.database_id == TEMPDB_ID else "NOTHING"]
         ]
 
     def volume_lookup_fails_for(self, now: float, database_id: object, file_id: object) -> str | None:

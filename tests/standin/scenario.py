@@ -220,6 +220,7 @@ DEFAULT_DATABASES = [
                 "size_mb": 8,
                 "write_mb_s": 0.2,
                 "max_size_mb": 268435456 * 8192 / 1e6,  # SQL Server's default for a log: 2 TiB
+                "log_used": 2,  # a quarter of the 8 MB log, truncated at every checkpoint
             },
         ],
     },
@@ -275,6 +276,7 @@ class Instance:
         # tempdb's own views, by three-part name from any database (the exporter's session is in master).
         "tempdb.sys.database_files",
         "tempdb.sys.dm_db_file_space_usage",
+        "tempdb.sys.dm_db_log_space_usage",
         *SCENARIO_VIEWS,
     )
     # Views written as a mapping from one column's value to that value's row(s); the key becomes the column.
@@ -390,6 +392,7 @@ class Instance:
             "sys.dm_os_volume_stats": lambda: files.volume_stats(now, *args, since=self._since()),
             "tempdb.sys.database_files": lambda: files.tempdb_database_files(now, self._since()),
             "tempdb.sys.dm_db_file_space_usage": lambda: files.tempdb_space_usage(now, self._since()),
+            "tempdb.sys.dm_db_log_space_usage": lambda: files.tempdb_log_space(now, self._since()),
             self.HBP_VIEW: lambda: [
                 {
                     "is_configured": int((files.hbp or {}).get("configured", 0)),

@@ -9,6 +9,8 @@ Scenario YAML, on a tempdb file (database 2) next to its I/O rates:
     internal_objects: {mb: 50, steps: [[600, 30000], [900, 50]]}  # a new start at each step (a spill)
     user_objects: 20                                            # a constant
     mixed_extents: 4
+  log_used: {mb: 400, mb_s: 0.4}  # the LOG file only: what its log holds, in MB, in the same shapes
+  log_reuse_wait: ACTIVE_TRANSACTION  # the LOG file only: sys.databases.log_reuse_wait_desc (NOTHING)
 and once per scenario:
   volume_space: {/var/opt/mssql/tempdb: {total_gb: 500, free_gb: 120}}  # by path prefix
 
@@ -22,12 +24,23 @@ at the file's max_size (as SQL Server does), and a growth happens only if every 
 steps of the files on it; otherwise none happens and what does not fit is not held: the file is full,
 where SQL Server would fail the allocation with error 1105. Whatever a file does not hold is
 unallocated.
+
+The log file grows alone, by its own step, when what its log holds outgrows it: up to its max_size, and
+only if its volume has room for the step. It never shrinks until the instance restarts (a checkpoint
+truncates the log inside the file; it does not give the space back). What does not fit is not held: the
+log is full, where SQL Server would fail the change with error 9002. tempdb.sys.dm_db_log_space_usage
+reports the log's size and min(what it holds, its size).
+
+The data files and the log draw on the same volumes, so their growths happen in the order of time: each
+growth event (all data files at once, or the log alone) comes at the first moment its files need it,
+found by bisection on the usage, which only grows between steps. A growth that does not fit on its
+volume never fits later (free space only shrinks and the step stays the same): that kind grows no more.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +48,24 @@ MB = 1_000_000
 PAGE = 8192
 TEMPDB_ID = 2
 KINDS = ("version_store", "user_objects", "internal_objects", "mixed_extents")
+# sys.databases.log_reuse_wait_desc and its log_reuse_wait code (Microsoft's sys.databases page; codes
+# 10-12 are for internal use, and the rarer ones the stand-in does not need are left out).
+REUSE_WAITS = {
+    "NOTHING": 0,
+    "CHECKPOINT": 1,
+    "LOG_BACKUP": 2,
+    "ACTIVE_BACKUP_OR_RESTORE": 3,
+    "ACTIVE_TRANSACTION": 4,
+    "DATABASE_MIRRORING": 5,
+    "REPLICATION": 6,
+    "DATABASE_SNAPSHOT_CREATION": 7,
+    "LOG_SCAN": 8,
+    "AVAILABILITY_REPLICA": 9,
+    "OLDEST_PAGE": 13,
+    "XTP_CHECKPOINT": 16,
+}
+# Growth events are placed in time to within this many seconds.
+EVENT_PRECISION_S = 1e-3
 # What sys.dm_os_volume_stats reports for a volume the scenario does not describe.
 DEFAULT_TOTAL_BYTES = 4 * 10**12
 DEFAULT_FREE_BYTES = 10**12
@@ -68,14 +99,25 @@ class Usage:
         return pages(mb + self.mb_s * max(0.0, now - max(at, since)))
 
 
+def _peak(usages: Sequence[Usage], now: float, since: float) -> int:
+    """The most `usages` held at once since the instance started: usage only grows between steps, so the
+    peak is now, just before a step, or at one."""
+    times = {now}
+    for usage in usages:
+        times.update(x for t, _ in usage.starts[1:] if since < t <= now for x in (t - 1e-6, t))
+    return max(sum(u.pages_at(t, since) for u in usages) for t in times)
+
+
 @dataclass(frozen=True)
 class SpaceSpec:
-    """A tempdb file's growth settings and, for a data file, what it holds."""
+    """A tempdb file's growth settings and what it holds: a data file by usage kind, the log as a whole."""
 
     max_size_pages: int  # -1 unlimited, as sys.database_files.max_size
     growth: int  # pages, or percent when percent is set; 0 fixed
     percent: bool
     usage: Mapping[str, Usage]
+    log_used: Usage | None = None  # the log file: what its log holds
+    log_reuse_wait: str = "NOTHING"  # the log file: sys.databases.log_reuse_wait_desc
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any], where: str) -> SpaceSpec:
@@ -88,20 +130,35 @@ class SpaceSpec:
         unknown = set(usage) - set(KINDS)
         if unknown:
             raise ValueError(f"{where}: unknown usage kinds {sorted(unknown)}; known: {KINDS}")
+        is_log = int(raw.get("type", 0)) == 1
+        if is_log and usage:
+            raise ValueError(f"{where}: usage is for data files; a log file takes log_used")
+        if not is_log and ("log_used" in raw or "log_reuse_wait" in raw):
+            raise ValueError(f"{where}: log_used and log_reuse_wait are for the log file (type: 1)")
+        reuse_wait = str(raw.get("log_reuse_wait", "NOTHING"))
+        if reuse_wait not in REUSE_WAITS:
+            raise ValueError(f"{where}: log_reuse_wait {reuse_wait!r}; known: {sorted(REUSE_WAITS)}")
+        log_used = raw.get("log_used")
         return cls(
             max_size_pages=-1 if max_mb is None else pages(float(max_mb)),
             growth=growth,
             percent=percent,
             usage={kind: Usage.parse(value, f"{where}.usage.{kind}") for kind, value in usage.items()},
+            log_used=None if log_used is None else Usage.parse(log_used, f"{where}.log_used"),
+            log_reuse_wait=reuse_wait,
         )
 
     def peak_pages(self, now: float, since: float) -> int:
-        """The most the file had to hold at once since the instance started: usage only grows between
-        steps, so the peak is now, just before a step, or at one."""
-        times = {now}
-        for usage in self.usage.values():
-            times.update(x for t, _ in usage.starts[1:] if since < t <= now for x in (t - 1e-6, t))
-        return max(sum(u.pages_at(t, since) for u in self.usage.values()) for t in times)
+        """The most the data file had to hold at once since the instance started."""
+        return _peak(list(self.usage.values()), now, since)
+
+    def log_peak_pages(self, now: float, since: float) -> int:
+        """The most the log had to hold at once since the instance started (0 without log_used)."""
+        return 0 if self.log_used is None else _peak([self.log_used], now, since)
+
+    def log_pages(self, now: float, since: float) -> int:
+        """What the log wants to hold now (0 without log_used)."""
+        return 0 if self.log_used is None else self.log_used.pages_at(now, since)
 
     def step(self, size: int) -> int:
         """Pages the next autogrowth adds to a file of `size` pages (0: it does not grow)."""
@@ -122,6 +179,7 @@ class FileSpace:
     held: Mapping[str, int]  # pages per usage kind, capped at what the file could hold
     unallocated_pages: int
     volume: str
+    log_used_pages: int = 0  # the log file: what its log holds, capped at its size
 
 
 @dataclass(frozen=True)
@@ -143,6 +201,16 @@ class TempdbModel:
             prefix: VolumeSpace(int(float(v["total_gb"]) * 10**9), int(float(v["free_gb"]) * 10**9))
             for prefix, v in (volume_space or {}).items()
         }
+        # Sizes by (now, since): one scrape asks for them once per view and per file.
+        self._sizes: dict[tuple[float, float], dict[int, int]] = {}
+
+    @property
+    def log_reuse_wait(self) -> str:
+        """sys.databases.log_reuse_wait_desc of tempdb: what its log file's spec says."""
+        for _, _, file_type, _, spec in self.files:
+            if file_type == 1:
+                return spec.log_reuse_wait
+        return "NOTHING"
 
     def volume_of(self, path: str) -> str:
         """The volume_space prefix that holds `path` (longest first), else the file's directory."""
@@ -162,28 +230,58 @@ class TempdbModel:
             for kind in KINDS:  # what does not fit is not held: the file is full
                 held[kind] = min(wanted.get(kind, 0), room)
                 room -= held[kind]
-            out.append(FileSpace(file_id, size, held, room, self.volume_of(path)))
+            log_used = min(spec.log_pages(now, since), size)  # what does not fit is not held: full
+            out.append(FileSpace(file_id, size, held, room, self.volume_of(path), log_used))
         return out
 
     def _grown_sizes(self, now: float, since: float) -> dict[int, int]:
-        """Each file's size now. A data file that grew keeps its size after the usage drops (until the
-        instance restarts), so the files are sized for the most each had to hold since the start."""
+        """Each file's size now. A file that grew keeps its size after the usage drops (until the instance
+        restarts), so the files are sized for the most each had to hold since the start."""
+        key = (now, since)
+        if key not in self._sizes:
+            if len(self._sizes) > 64:
+                self._sizes.clear()
+            self._sizes[key] = self._grow(now, since)
+        return dict(self._sizes[key])
+
+    def _grow(self, now: float, since: float) -> dict[int, int]:
         sizes = {file_id: startup for file_id, _, _, startup, _ in self.files}
         data = [(f, self.volume_of(path), spec) for f, path, kind, _, spec in self.files if kind == 0]
-        peaks = {file_id: spec.peak_pages(now, since) for file_id, _, spec in data}
-        free = {volume: self._volume(volume).free_bytes for _, volume, _ in data}
+        logs = [
+            (f, self.volume_of(path), spec)
+            for f, path, kind, _, spec in self.files
+            if kind == 1 and spec.log_used is not None
+        ]
+        free = {volume: self._volume(volume).free_bytes for _, volume, _ in data + logs}
+
+        def data_due(at: float) -> bool:
+            return any(s.peak_pages(at, since) > sizes[f] and s.step(sizes[f]) > 0 for f, _, s in data)
+
+        def log_due(f: int, s: SpaceSpec) -> Callable[[float], bool]:
+            return lambda at: s.log_peak_pages(at, since) > sizes[f] and s.step(sizes[f]) > 0
+
+        # What grows together in one event: every data file at once; each log file alone.
+        events: list[tuple[Callable[[float], bool], list[tuple[int, str, SpaceSpec]]]] = [(data_due, data)]
+        events += [(log_due(f, spec), [(f, volume, spec)]) for f, volume, spec in logs]
+        growing = list(range(len(events)))
+        start = since
         while True:
-            steps = {file_id: spec.step(sizes[file_id]) for file_id, _, spec in data}
-            if not any(peaks[f] > sizes[f] and steps[f] > 0 for f in peaks):
+            due = [(_first(events[i][0], start, now), i) for i in growing if events[i][0](now)]
+            if not due:
                 return sizes
+            at, which = min(due)
+            group = events[which][1]
+            steps = {file_id: spec.step(sizes[file_id]) for file_id, _, spec in group}
             need = dict.fromkeys(free, 0)
-            for file_id, volume, _ in data:
+            for file_id, volume, _ in group:
                 need[volume] += steps[file_id] * PAGE
-            if any(need[volume] > free[volume] for volume in free):
-                return sizes  # the growth fails: the files are as large as they get
-            for file_id, volume, _ in data:
+            if any(need[volume] > free[volume] for volume in need):
+                growing.remove(which)  # the growth fails: these files are as large as they get
+                continue
+            for file_id, volume, _ in group:
                 sizes[file_id] += steps[file_id]
                 free[volume] -= steps[file_id] * PAGE
+            start = at
 
     def _volume(self, key: str) -> VolumeSpace:
         return self.volumes.get(key, VolumeSpace(DEFAULT_TOTAL_BYTES, DEFAULT_FREE_BYTES))
@@ -199,3 +297,17 @@ class TempdbModel:
             if f.volume == key
         )
         return volume.total_bytes, max(0, volume.free_bytes - grown)
+
+
+def _first(due: Callable[[float], bool], lo: float, hi: float) -> float:
+    """The first moment in [lo, hi] that `due` holds, given it holds at hi and, once it holds, it holds
+    from then on (usage only grows between steps, and what is due is measured against its peak)."""
+    if due(lo):
+        return lo
+    while hi - lo > EVENT_PRECISION_S:
+        mid = (lo + hi) / 2
+        if due(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -23,6 +23,7 @@ from . import (
     sys_info,
     tempdb,
     tempdb_files,
+    tempdb_log,
     tempdb_usage,
     tempdb_volumes,
     volumes,
@@ -51,6 +52,7 @@ COLLECTORS: tuple[CollectorRecord, ...] = tuple(
         tempdb_files,
         tempdb_usage,
         tempdb_volumes,
+        tempdb_log,
         volumes,
         ssd_pools,  # after volumes: it sums the volume totals of this scrape
         hybrid_buffer_pool,

@@ -54,6 +54,8 @@ RESERVED_LABELS = frozenset(
         "origin",
         # tempdb space (collectors/tempdb_usage.py)
         "usage",
+        # tempdb's log (collectors/tempdb_log.py)
+        "reason",
     }
 )
 
