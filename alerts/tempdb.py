@@ -18,7 +18,7 @@ from typing import Any
 
 from . import names as N
 from .names import RuleNames
-from .rule_parts import alert, instance_value, metric
+from .rule_parts import alert, instance_value, metric, with_instance_series
 from .spec import Spec, number
 
 DATA = 'file_type="data"'
@@ -26,25 +26,60 @@ UNALLOCATED = 'usage="unallocated"'
 VERSION_STORE = 'usage="version_store"'
 
 
+def _growth_rules(spec: Spec, file_type: str, event: str, room: str, together: bool) -> list[dict[str, Any]]:
+    """What one growth takes from each volume and what autogrowth can still add there, for tempdb's data
+    files (`together`: they all grow at once, so one growth takes every growing file's step) or its log
+    (its files grow one at a time, so the smallest step is what a growth needs)."""
+    m = partial(metric, spec)
+    kind = f'file_type="{file_type}"'
+    growing = (
+        f"(\n    {m('mssql_tempdb_file_growth_bytes', kind)} > 0\n"
+        f"    or {m('mssql_tempdb_file_growth_ratio', kind)} > 0\n  )"
+    )
+    size, maximum = m("mssql_tempdb_file_size_bytes", kind), m("mssql_tempdb_file_max_size_bytes", kind)
+    capped = f"sum without (file, file_type) (\n  clamp_min({maximum} - {size}, 0)\n  and {growing}\n)"
+    unlimited = (
+        "count without (file, file_type) (\n"
+        f"  {m('mssql_tempdb_file_max_size_unlimited', kind)} == 1\n  and {growing}\n)"
+    )
+    free = m("mssql_tempdb_volume_free_bytes")
+    # The volume's free space in whole growth events: what growth can actually use of it.
+    usable = f"floor({free} / {event}) * {event}"
+    return [
+        {
+            # The next step of every file that may still grow (a percentage step at today's size; the
+            # next ones are larger). A file at its maximum takes nothing.
+            "record": event,
+            "expr": (
+                f"{'sum' if together else 'min'} without (file, file_type) (\n"
+                "  (\n"
+                f"    {m('mssql_tempdb_file_growth_bytes', kind)} > 0\n"
+                f"    or\n    ({m('mssql_tempdb_file_growth_ratio', kind)} > 0) * {size}\n"
+                "  )\n"
+                f"  and (\n    {m('mssql_tempdb_file_max_size_unlimited', kind)} == 1\n"
+                f"    or\n    {maximum} - {size} > 0\n  )\n)"
+            ),
+        },
+        {
+            # The volume's free space in whole growth events where a file grows without a maximum; else
+            # the capped files' room, at most that; 0 where no file may grow.
+            "record": room,
+            "expr": (
+                f"(\n  {usable}\n  and\n  {_indent(unlimited)}\n)\n"
+                f"or\n(\n  {_indent(capped)}\n  < {usable}\n)\n"
+                f"or\n(\n  {usable}\n  and\n  {_indent(capped)}\n)\n"
+                f"or\n{free} * 0"
+            ),
+        },
+    ]
+
+
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     m = partial(metric, spec)
     t = spec.tempdb
     names = RuleNames.from_spec(spec)
-    growing = (
-        f"(\n    {m('mssql_tempdb_file_growth_bytes', DATA)} > 0\n"
-        f"    or {m('mssql_tempdb_file_growth_ratio', DATA)} > 0\n  )"
-    )
-    size, maximum = m("mssql_tempdb_file_size_bytes", DATA), m("mssql_tempdb_file_max_size_bytes", DATA)
-    capped = f"sum without (file, file_type) (\n  clamp_min({maximum} - {size}, 0)\n  and {growing}\n)"
-    unlimited = (
-        "count without (file, file_type) (\n"
-        f"  {m('mssql_tempdb_file_max_size_unlimited', DATA)} == 1\n  and {growing}\n)"
-    )
-    free = m("mssql_tempdb_volume_free_bytes")
-    # The volume's free space in whole growth events: what growth can actually use of it.
-    event = N.TEMPDB_GROWTH_EVENT
-    usable = f"floor({free} / {event}) * {event}"
     data_size = f"sum without (file, file_type, volume) ({m('mssql_tempdb_file_size_bytes', DATA)})"
+    log_size, log_used = m("mssql_tempdb_log_size_bytes"), m("mssql_tempdb_log_used_bytes")
     fact = partial(_fact, spec)
     rules: list[dict[str, Any]] = [
         {
@@ -54,33 +89,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
                 f"  {m('mssql_tempdb_file_space_bytes', UNALLOCATED)}\n)"
             ),
         },
-        {
-            # What one growth takes from each volume: the next step of every data file on it that may
-            # still grow (a percentage step at today's size; the next ones are larger). A file at its
-            # maximum takes nothing.
-            "record": event,
-            "expr": (
-                "sum without (file, file_type) (\n"
-                "  (\n"
-                f"    {m('mssql_tempdb_file_growth_bytes', DATA)} > 0\n"
-                f"    or\n    ({m('mssql_tempdb_file_growth_ratio', DATA)} > 0) * {size}\n"
-                "  )\n"
-                f"  and (\n    {m('mssql_tempdb_file_max_size_unlimited', DATA)} == 1\n"
-                f"    or\n    {maximum} - {size} > 0\n  )\n)"
-            ),
-        },
-        {
-            # What autogrowth can still add on each volume tempdb's files sit on: the volume's free space
-            # in whole growth events where a data file grows without a maximum; else the capped files'
-            # room, at most that; 0 where no data file may grow.
-            "record": N.TEMPDB_GROWTH_ROOM,
-            "expr": (
-                f"(\n  {usable}\n  and\n  {_indent(unlimited)}\n)\n"
-                f"or\n(\n  {_indent(capped)}\n  < {usable}\n)\n"
-                f"or\n(\n  {usable}\n  and\n  {_indent(capped)}\n)\n"
-                f"or\n{free} * 0"
-            ),
-        },
+        *_growth_rules(spec, "data", N.TEMPDB_GROWTH_EVENT, N.TEMPDB_GROWTH_ROOM, together=True),
         {
             # Absent when either part is unknown (a refused view): a headroom of 0 would page for nothing.
             "record": N.TEMPDB_HEADROOM,
@@ -95,6 +104,19 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "expr": (
                 f"{N.TEMPDB_HEADROOM}\n/ (\n  (\n    {data_size}\n"
                 f"    + sum without (volume) ({N.TEMPDB_GROWTH_ROOM})\n  ) > 0\n)"
+            ),
+        },
+        *_growth_rules(spec, "log", N.TEMPDB_LOG_GROWTH_EVENT, N.TEMPDB_LOG_GROWTH_ROOM, together=False),
+        {
+            # The log's room: what its active part leaves free, plus what its autogrowth can still add.
+            "record": N.TEMPDB_LOG_HEADROOM,
+            "expr": f"{log_size} - {log_used}\n+ sum without (volume) ({N.TEMPDB_LOG_GROWTH_ROOM})",
+        },
+        {
+            "record": N.TEMPDB_LOG_HEADROOM_RATIO,
+            "expr": (
+                f"{N.TEMPDB_LOG_HEADROOM}\n/ (\n  (\n    {log_size}\n"
+                f"    + sum without (volume) ({N.TEMPDB_LOG_GROWTH_ROOM})\n  ) > 0\n)"
             ),
         },
         {
@@ -191,6 +213,27 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
                 f" {{{{ $value | humanizePercentage }}}} of its room free (limit {number(share)}): "
                 + instance_value(N.TEMPDB_HEADROOM, "humanize1024", "B")
                 + " left. A full tempdb stops every query that needs it (error 1105).",
+            )
+        )
+    reuse_wait = (
+        with_instance_series("mssql_tempdb_log_reuse_wait")
+        + "{{ (first .).Labels.reason }}{{ else }}unknown{{ end }}"
+    )
+    for severity, share in (("warning", t.headroom_warning_share), ("critical", t.headroom_critical_share)):
+        rules.append(
+            alert(
+                spec,
+                N.TEMPDB_LOG_HEADROOM_LOW,
+                f"{N.TEMPDB_LOG_HEADROOM_RATIO} < {number(share)}",
+                t.headroom_for,
+                severity,
+                "tempdb's log on {{ $labels.instance }} is running out of room",
+                "tempdb's log and what its autogrowth can still add leave"
+                f" {{{{ $value | humanizePercentage }}}} of its room free (limit {number(share)}): "
+                + instance_value(N.TEMPDB_LOG_HEADROOM, "humanize1024", "B")
+                + " left. Its log_reuse_wait_desc: "
+                + reuse_wait
+                + ". A full tempdb log (error 9002) stops every change in tempdb.",
             )
         )
     rules += [

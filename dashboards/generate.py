@@ -184,6 +184,8 @@ class Limits:
             "tempdb_headroom": names_.TEMPDB_HEADROOM,
             "tempdb_headroom_ratio": names_.TEMPDB_HEADROOM_RATIO,
             "tempdb_room": names_.TEMPDB_GROWTH_ROOM,
+            "tempdb_log_room": names_.TEMPDB_LOG_GROWTH_ROOM,
+            "tempdb_log_headroom_ratio": names_.TEMPDB_LOG_HEADROOM_RATIO,
             "tempdb_exhausted_in": n.tempdb_exhausted_in,
             "tempdb_version_store": names_.TEMPDB_VERSION_STORE_BYTES,
             "tempdb_layout": names_.TEMPDB_LAYOUT_PROBLEMS,
@@ -1771,6 +1773,55 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             height=5,
             min=0,
             links=[lim.runbook(names_.TEMPDB_VERSION_STORE)],
+        ),
+        Panel(
+            "timeseries",
+            "tempdb's log",
+            "What tempdb's log holds (tempdb.sys.dm_db_log_space_usage) against its size and what its "
+            "autogrowth can still add. Healthy: used rises and falls back at each checkpoint, well under the "
+            "size. Used climbing without falling back is a transaction left open (the reuse wait beside "
+            "says ACTIVE_TRANSACTION); at the top line, changes in tempdb fail with error 9002.",
+            "bytes",
+            [
+                Query(m("mssql_tempdb_log_used_bytes"), "used"),
+                Query(m("mssql_tempdb_log_size_bytes"), "log size"),
+                Query(
+                    f"{m('mssql_tempdb_log_size_bytes')} + on (job, instance) "
+                    f"sum by (job, instance) ({m(lim.rule('tempdb_log_room'))})",
+                    "size + growth room",
+                ),
+            ],
+            width=12,
+            height=7,
+            min=0,
+            links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
+        ),
+        Panel(
+            "stat",
+            "tempdb log headroom",
+            "Free inside tempdb's log plus what its autogrowth can still add, as a share of that plus its "
+            f"size. Healthy: above {pct(t.headroom_warning_share)} (orange under it, red under "
+            f"{pct(t.headroom_critical_share)}: changes in tempdb are about to fail with error 9002).",
+            "percentunit",
+            [Query(m(lim.rule("tempdb_log_headroom_ratio")), instant=True)],
+            width=6,
+            height=7,
+            decimals=1,
+            thresholds=Thresholds.healthy_above(t.headroom_critical_share, warn=t.headroom_warning_share),
+            links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
+        ),
+        Panel(
+            "stat",
+            "tempdb log reuse wait",
+            "What keeps SQL Server from reusing tempdb's log (sys.databases.log_reuse_wait_desc). Healthy: "
+            "NOTHING or CHECKPOINT. ACTIVE_TRANSACTION for long is a transaction left open: it holds the "
+            "log and the version store.",
+            "none",
+            [Query(m("mssql_tempdb_log_reuse_wait"), "{{reason}}", instant=True)],
+            width=6,
+            height=7,
+            options={"textMode": "name", "colorMode": "none"},
+            links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
         ),
     ]
 
