@@ -184,7 +184,6 @@ class Limits:
             "tempdb_headroom": names_.TEMPDB_HEADROOM,
             "tempdb_headroom_ratio": names_.TEMPDB_HEADROOM_RATIO,
             "tempdb_room": names_.TEMPDB_GROWTH_ROOM,
-            "tempdb_log_room": names_.TEMPDB_LOG_GROWTH_ROOM,
             "tempdb_log_headroom_ratio": names_.TEMPDB_LOG_HEADROOM_RATIO,
             "tempdb_exhausted_in": n.tempdb_exhausted_in,
             "tempdb_version_store": names_.TEMPDB_VERSION_STORE_BYTES,
@@ -1777,19 +1776,15 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
         Panel(
             "timeseries",
             "tempdb's log",
-            "What tempdb's log holds (tempdb.sys.dm_db_log_space_usage) against its size and what its "
-            "autogrowth can still add. Healthy: used rises and falls back at each checkpoint, well under the "
-            "size. Used climbing without falling back is a transaction left open (the reuse wait beside "
-            "says ACTIVE_TRANSACTION); at the top line, changes in tempdb fail with error 9002.",
+            "What tempdb's log holds (tempdb.sys.dm_db_log_space_usage) against its size. Healthy: used "
+            "rises and falls back at each checkpoint, well under the size. Used climbing without falling "
+            "back is a transaction left open (the reuse wait beside says ACTIVE_TRANSACTION): the log grows "
+            "while it can (the headroom beside counts that room, usually far larger than the log) and then "
+            "changes in tempdb fail with error 9002.",
             "bytes",
             [
                 Query(m("mssql_tempdb_log_used_bytes"), "used"),
                 Query(m("mssql_tempdb_log_size_bytes"), "log size"),
-                Query(
-                    f"{m('mssql_tempdb_log_size_bytes')} + on (job, instance) "
-                    f"sum by (job, instance) ({m(lim.rule('tempdb_log_room'))})",
-                    "size + growth room",
-                ),
             ],
             width=12,
             height=7,
