@@ -7,8 +7,6 @@ on smartctl. The drive source has its own mssql_exporter_collector_success{colle
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Mapping
 
 from prometheus_client.core import Metric
@@ -16,8 +14,7 @@ from prometheus_client.core import Metric
 from ..collectors.base import FamilyBuilder
 from .drive_health import DriveMonitor, DriveView
 from .drive_parse import DriveReading
-
-log = logging.getLogger(__name__)
+from .metrics import collector_families
 
 COLLECTOR = "drive_health"
 
@@ -179,27 +176,4 @@ def collect(monitor: DriveMonitor, pools: Mapping[str, str], out: FamilyBuilder)
 
 
 def drive_families(monitor: DriveMonitor, pools: Mapping[str, str]) -> list[Metric]:
-    out = FamilyBuilder({})
-    scratch = out.child()
-    started = time.monotonic()
-    try:
-        ok = collect(monitor, pools, scratch)
-    except Exception:  # an odd reading must not break /metrics
-        ok = False
-        log.exception("drive health collector failed")
-    else:
-        out.merge(scratch)
-    labels = {"collector": COLLECTOR}
-    out.gauge(
-        "mssql_exporter_collector_success",
-        "1 if the collector succeeded, 0 otherwise.",
-        1.0 if ok else 0.0,
-        labels,
-    )
-    out.gauge(
-        "mssql_exporter_collector_duration_seconds",
-        "Seconds the exporter spent in the collector.",
-        time.monotonic() - started,
-        labels,
-    )
-    return out.families()
+    return collector_families(COLLECTOR, "drive health", lambda scratch: collect(monitor, pools, scratch))
