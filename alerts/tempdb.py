@@ -196,46 +196,58 @@ def _indent(text: str) -> str:
     return text.replace("\n", "\n  ")
 
 
+def _headroom_alerts(
+    spec: Spec, name: str, ratio: str, headroom: str, what: tuple[str, str], consequence: str
+) -> list[dict[str, Any]]:
+    """The warning and the critical of one headroom ratio, at tempdb's one pair of limits. `what`: the
+    summary's subject and the description's opening."""
+    t = spec.tempdb
+    subject, opening = what
+    return [
+        alert(
+            spec,
+            name,
+            f"{ratio} < {number(share)}",
+            t.headroom_for,
+            severity,
+            subject + " on {{ $labels.instance }} is running out of room",
+            f"{opening} still add leave {{{{ $value | humanizePercentage }}}} of its room free"
+            f" (limit {number(share)}): "
+            + instance_value(headroom, "humanize1024", "B")
+            + " left."
+            + consequence,
+        )
+        for severity, share in (
+            ("warning", t.headroom_warning_share),
+            ("critical", t.headroom_critical_share),
+        )
+    ]
+
+
 def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     t = spec.tempdb
     names = RuleNames.from_spec(spec)
-    rules: list[dict[str, Any]] = []
-    for severity, share in (("warning", t.headroom_warning_share), ("critical", t.headroom_critical_share)):
-        rules.append(
-            alert(
-                spec,
-                N.TEMPDB_HEADROOM_LOW,
-                f"{N.TEMPDB_HEADROOM_RATIO} < {number(share)}",
-                t.headroom_for,
-                severity,
-                "tempdb on {{ $labels.instance }} is running out of room",
-                "tempdb's data files and what autogrowth can still add leave"
-                f" {{{{ $value | humanizePercentage }}}} of its room free (limit {number(share)}): "
-                + instance_value(N.TEMPDB_HEADROOM, "humanize1024", "B")
-                + " left. A full tempdb stops every query that needs it (error 1105).",
-            )
-        )
     reuse_wait = (
         with_instance_series("mssql_tempdb_log_reuse_wait")
         + "{{ (first .).Labels.reason }}{{ else }}unknown{{ end }}"
     )
-    for severity, share in (("warning", t.headroom_warning_share), ("critical", t.headroom_critical_share)):
-        rules.append(
-            alert(
-                spec,
-                N.TEMPDB_LOG_HEADROOM_LOW,
-                f"{N.TEMPDB_LOG_HEADROOM_RATIO} < {number(share)}",
-                t.headroom_for,
-                severity,
-                "tempdb's log on {{ $labels.instance }} is running out of room",
-                "tempdb's log and what its autogrowth can still add leave"
-                f" {{{{ $value | humanizePercentage }}}} of its room free (limit {number(share)}): "
-                + instance_value(N.TEMPDB_LOG_HEADROOM, "humanize1024", "B")
-                + " left. Its log_reuse_wait_desc: "
-                + reuse_wait
-                + ". A full tempdb log (error 9002) stops every change in tempdb.",
-            )
-        )
+    rules = _headroom_alerts(
+        spec,
+        N.TEMPDB_HEADROOM_LOW,
+        N.TEMPDB_HEADROOM_RATIO,
+        N.TEMPDB_HEADROOM,
+        ("tempdb", "tempdb's data files and what autogrowth can"),
+        " A full tempdb stops every query that needs it (error 1105).",
+    )
+    rules += _headroom_alerts(
+        spec,
+        N.TEMPDB_LOG_HEADROOM_LOW,
+        N.TEMPDB_LOG_HEADROOM_RATIO,
+        N.TEMPDB_LOG_HEADROOM,
+        ("tempdb's log", "tempdb's log and what its autogrowth can"),
+        f" Its log_reuse_wait_desc: {reuse_wait}. A full tempdb log (error 9002) stops every change in"
+        " tempdb.",
+    )
     rules += [
         alert(
             spec,

@@ -1667,6 +1667,33 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
     ]
 
 
+def headroom_stat(
+    lim: Limits,
+    title: str,
+    what: str,
+    red_means: str,
+    rule_and_alert: tuple[str, str],
+    width: int,
+    height: int,
+) -> Panel:
+    """A tempdb headroom ratio against the one pair of limits its alert uses."""
+    t = lim.spec.tempdb
+    rule, alert_name = rule_and_alert
+    return Panel(
+        "stat",
+        title,
+        f"{what} Healthy: above {pct(t.headroom_warning_share)} (orange under it, red under "
+        f"{pct(t.headroom_critical_share)}: {red_means}).",
+        "percentunit",
+        [Query(m(lim.rule(rule)), instant=True)],
+        width=width,
+        height=height,
+        decimals=1,
+        thresholds=Thresholds.healthy_above(t.headroom_critical_share, warn=t.headroom_warning_share),
+        links=[lim.runbook(alert_name)],
+    )
+
+
 def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
     """The endurance dashboard's row "tempdb space": what fills tempdb, its room and its layout."""
     t = lim.spec.tempdb
@@ -1704,19 +1731,15 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             custom={"stacking": {"group": "A", "mode": "normal"}, "fillOpacity": 40},
             overrides=[override(name, *UNSTACKED) for name in ("data files' size", "size + growth room")],
         ),
-        Panel(
-            "stat",
+        headroom_stat(
+            lim,
             "tempdb headroom",
             "Free inside tempdb's data files plus what autogrowth can still add, as a share of that plus "
-            f"what is allocated. Healthy: above {pct(t.headroom_warning_share)} (orange under it, red under "
-            f"{pct(t.headroom_critical_share)}: queries needing tempdb are about to fail with error 1105).",
-            "percentunit",
-            [Query(m(lim.rule("tempdb_headroom_ratio")), instant=True)],
+            "what is allocated.",
+            "queries needing tempdb are about to fail with error 1105",
+            ("tempdb_headroom_ratio", names_.TEMPDB_HEADROOM_LOW),
             width=4,
             height=9,
-            decimals=1,
-            thresholds=Thresholds.healthy_above(t.headroom_critical_share, warn=t.headroom_warning_share),
-            links=[lim.runbook(names_.TEMPDB_HEADROOM_LOW)],
         ),
         Panel(
             "stat",
@@ -1791,19 +1814,15 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             min=0,
             links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
         ),
-        Panel(
-            "stat",
+        headroom_stat(
+            lim,
             "tempdb log headroom",
             "Free inside tempdb's log plus what its autogrowth can still add, as a share of that plus its "
-            f"size. Healthy: above {pct(t.headroom_warning_share)} (orange under it, red under "
-            f"{pct(t.headroom_critical_share)}: changes in tempdb are about to fail with error 9002).",
-            "percentunit",
-            [Query(m(lim.rule("tempdb_log_headroom_ratio")), instant=True)],
+            "size.",
+            "changes in tempdb are about to fail with error 9002",
+            ("tempdb_log_headroom_ratio", names_.TEMPDB_LOG_HEADROOM_LOW),
             width=6,
             height=7,
-            decimals=1,
-            thresholds=Thresholds.healthy_above(t.headroom_critical_share, warn=t.headroom_warning_share),
-            links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
         ),
         Panel(
             "stat",
