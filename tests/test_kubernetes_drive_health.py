@@ -13,19 +13,13 @@ from mssql_memory_exporter.config import parse_config
 
 from alerts.spec import load as load_spec
 from tests.test_compose import KUBERNETES, job_matches_selector, load_yaml
+from tests.test_packaging import kubernetes_objects
 
 DRIVE_HEALTH = KUBERNETES / "drive-health"
 
 
 def objects() -> dict[str, dict[str, Any]]:
-    kustomization = load_yaml(DRIVE_HEALTH / "kustomization.yaml")
-    found = {}
-    for resource in kustomization["resources"]:
-        data = load_yaml(DRIVE_HEALTH / resource)
-        assert {"apiVersion", "kind", "metadata"} <= set(data), resource
-        found[data["kind"]] = data
-    listed = sorted(p.name for p in DRIVE_HEALTH.glob("*.yaml") if p.name != "kustomization.yaml")
-    assert listed == sorted(kustomization["resources"]), "every manifest is listed in kustomization.yaml"
+    found = kubernetes_objects(DRIVE_HEALTH)
     assert set(found) == {"ConfigMap", "DaemonSet", "PodMonitor"}
     return found
 

@@ -165,14 +165,15 @@ def test_build_context_sends_what_the_dockerfile_copies_and_nothing_secret() -> 
 # ------------------------------------------------------------------------------------- deploy manifests
 
 
-def kubernetes_objects() -> dict[str, dict[str, Any]]:
-    kustomization = load_yaml(KUBERNETES / "kustomization.yaml")
+def kubernetes_objects(directory: Path = KUBERNETES) -> dict[str, dict[str, Any]]:
+    """The objects of a kustomization directory by kind; every manifest there must be listed in it."""
+    kustomization = load_yaml(directory / "kustomization.yaml")
     objects = {}
     for resource in kustomization["resources"]:
-        data = load_yaml(KUBERNETES / resource)
+        data = load_yaml(directory / resource)
         assert {"apiVersion", "kind", "metadata"} <= set(data), resource
         objects[data["kind"]] = data
-    assert sorted(p.name for p in KUBERNETES.glob("*.yaml") if p.name != "kustomization.yaml") == sorted(
+    assert sorted(p.name for p in directory.glob("*.yaml") if p.name != "kustomization.yaml") == sorted(
         kustomization["resources"]
     ), "every manifest is listed in kustomization.yaml"
     return objects
