@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from alerts.spec import duration_seconds
+from alerts.spec import duration_seconds, number
 from alerts.spec import load as load_spec
-from dashboards import generate
+from dashboards import capacity, frame, limits
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
 from tests.e2e_stack import (
     Prometheus,
@@ -92,11 +92,11 @@ def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
     """The stand-in(s) whose scenario the query must show data in (each of them)."""
     if "mssql_start_time_seconds" in q.expr and q.kind == "annotation":
         return ["numa"]  # restarted during the test
-    if board == generate.FLEET_UID:
+    if board == frame.FLEET_UID:
         return [everyone]
     if "tempdb_headroom_exhausted" in q.expr:
         return ["filling"]  # only a tempdb that fills up has a time until it is full
-    if board == generate.ENDURANCE_UID:
+    if board == frame.ENDURANCE_UID:
         return ["micron"]
     if "hybrid_buffer_pool_eligible" in q.expr:
         return ["hbp"]
@@ -109,8 +109,8 @@ def _short_window_expr(expr: str) -> str:
     """The stack's rules have WINDOW-long rates (--window), so a rate rests on at most WINDOW of data:
     the dashboards' projection minimum (an hour) comes down to half the window, as alerts.generate
     lowers the alerts' minimum under --window."""
-    minimum = generate.num(load_spec().endurance.projection_min_coverage_seconds)
-    short = generate.num(duration_seconds(WINDOW) / 2)
+    minimum = number(load_spec().endurance.projection_min_coverage_seconds)
+    short = number(duration_seconds(WINDOW) / 2)
     return expr.replace(f" >= {minimum}", f" >= {short}") if "_coverage_seconds" in expr else expr
 
 
@@ -274,7 +274,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             raise stack.fail(f"{len(failures)} dashboard queries failed:\n" + "\n".join(failures))
 
         # Data that is there is also the right data: a few figures checked against the scenarios.
-        m, e, f = generate.MEMORY_UID, generate.ENDURANCE_UID, generate.FLEET_UID
+        m, e, f = frame.MEMORY_UID, frame.ENDURANCE_UID, frame.FLEET_UID
         ple_panel = "Page life expectancy per NUMA node vs its floor"
         nodes = prom.query(
             substitute(_target(m, ple_panel, "B").expr, {**PLACEHOLDERS, "instance": "numa"}), at=now
@@ -317,7 +317,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
 
         # The memory-change annotation: micron's max server memory, by the bytes it moved, while the change
         # was within the rate window; nothing else of micron's memory moved.
-        memory_changes = generate.memory_change_annotation(generate.Limits.from_spec(spec))["name"]
+        memory_changes = capacity.memory_change_annotation(limits.Limits.from_spec(spec))["name"]
         [change] = results[(e, memory_changes, "annotation", "micron")]
         assert change["metric"]["memory"] == "max_server_memory"
         assert {float(v) for _, v in change["values"]} == {(new_mb - old_mb) * 2.0**20}
