@@ -154,3 +154,23 @@ def check_binary(binary: Versioned, environ: Mapping[str, str] = os.environ) -> 
     if tools_required(environ):
         pytest.fail(f"{message}; required under CI and `make test`", pytrace=False)
     pytest.skip(message)
+
+
+# --- Thanos ------------------------------------------------------------------------------------------
+# The long-term-store tests run Thanos (sidecar, store, query, compact, tools) built from its Go module by
+# scripts/thanos.sh into this cache once per machine (the test bootstrap calls it).
+THANOS_VERSION = "0.42.4"
+THANOS_SCRIPT = "scripts/thanos.sh"
+
+
+def thanos_bin(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where scripts/thanos.sh puts the binary: the same rule as the script's."""
+    if environ.get("THANOS_CACHE"):
+        return Path(environ["THANOS_CACHE"]) / "bin" / "thanos"
+    cache = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "mssql-memory-exporter" / f"thanos-{THANOS_VERSION}" / "bin" / "thanos"
+
+
+THANOS = Versioned(
+    "thanos", THANOS_VERSION, str(thanos_bin()), f"`bash {THANOS_SCRIPT}` builds it (the test bootstrap runs it)"
+)
