@@ -75,7 +75,9 @@ def test_long_term_profile_keeps_each_resolution_as_documented():
         assert line in doc, line
     services = _compose()["services"]
     thanos = {name for name, s in services.items() if name.startswith("thanos-")}
-    assert thanos == {"thanos-bucket-volume", "thanos-sidecar", "thanos-store", "thanos-compactor", "thanos-query"}
+    assert thanos == {
+        "thanos-bucket-volume", "thanos-sidecar", "thanos-store", "thanos-compactor", "thanos-query"
+    }
     for name in thanos:
         assert services[name]["profiles"] == ["long-term"]
         assert services[name]["image"].endswith(f":v{tools.THANOS_VERSION}")

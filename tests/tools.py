@@ -172,5 +172,8 @@ def thanos_bin(environ: Mapping[str, str] = os.environ) -> Path:
 
 
 THANOS = Versioned(
-    "thanos", THANOS_VERSION, str(thanos_bin()), f"`bash {THANOS_SCRIPT}` builds it (the test bootstrap runs it)"
+    "thanos",
+    THANOS_VERSION,
+    str(thanos_bin()),
+    f"`bash {THANOS_SCRIPT}` builds it (the test bootstrap runs it)",
 )
