@@ -8,8 +8,11 @@
 # the build runs in a writable copy of the module's directory, as scripts/prometheus3.sh does. It goes to a
 # cache outside the clone, because CI clones fresh and one build takes 10-20 minutes on 2 cores:
 #     ${XDG_CACHE_HOME:-$HOME/.cache}/mssql-memory-exporter/thanos-0.42.4/bin/thanos
-# (THANOS_CACHE overrides the directory above bin/). The binary is rebuilt only when it is missing or does
-# not answer `--version` with 0.42.4. Quiet when there is nothing to do; a lock keeps two runs from building
+# (THANOS_CACHE overrides the directory above bin/). Built with the release's build tags (.promu.yml:
+# netgo, slicelabels): without `slicelabels` the store gateway casts Prometheus' string-encoded labels to
+# its own slice type and dies with a segmentation fault on its first block sync. bin/thanos.tags records
+# the tags; the binary is rebuilt when it is missing, does not answer `--version` with 0.42.4, or was
+# built with other tags. Quiet when there is nothing to do; a lock keeps two runs from building
 # twice; the binary is moved into place in one rename, so a reader never sees half a file. Needs Go >= 1.26
 # at /usr/local/go/bin or on PATH (GO overrides).
 set -euo pipefail
@@ -18,6 +21,7 @@ version=0.42.4
 module=github.com/thanos-io/thanos
 module_version=v$version
 minimum_go=go1.26
+tags=netgo,slicelabels
 cache=${THANOS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mssql-memory-exporter/thanos-$version}
 bin=$cache/bin
 
@@ -28,7 +32,11 @@ answers() { # path
     [[ $first == "thanos, version $version "* ]]
 }
 
-answers "$bin/thanos" && exit 0
+built() {
+    answers "$bin/thanos" && [ "$(cat "$bin/thanos.tags" 2>/dev/null)" = "$tags" ]
+}
+
+built && exit 0
 
 mkdir -p "$bin"
 exec 9>"$cache/.lock"
@@ -36,7 +44,7 @@ if ! flock -n 9; then
     echo "thanos: another run is building Thanos $version; waiting for it" >&2
     flock 9
 fi
-answers "$bin/thanos" && exit 0  # the other run built it
+built && exit 0  # the other run built it
 
 export PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod
 go=${GO:-go}
@@ -67,10 +75,13 @@ chmod -R u+w "$work/src"
 # The version stamped as the release builds do, so `--version` says 0.42.4.
 ldflags="-X github.com/prometheus/common/version.Version=$version"
 echo "thanos: building thanos $version into $bin (10-20 minutes on 2 cores; once per machine)" >&2
-(cd "$work/src" && "$go" build -ldflags "$ldflags" -o "$work/thanos" ./cmd/thanos)
+(cd "$work/src" && "$go" build -tags "$tags" -ldflags "$ldflags" -o "$work/thanos" ./cmd/thanos)
 if ! answers "$work/thanos"; then
     echo "thanos: the thanos just built does not answer version $version:" >&2
     "$work/thanos" --version >&2 || true
     exit 1
 fi
+echo "$tags" > "$work/thanos.tags"
+rm -f "$bin/thanos.tags"  # a binary without its tags file counts as stale until both are in place
 mv -f "$work/thanos" "$bin/thanos"
+mv -f "$work/thanos.tags" "$bin/thanos.tags"

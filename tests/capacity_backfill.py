@@ -12,8 +12,9 @@ from pathlib import Path
 
 from tests.capacity_history import DAY, GB, HOUR, PLANNED, History
 
-# Blocks of 31 days: few blocks for a year (the compactor downsamples blocks longer than 40 h to 5 m and
-# 5 m blocks longer than 10 days to 1 h), and a block that size is what a compacted bucket holds.
+# Long blocks (promtool cuts them at about 20 days within this limit): few blocks for a year, each long
+# enough for the compactor to downsample (raw blocks longer than 40 h to 5 m, 5 m blocks longer than
+# 10 days to 1 h), as the blocks of a compacted bucket are.
 BLOCK_DURATION = "744h"
 
 

@@ -99,6 +99,7 @@ mod) printf '{\n\t"Dir": "%s"\n}\n' "$FAKE_MODULE" ;;
 build)
     out=$(printf '%s\n' "$@" | sed -n '/^-o$/{n;p}')
     case "$*" in *"version.Version=0.42.4"*) ;; *) echo "fake go: version not stamped" >&2; exit 1 ;; esac
+    case "$*" in *"-tags netgo,slicelabels "*) ;; *) echo "fake go: not the release's tags" >&2; exit 1 ;; esac
     if [ "$(pwd -P)" = "$(cd "$FAKE_MODULE" && pwd -P)" ] || [ ! -f go.mod ]; then
         echo "fake go: built in $PWD, not in a copy of the module" >&2; exit 1
     fi
@@ -135,10 +136,23 @@ def test_thanos_script_builds_once_into_the_cache_the_tests_read(fake_go: dict[s
     assert binary == Path(fake_go["XDG_CACHE_HOME"]) / "mssql-memory-exporter/thanos-0.42.4/bin/thanos"
     assert tools._reported_version(str(binary), "thanos") == "0.42.4"
     assert sorted(p.name for p in binary.parent.parent.iterdir()) == [".lock", "bin"]
+    assert (binary.parent / "thanos.tags").read_text() == "netgo,slicelabels\n"
     calls = Path(fake_go["FAKE_GO_LOG"]).read_text()
     second = _run(fake_go)
     assert second.returncode == 0 and second.stderr == ""
     assert Path(fake_go["FAKE_GO_LOG"]).read_text() == calls, "nothing rebuilt, go not even asked"
+
+
+def test_thanos_built_without_the_release_tags_is_rebuilt(fake_go: dict[str, str]):
+    """The first build here left out `slicelabels`: its store gateway segfaulted on the first block sync
+    although `--version` answered 0.42.4. Such a binary (no tags file) must not pass for built."""
+    assert _run(fake_go).returncode == 0
+    binary = tools.thanos_bin(fake_go)
+    (binary.parent / "thanos.tags").unlink()
+    again = _run(fake_go)
+    assert again.returncode == 0, again.stderr
+    assert "building thanos 0.42.4" in again.stderr
+    assert (binary.parent / "thanos.tags").read_text() == "netgo,slicelabels\n"
 
 
 def test_thanos_script_refuses_an_old_go_before_downloading(fake_go: dict[str, str]):

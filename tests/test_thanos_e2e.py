@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests import tools
-from tests.capacity_backfill import BLOCK_DURATION, backfill, expected_rows, report
+from tests.capacity_backfill import backfill, expected_rows, report
 from tests.capacity_history import fleet
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
 from tests.e2e_stack import ROOT, Stack, free_port, http_get
@@ -85,14 +85,14 @@ def run_thanos(thanos: str, *args: str, timeout: float = 240) -> str:
     return result.stdout + result.stderr
 
 
-def bucket_resolutions(bucket: Path) -> dict[int, int]:
-    """Resolution (ms) -> number of blocks in the bucket, from each block's meta.json."""
-    found: dict[int, int] = {}
+def bucket_blocks(bucket: Path) -> list[tuple[int, float]]:
+    """(resolution in ms, end in unix seconds) of each block in the bucket not marked for deletion."""
+    found = []
     for meta in bucket.glob("*/meta.json"):
         if (meta.parent / "deletion-mark.json").exists():
             continue
-        resolution = json.loads(meta.read_text())["thanos"]["downsample"]["resolution"]
-        found[resolution] = found.get(resolution, 0) + 1
+        data = json.loads(meta.read_text())
+        found.append((data["thanos"]["downsample"]["resolution"], data["maxTime"] / 1000))
     return found
 
 
@@ -124,7 +124,7 @@ def dashboard_warnings(base: str, now: float) -> list[str]:
 @pytest.mark.parametrize("prometheus", tools.prometheus_versions(), ids=str)
 def test_year_through_thanos_with_shards(prometheus, standin, tmp_path: Path):
     tools.check_binary(prometheus)
-    tools.check_binary(tools.THANOS)
+    tools.check_thanos()
     thanos = tools.THANOS.path
     promtool = str(Path(prometheus.path).with_name("promtool")) if "/" in prometheus.path else "promtool"
     history = fleet(year_end())
@@ -139,14 +139,17 @@ def test_year_through_thanos_with_shards(prometheus, standin, tmp_path: Path):
         run_thanos(thanos, "tools", "bucket", "upload-blocks", f"--path={blocks}", f'--label=shard="{shard}"',
                    "--shipper.upload-compacted", f"--objstore.config-file={objstore}")
     # One compactor pass: downsample (raw -> 5 m -> 1 h) and apply the shipped retention, so everything
-    # older than 30 days is left only as downsampled data.
+    # older than 30 days is left only as downsampled data. The blocks were made a moment ago: without
+    # --consistency-delay=0s the compactor would leave them for 30 minutes (the default) as possibly
+    # still being uploaded.
     run_thanos(thanos, "compact", f"--data-dir={tmp_path / 'compact'}", f"--objstore.config-file={objstore}",
                "--retention.resolution-raw=30d", "--retention.resolution-5m=365d",
-               "--retention.resolution-1h=1825d", "--delete-delay=0s", "--http-address=127.0.0.1:0",
-               timeout=300)
-    resolutions = bucket_resolutions(bucket)
-    assert resolutions.get(3_600_000, 0) >= 10, f"no 1 h blocks after compaction: {resolutions}"
-    assert BLOCK_DURATION == "744h"
+               "--retention.resolution-1h=1825d", "--delete-delay=0s", "--consistency-delay=0s",
+               "--http-address=127.0.0.1:0", timeout=300)
+    blocks = bucket_blocks(bucket)
+    assert sum(1 for res, _ in blocks if res == 3_600_000) >= 10, f"no 1 h blocks after compaction: {blocks}"
+    old_raw = [end for res, end in blocks if res == 0 and end < time.time() - 30 * 86400]
+    assert not old_raw, f"raw blocks older than the 30 days' retention kept: {blocks}"
 
     targets = live_targets()
     with Stack(tmp_path / "stack") as stack:
@@ -184,6 +187,7 @@ def test_year_through_thanos_with_shards(prometheus, standin, tmp_path: Path):
         store_grpc, store_http = free_port(), free_port()
         stack.start_process("store", [
             thanos, "store", f"--data-dir={tmp_path / 'store'}", f"--objstore.config-file={objstore}",
+            "--ignore-deletion-marks-delay=0s",  # the raw blocks retention just took are gone at once
             f"--grpc-address=127.0.0.1:{store_grpc}", f"--http-address=127.0.0.1:{store_http}"],
             f"http://127.0.0.1:{store_http}/-/ready", timeout=90)
         endpoints.append(f"127.0.0.1:{store_grpc}")

@@ -177,3 +177,17 @@ THANOS = Versioned(
     str(thanos_bin()),
     f"`bash {THANOS_SCRIPT}` builds it (the test bootstrap runs it)",
 )
+THANOS_TAGS = "netgo,slicelabels"  # scripts/thanos.sh's build tags, recorded in bin/thanos.tags
+
+
+def check_thanos(environ: Mapping[str, str] = os.environ) -> None:
+    """check_binary for Thanos, and that it was built with the release's tags: without `slicelabels` its
+    store gateway dies on the first block sync, which would fail the test for the wrong reason."""
+    check_binary(THANOS, environ)
+    tags_file = Path(THANOS.path).with_name("thanos.tags")
+    tags = tags_file.read_text().strip() if tags_file.exists() else "(none recorded)"
+    if tags != THANOS_TAGS:
+        message = f"thanos at {THANOS.path} was built with tags {tags}, not {THANOS_TAGS}; {THANOS.install_hint}"
+        if tools_required(environ):
+            pytest.fail(f"{message}; required under CI and `make test`", pytrace=False)
+        pytest.skip(message)
