@@ -99,7 +99,7 @@ mod) printf '{\n\t"Dir": "%s"\n}\n' "$FAKE_MODULE" ;;
 build)
     out=$(printf '%s\n' "$@" | sed -n '/^-o$/{n;p}')
     case "$*" in *"version.Version=0.42.4"*) ;; *) echo "fake go: version not stamped" >&2; exit 1 ;; esac
-    case "$*" in *"-tags netgo,slicelabels "*) ;; *) echo "fake go: not the release's tags" >&2; exit 1 ;; esac
+    case "$*" in *"-tags netgo,slicelabels "*) ;; *) echo "fake go: not the release tags" >&2; exit 1 ;; esac
     if [ "$(pwd -P)" = "$(cd "$FAKE_MODULE" && pwd -P)" ] || [ ! -f go.mod ]; then
         echo "fake go: built in $PWD, not in a copy of the module" >&2; exit 1
     fi

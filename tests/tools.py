@@ -187,7 +187,8 @@ def check_thanos(environ: Mapping[str, str] = os.environ) -> None:
     tags_file = Path(THANOS.path).with_name("thanos.tags")
     tags = tags_file.read_text().strip() if tags_file.exists() else "(none recorded)"
     if tags != THANOS_TAGS:
-        message = f"thanos at {THANOS.path} was built with tags {tags}, not {THANOS_TAGS}; {THANOS.install_hint}"
+        message = f"thanos at {THANOS.path} was built with tags {tags}, not {THANOS_TAGS}; "
+        message += THANOS.install_hint
         if tools_required(environ):
             pytest.fail(f"{message}; required under CI and `make test`", pytrace=False)
         pytest.skip(message)
