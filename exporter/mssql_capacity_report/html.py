@@ -5,6 +5,7 @@ scripts, fonts or other files, so the page can be mailed or attached to a ticket
 from __future__ import annotations
 
 import html
+import time
 
 from .arithmetic import decimal_bytes, decimal_rate
 from .collect import Report, Row
@@ -46,6 +47,12 @@ def _bars(rows: list[Row], start: float, end: float) -> str:
                 f'<rect x="{x0:.1f}" y="{TOP + half - 6 - h:.1f}" width="{max(x1 - x0, 1):.1f}" '
                 f'height="{h:.1f}" fill="#3274d9"><title>{title}</title></rect>'
             )
+            if row.share is not None and x1 - x0 > 60:
+                label = html.escape(f"{decimal_rate(row.write_rate_bytes_per_second)}, share {row.share:.2f}")
+                parts.append(
+                    f'<text x="{x0 + 4:.1f}" y="{TOP + half - 10:.1f}" font-size="11" fill="#fff">'
+                    f"{label}</text>"
+                )
         else:
             parts.append(
                 f'<rect x="{x0:.1f}" y="{TOP}" width="{max(x1 - x0, 1):.1f}" height="{half - 6:.1f}" '
@@ -60,6 +67,11 @@ def _bars(rows: list[Row], start: float, end: float) -> str:
             )
     axis_y = HEIGHT - BOTTOM + 24
     parts.append(f'<line x1="{LEFT}" y1="{axis_y - 12}" x2="{WIDTH - 10}" y2="{axis_y - 12}" stroke="#444"/>')
+    for t, anchor in ((start, "start"), (end, "end")):
+        parts.append(
+            f'<text x="{x(t):.1f}" y="{axis_y + 4}" font-size="11" text-anchor="{anchor}">'
+            f"{time.strftime('%Y-%m-%d', time.gmtime(t))}</text>"
+        )
     parts.append("</svg>")
     return "\n".join(parts)
 
