@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 HOUR = 3600
 DAY = 86400
@@ -48,6 +49,8 @@ class Instance:
 class History:
     last_sample: int  # unix seconds, on the hour
     instances: list[Instance] = field(default_factory=list)
+    # Ratings and planned lives never change: the benchmark writes them daily to keep its text small.
+    constants_every_hours: int = 1
 
     @property
     def report_end(self) -> int:
@@ -62,6 +65,13 @@ class History:
 
     def openmetrics(self, shard: str) -> str:
         return "".join(self._lines(shard)) + "# EOF\n"
+
+    def write_openmetrics(self, shard: str, path: Path) -> None:
+        """The same text, streamed to a file (a year of hundreds of targets is a gigabyte)."""
+        with path.open("w") as out:
+            for line in self._lines(shard):
+                out.write(line)
+            out.write("# EOF\n")
 
     def _lines(self, shard: str) -> Iterator[str]:
         mine = [i for i in self.instances if i.shard == shard]
@@ -79,9 +89,9 @@ class History:
             for instance in mine:
                 yield from self._family(family, instance)
 
-    def _times(self, instance: Instance) -> range:
+    def _times(self, instance: Instance, every_hours: int = 1) -> range:
         first = self.last_sample - instance.first_hours_before_end * HOUR
-        return range(first, self.last_sample + 1, HOUR)
+        return range(first, self.last_sample + 1, every_hours * HOUR)
 
     def _family(self, family: str, instance: Instance) -> Iterator[str]:
         base = f'job="mssql",instance="{instance.name}"'
@@ -108,7 +118,7 @@ class History:
             if fixed is None:
                 continue
             extra = ',device="nvme0n1"' if family == "mssql_ssd_pool_drive_life_used_ratio" else ""
-            for t in self._times(instance):
+            for t in self._times(instance, self.constants_every_hours):
                 yield f"{family}{{{labels}{extra}}} {fixed:g} {t}\n"
 
 
