@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import threading
 from dataclasses import dataclass, field
 
 from .arithmetic import duration, projected_life_bytes, share
@@ -99,11 +100,13 @@ class _Reader:
         self.client = client
         self.options = options
         self.warnings: list[str] = []
+        self._lock = threading.Lock()  # the per-instance queries run in threads
 
     def _keep(self, answer: Answer) -> Answer:
-        for warning in answer.warnings:
-            if warning not in self.warnings:
-                self.warnings.append(warning)
+        with self._lock:
+            for warning in answer.warnings:
+                if warning not in self.warnings:
+                    self.warnings.append(warning)
         return answer
 
     def instant(self, expr: str, at: float) -> Answer:
