@@ -49,15 +49,21 @@ def report(url: str, *args: str, timeout: float = 240) -> Completed:
     return Completed(result.returncode, result.stdout, result.stderr)
 
 
-def expected_rows(history: History) -> list[dict[str, object]]:
+def expected_rows(history: History, stamp_delay: float = 0) -> list[dict[str, object]]:
     """The rows by hand. L is the last sample, R = L + 30 min the report's end; the grid steps hourly
     back from R. A period starts half an hour after the first sample (the first grid step whose window
     holds data); a memory change at C is flagged at C + 30 min (the first two-hour window with both
-    sizes) and takes (C - 1.5 h, C + 30 min] out of both periods; each period's rate is its slope."""
+    sizes) and takes (C - 1.5 h, C + 30 min] out of both periods; each period's rate is its slope.
+
+    `stamp_delay`: Thanos stamps each downsampled aggregate at the end of its window, so on 1 h data a
+    series' first sample and each memory change show an hour late, and every break of the periods moves
+    an hour later."""
     last, end = history.last_sample, history.report_end
-    first = last - 364 * DAY
-    change_a, change_c, change_d = last - 182 * DAY, last - 100 * DAY, last - 2 * HOUR
-    first_d = last - 30 * DAY
+    first = last - 364 * DAY + stamp_delay
+    change_a, change_c = last - 182 * DAY + stamp_delay, last - 100 * DAY + stamp_delay
+    # The newest block is too short for 1 h data: its 5 m aggregates, 5 minutes late, stay on the grid.
+    change_d = last - 2 * HOUR
+    first_d = last - 30 * DAY + stamp_delay
 
     def row(instance: str, pool: str, start: float, stop: float, memory: float, rate: float | None,
             rated: float | None, note: str = "") -> dict[str, object]:

@@ -220,7 +220,13 @@ def test_year_through_thanos_with_shards(prometheus, standin, tmp_path: Path):
         result = report(query, "--end", str(history.report_end), "--format", "csv", "--resolution", "1h")
         assert result.returncode == 1, result  # the pool without a rating, the too-short period
         assert "partial response" not in result.stdout + result.stderr, result
-        check_rows(result.rows(), expected_rows(history))
+        # Two properties of Thanos' downsampled data, measured here (docs/scaling.md): an aggregate is
+        # stamped at the end of its window, so a series' first sample and each memory change show one
+        # step late (every break of the periods moves one step later); and a window
+        # that reads 1 h blocks and then 5 m blocks (the newest block is too short for 1 h) sees the
+        # counter over a span up to 55 minutes shorter than the bytes it holds: the rate of such a period
+        # is high by at most one step over its length (0.02% on half a year, 0.14% on 30 days).
+        check_rows(result.rows(), expected_rows(history, stamp_delay=3600), slack_seconds=3600)
         assert dashboard_warnings(query, time.time()) == []
 
         # A shard stops: the fleet view says so instead of showing smaller totals.

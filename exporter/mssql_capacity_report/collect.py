@@ -40,6 +40,8 @@ DRIVE_LIFE_USED = "mssql_ssd_pool_drive_life_used_ratio"
 IMPLIED_ENDURANCE_RULE = "pool:mssql_ssd_drive_implied_endurance_bytes:sum"
 # Thanos' advice and the bundle's rule: a rate window holds at least five samples of the data it reads.
 WINDOWS_PER_RESOLUTION = 5
+# A gap in the data splits a period only when it is at least this many steps long.
+GAP_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -157,10 +159,16 @@ def _breaks(reader: _Reader, selector: str) -> dict[str, list[Break]]:
                 f" > max by (instance) (min_over_time({series}[{two_steps}])) * {grow!r}"
             ),
         )
+    # Data starts or stops: a step with data after GAP_STEPS steps without, or the reverse. Shorter gaps
+    # (a downsampled block can lack its first point at a block boundary; a scrape or two missed) stay
+    # inside the period: the counter's increase spans them.
+    gap = _window(GAP_STEPS * o.step_seconds)
     present = f"count by (instance) (count_over_time({written}[{step}]))"
-    before = f"count by (instance) (count_over_time({written}[{step}] offset {step}))"
+    before = f"count by (instance) (count_over_time({written}[{gap}] offset {step}))"
+    last_of_old = f"count by (instance) (count_over_time({written}[{step}] offset {gap}))"
+    since_then = f"count by (instance) (count_over_time({written}[{gap}]))"
     add("data_starts", reader.flagged(f"{present} unless {before}"))
-    add("data_stops", reader.flagged(f"{before} unless {present}"))
+    add("data_stops", reader.flagged(f"{last_of_old} unless {since_then}"))
     return breaks
 
 
@@ -186,7 +194,7 @@ def _rows_for_instance(
     reader: _Reader, selector: str, instance: str, pools: list[str], breaks: list[Break], rule_seen: bool
 ) -> list[Row]:
     o = reader.options
-    periods = periods_between(breaks, o.end - o.since_seconds, o.end, o.step_seconds)
+    periods = periods_between(breaks, o.end - o.since_seconds, o.end, o.step_seconds, GAP_STEPS)
     minimum = WINDOWS_PER_RESOLUTION * max(o.step_seconds, o.resolution_seconds)
     rows: list[Row] = []
     for period in periods:
