@@ -16,7 +16,7 @@ from mssql_capacity_report.periods import Break, MemoryPeriod, periods_between
 from alerts import spec as alert_spec
 from tests import tools
 from tests.capacity_backfill import backfill, expected_rows, report
-from tests.capacity_history import HOUR, fleet
+from tests.capacity_history import GB, HOUR, History, Instance, Pool, fleet
 from tests.e2e_stack import Stack, free_port
 
 
@@ -179,3 +179,33 @@ def test_backfilled_year_in_prometheus(prometheus, tmp_path: Path):
         assert page.stdout.count("<svg") == 5 and "http" not in page.stdout.replace(
             'xmlns="http://www.w3.org/2000/svg"', ""
         )
+
+
+def test_drives_read_without_the_recording_rule_say_so(tmp_path: Path):
+    """The drives' wear is read but pool:mssql_ssd_drive_implied_endurance_bytes:sum was never recorded
+    (rule file not loaded): the row names the rule instead of leaving the column silently empty, and the
+    rated figures are still given."""
+    prometheus = tools.prometheus_versions()[0]
+    tools.check_binary(prometheus)
+    last = year_end()
+    history = History(last, [Instance("sql-x", "0", [(40 * 24, 64 * GB)],
+                                      [Pool("data", 7e15, {64 * GB: 2e6}, life_used=0.3)],
+                                      first_hours_before_end=30 * 24)])
+    data = backfill("promtool", history, "0", tmp_path / "data")
+    with Stack(tmp_path) as stack:
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        config = stack.write("prometheus.yml", {"global": {"scrape_interval": "1h"}})
+        stack.start_process(
+            "prometheus",
+            [prometheus.path, f"--config.file={config}", f"--storage.tsdb.path={data}",
+             "--storage.tsdb.retention.time=2y", f"--web.listen-address=127.0.0.1:{port}"],
+            f"{base}/-/ready", timeout=60,
+        )
+        result = report(base, "--end", str(history.report_end), "--since", "30d", "--format", "csv")
+    (row,) = result.rows()
+    assert result.returncode == 1, result  # the share is there, one of the wear figures is not
+    assert float(row["write_rate_bytes_per_second"]) == pytest.approx(2e6)
+    assert float(row["drive_life_used_ratio"]) == pytest.approx(0.3)
+    assert row["drive_implied_endurance_bytes"] == ""
+    assert "recording rule pool:mssql_ssd_drive_implied_endurance_bytes:sum not loaded" in row["note"]

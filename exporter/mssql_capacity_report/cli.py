@@ -2,8 +2,9 @@
 
     mssql-capacity-report --prometheus http://thanos-query:10902 --since 365d --format markdown
 
-Exit status: 0 every row has its figures; 1 the report is printed but some rows lack a figure or the
-endpoint answered without some of its stores (each row says which); 2 bad arguments; 3 nothing could be
+Exit status: 0 every row has its figures; 1 the report is printed but some rows lack a figure (the
+drives' wear included, where the drives are read) or the endpoint answered without some of its stores
+(each row says which); 2 bad arguments; 3 nothing could be
 computed (endpoint unreachable or too slow, no pool wrote anything in the range).
 """
 

@@ -75,7 +75,8 @@ class Row:
 
     @property
     def complete(self) -> bool:
-        return self.share is not None
+        """Every figure there and nothing to say: a note always means something is missing."""
+        return self.share is not None and not self.notes
 
 
 @dataclass
