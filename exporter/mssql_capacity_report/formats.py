@@ -75,39 +75,48 @@ def _date(seconds: float | None) -> str:
     return "" if seconds is None else time.strftime("%Y-%m-%d %H:%M", time.gmtime(seconds))
 
 
+MARKDOWN_HEADER = [
+    "Instance", "Pool", "From", "To", "Max server memory", "Write rate", "Projected life", "Rated", "Share",
+    "Drives' life used", "Drives' implied endurance", "Note",
+]
+
+
+def text_cells(row: Row) -> list[str]:
+    """A row in decimal units, as the markdown and HTML tables show it."""
+    return [
+        row.instance,
+        row.pool,
+        _date(row.start),
+        _date(row.end),
+        _text(row.max_server_memory_bytes),
+        _text(row.write_rate_bytes_per_second, decimal_rate),
+        _text(row.projected_life_bytes),
+        _text(row.rated_bytes),
+        "-" if row.share is None else f"{row.share:.3f}",
+        "-" if row.drive_life_used is None else f"{row.drive_life_used:.0%}",
+        _text(row.drive_implied_endurance_bytes),
+        _note(row),
+    ]
+
+
+def title(report: Report) -> str:
+    o = report.options
+    return f"SSD endurance by memory size, {_date(o.end - o.since_seconds)} to {_date(o.end)} UTC"
+
+
 def to_markdown(report: Report) -> str:
     o = report.options
     lines = [
-        f"# SSD endurance by memory size, {_date(o.end - o.since_seconds)} to {_date(o.end)} UTC",
+        f"# {title(report)}",
         "",
         f"Write rate of `source=\"{o.source}\"` per period of one memory size; projected over each pool's "
         "planned life and set against its rating. Decimal units (1 TB = 10^12 bytes).",
         "",
-        "| Instance | Pool | From | To | Max server memory | Write rate | Projected life | Rated | Share "
-        "| Drives' life used | Drives' implied endurance | Note |",
+        "| " + " | ".join(MARKDOWN_HEADER) + " |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in report.rows:
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    row.instance,
-                    row.pool,
-                    _date(row.start),
-                    _date(row.end),
-                    _text(row.max_server_memory_bytes),
-                    _text(row.write_rate_bytes_per_second, decimal_rate),
-                    _text(row.projected_life_bytes),
-                    _text(row.rated_bytes),
-                    "-" if row.share is None else f"{row.share:.3f}",
-                    "-" if row.drive_life_used is None else f"{row.drive_life_used:.0%}",
-                    _text(row.drive_implied_endurance_bytes),
-                    _note(row).replace("|", "\\|"),
-                ]
-            )
-            + " |"
-        )
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in text_cells(row)) + " |")
     if report.warnings:
         lines += ["", "**Partial response.** The endpoint answered without some of its stores:", ""]
         lines += [f"- {warning}" for warning in report.warnings]

@@ -9,7 +9,7 @@ import time
 
 from .arithmetic import decimal_bytes, decimal_rate
 from .collect import Report, Row
-from .formats import to_markdown
+from .formats import MARKDOWN_HEADER, text_cells, title
 
 __all__ = ["to_html"]
 
@@ -76,6 +76,22 @@ def _bars(rows: list[Row], start: float, end: float) -> str:
     return "\n".join(parts)
 
 
+def _table(report: Report) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in MARKDOWN_HEADER)
+    body = "\n".join(
+        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in text_cells(row)) + "</tr>"
+        for row in report.rows
+    )
+    warnings = "".join(f"<li>{html.escape(w)}</li>" for w in report.warnings)
+    partial = (
+        f"<p><strong>Partial response.</strong> The endpoint answered without some of its stores:</p>"
+        f"<ul>{warnings}</ul>"
+        if warnings
+        else ""
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>{partial}"
+
+
 def to_html(report: Report) -> str:
     o = report.options
     start, end = o.end - o.since_seconds, o.end
@@ -86,11 +102,12 @@ def to_html(report: Report) -> str:
     for (instance, pool), rows in groups.items():
         body.append(f"<h2>{html.escape(instance)} · {html.escape(pool)}</h2>")
         body.append(_bars(rows, start, end))
-    table = html.escape(to_markdown(report))
     return (
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>SSD endurance by memory size</title>"
-        "<style>body{font-family:sans-serif;margin:2em}pre{font-size:12px}</style></head><body>\n"
-        "<h1>SSD endurance by memory size</h1>\n"
+        f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title(report))}</title>"
+        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:nth-child(-n+4),"
+        "td:last-child{text-align:left}</style></head><body>\n"
+        f"<h1>{html.escape(title(report))}</h1>\n"
         + "\n".join(body)
-        + f"\n<pre>{table}</pre>\n</body></html>\n"
+        + f"\n<h2>All periods (decimal units)</h2>\n{_table(report)}\n</body></html>\n"
     )
