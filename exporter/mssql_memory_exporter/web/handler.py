@@ -13,14 +13,11 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-)
 from prometheus_client.metrics_core import Metric
 
 from mssql_memory_exporter import __version__
 from mssql_memory_exporter.config import TargetConfig
-from mssql_memory_exporter.exposition import render
+from mssql_memory_exporter.exposition import CONTENT_TYPE, render
 from mssql_memory_exporter.webconfig import AUTH_REALM, WebState
 
 from .pages import PROCESS_METRICS, index_page, merge_families
@@ -261,7 +258,7 @@ class Handler(BaseHTTPRequestHandler):
             # one target's bug must not take the server down.
             log.exception("probe failed", extra={"target": target.name if target else ""})
             return text_response(500, "internal error while collecting metrics; see the exporter log")
-        return Response(200, CONTENT_TYPE_LATEST, body)
+        return Response(200, CONTENT_TYPE, body)
 
     def _send(self, response: Response, *, send_body: bool) -> None:
         self.send_response(response.status)
