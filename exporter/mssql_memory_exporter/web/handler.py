@@ -3,7 +3,6 @@ response, the access log."""
 
 from __future__ import annotations
 
-import http.client
 import io
 import logging
 import socket
@@ -24,7 +23,6 @@ from .pages import PROCESS_METRICS, index_page, merge_families
 from .requests import (
     HTML,
     LOGGED_VALUE_MAX,
-    MAX_HEADER_BYTES,
     MAX_REQUEST_LINE,
     MAX_URL_LENGTH,
     SCRAPE_TIMEOUT_HEADER,
@@ -32,79 +30,58 @@ from .requests import (
     BadRequest,
     Response,
     cut_for_log,
+    header_section_problem,
     loggable_query,
     probe_target,
     query_params,
+    request_line_problem,
     scrape_timeout,
     text_response,
 )
 
 if TYPE_CHECKING:  # the server module builds on this one
+    from .connections import Connection
     from .server import ExporterHTTPServer
 
 log = logging.getLogger(__name__)
 
 
-class _HeadReader:
-    """Reads the request line and the header section by a deadline: before each receive the socket's
-    timeout is set to the time left, so trickling bytes cannot extend it. Also stands in for the request's
-    rfile while the stdlib parses the headers, so the section as a whole is bounded (the stdlib bounds
-    only each line and the line count)."""
+class _SocketWriter(io.RawIOBase):
+    """The handler's wfile: each write goes straight to the socket (headers are gathered by the stdlib
+    first, so an answer is two sends)."""
 
-    def __init__(self, buffered: io.BufferedReader, sock: socket.socket, deadline: float) -> None:
-        self._buffered = buffered
+    def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
-        self._deadline = deadline
-        self._left = MAX_HEADER_BYTES
 
-    def request_line(self) -> bytes:
-        return self._read_line(MAX_REQUEST_LINE + 1)
+    def writable(self) -> bool:
+        return True
 
-    def readline(self, size: int = -1) -> bytes:
-        limit = self._left + 1 if size < 0 else min(size, self._left + 1)
-        line = self._read_line(limit)
-        self._left -= len(line)
-        if self._left < 0:
-            # parse_request answers LineTooLong with 431 Request Header Fields Too Large.
-            raise http.client.LineTooLong(f"header section over {MAX_HEADER_BYTES} bytes")
-        return line
-
-    def _read_line(self, limit: int) -> bytes:
-        line = bytearray()
-        while len(line) < limit:
-            left = self._deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("request line and headers not received in time")
-            self._sock.settimeout(left)
-            # peek() receives at most once, and only when nothing is buffered; read() then takes only
-            # buffered bytes, so no receive ever runs without the deadline's timeout.
-            chunk = self._buffered.peek(1)[: limit - len(line)]
-            if not chunk:
-                break  # the client closed the connection
-            end = chunk.find(b"\n")
-            line += self._buffered.read(end + 1 if end >= 0 else len(chunk))
-            if end >= 0:
-                break
-        return bytes(line)
+    def write(self, data: Any) -> int:
+        self._sock.sendall(data)
+        return len(data)
 
 
 class Handler(BaseHTTPRequestHandler):
+    """Answers ONE request whose head the connection loop has read (connections.py): `request` is the
+    Connection, its buffer the head (and any bytes of a pipelined next request). `close_connection` and
+    `consumed` tell the server what to do with the connection afterwards."""
+
     # Keep-alive: Prometheus reuses connections between scrapes.
     protocol_version = "HTTP/1.1"
+    # A request line without a version is HTTP/0.9 to the stdlib, whose answers then carry no status line
+    # at all (errors included); such lines are refused with a status line instead (request_line_problem).
+    default_request_version = "HTTP/1.0"
     # Headers and body go out in two writes; with Nagle on, a reused connection waited ~40 ms for the
     # client's delayed ACK before the body left (measured by the bench: 48 ms probes instead of 4 ms).
     disable_nagle_algorithm = True
     server_version = f"mssql-memory-exporter/{__version__}"
-    # Idle keep-alive connections each hold a thread; close them after this many seconds of silence.
-    timeout = 90
     # The stdlib's own error pages (malformed request line, oversized headers) as plain text, not HTML.
     error_content_type = TEXT
     error_message_format = "%(code)d %(message)s\n"
     # Per response: whether end_headers() sends the HTML page's CSP.
     _html_page = False
-    # Whether a request was read on this connection: the first one's header deadline starts when the
-    # connection does, the next ones' after the idle wait.
-    _idle_before_next = False
+    # Bytes of the connection's buffer this request used (its head).
+    consumed = 0
 
     @property
     def _exporter(self) -> ExporterHTTPServer:
@@ -114,59 +91,50 @@ class Handler(BaseHTTPRequestHandler):
         return self.server_version  # without the Python version the default adds
 
     def setup(self) -> None:
-        self._connected_at = time.monotonic()
-        super().setup()
+        conn = cast("Connection", self.request)
+        self.connection = conn.sock
+        if self.disable_nagle_algorithm:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+        self.rfile = io.BytesIO(bytes(conn.buffer))
+        self.wfile = _SocketWriter(conn.sock)
+
+    def handle(self) -> None:
+        self.close_connection = True
+        self.handle_one_request()
+
+    def finish(self) -> None:
+        self.consumed = self.rfile.tell()
+        self.rfile.close()
 
     def handle_one_request(self) -> None:
-        # The stdlib's loop body, with tighter limits on the request line and the header section, a
-        # deadline for both, and every method sent to _handle (which answers 405 for the ones the
+        # The stdlib's loop body for a head already in memory, with tighter limits on the request line and
+        # the header section, and every method sent to _handle (which answers 405 for the ones the
         # exporter does not serve).
         self._html_page = False
-        try:
-            head = self._head_reader()
-            if head is None:
-                self.close_connection = True
-                return
-            self.raw_requestline = head.request_line()
-            if len(self.raw_requestline) > MAX_REQUEST_LINE:
-                self.requestline = self.request_version = self.command = ""
-                self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG, f"URL longer than {MAX_URL_LENGTH} bytes")
-                return
-            if not self.raw_requestline:
-                self.close_connection = True
-                return
-            raw = self.rfile
-            self.rfile = cast(Any, head)
-            try:
-                parsed = self.parse_request()
-            finally:
-                self.rfile = raw
-                self.connection.settimeout(self.timeout)  # writing the answer: the stdlib's own timeout
-            if not parsed:
-                return  # parse_request has sent the error
-            self._handle()
-            self.wfile.flush()
-        except TimeoutError as exc:
-            self.log_error("Request timed out: %r", exc)
-            self.close_connection = True
+        self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
+        if len(self.raw_requestline) > MAX_REQUEST_LINE:
+            self._refuse(HTTPStatus.REQUEST_URI_TOO_LONG, f"URL longer than {MAX_URL_LENGTH} bytes")
+            return
+        if not self.raw_requestline:
+            return
+        problem = request_line_problem(self.raw_requestline)
+        if problem is not None:
+            self._refuse(*problem)
+            return
+        head = cast(io.BytesIO, self.rfile)
+        too_large = header_section_problem(head.getvalue(), head.tell())
+        if too_large is not None:
+            self._refuse(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, too_large)
+            return
+        if not self.parse_request():
+            return  # parse_request has sent the error
+        self._handle()
 
-    def _head_reader(self) -> _HeadReader | None:
-        """The reader for this request's line and headers, with its deadline; None when the client
-        closed a kept-alive connection instead of sending another request."""
-        header_timeout = self._exporter.header_timeout
-        if not self._idle_before_next:
-            self._idle_before_next = True
-            return _HeadReader(self._buffered, self.connection, self._connected_at + header_timeout)
-        # Kept alive: the client may stay silent for up to `timeout` between requests (TimeoutError
-        # after that), and the next request's deadline starts with its first byte.
-        self.connection.settimeout(self.timeout)
-        if not self._buffered.peek(1):
-            return None
-        return _HeadReader(self._buffered, self.connection, time.monotonic() + header_timeout)
-
-    @property
-    def _buffered(self) -> io.BufferedReader:
-        return cast(io.BufferedReader, self.rfile)  # makefile("rb") with the default buffering
+    def _refuse(self, status: int, message: str) -> None:
+        """An error answer before the request line is parsed (so with the default version's status line)."""
+        self.requestline = self.raw_requestline[:LOGGED_VALUE_MAX].decode("latin-1").rstrip("\r\n")
+        self.request_version, self.command = self.default_request_version, ""
+        self.send_error(status, message)
 
     def handle_expect_100(self) -> bool:
         # No request body is ever read, so never invite the client to send one; the final answer follows.
