@@ -93,6 +93,9 @@ class Response(NamedTuple):
     content_type: str
     body: bytes
     headers: tuple[tuple[str, str], ...] = ()
+    # HEAD of /metrics or /probe: the scrape is not run, so the length of its body is not known and no
+    # Content-Length is sent (a HEAD answer never has a body, so the connection stays usable).
+    unmeasured: bool = False
 
 
 def text_response(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) -> Response:
@@ -220,23 +223,24 @@ def request_line_problem(line: bytes) -> tuple[int, str] | None:
     return None
 
 
-def header_section_problem(head: bytes, start: int) -> str | None:
-    """What is wrong with the header section that begins at `start` in `head`: too many lines or bytes
-    (see MAX_HEADER_LINES), or None."""
+def header_section(head: bytes, start: int) -> tuple[int, str | None]:
+    """The header section that begins at `start` in `head`: the index just past the empty line that ends
+    it (or the end of `head`), and what is wrong with it (more than MAX_HEADER_LINES lines, more than
+    MAX_HEADER_BYTES bytes) or None."""
     lines = size = 0
     while start < len(head):
         end = head.find(b"\n", start)
         end = len(head) if end < 0 else end + 1
         if head[start:end] in (b"\r\n", b"\n"):
-            break
+            return end, None
         lines += 1
         size += end - start
         if lines > MAX_HEADER_LINES:
-            return f"more than {MAX_HEADER_LINES} header lines"
+            return end, f"more than {MAX_HEADER_LINES} header lines"
         if size > MAX_HEADER_BYTES:
-            return f"header section over {MAX_HEADER_BYTES} bytes"
+            return end, f"header section over {MAX_HEADER_BYTES} bytes"
         start = end
-    return None
+    return len(head), None
 
 
 def accepts_gzip(header: str | None) -> bool:
