@@ -185,7 +185,7 @@ class Handler(BaseHTTPRequestHandler):
         response = self._compressed(self._respond())
         self._html_page = response.content_type == HTML
         self._send(response, send_body=self.command != "HEAD")
-        self._access_log(response.status, started)
+        self._access_log(response, started)
 
     def _respond(self) -> Response:
         """Checks in order of cost: size, rate, credentials, method, body; then the resource."""
@@ -306,15 +306,18 @@ class Handler(BaseHTTPRequestHandler):
         # A GET with a body is legal but odd; its unread bytes would be parsed as the next request.
         return self.headers.get("Content-Length", "0") != "0" or "Transfer-Encoding" in self.headers
 
-    def _access_log(self, status: int, started: float) -> None:
+    def _access_log(self, response: Response, started: float) -> None:
         path, _, query = self.path.partition("?")
+        encoded = ("Content-Encoding", "gzip") in response.headers
         log.debug(
             "request",
             extra={
                 "method": self.command,
                 "path": cut_for_log(path),
                 "query": loggable_query(query),
-                "status": status,
+                "status": response.status,
+                "bytes": len(response.body),
+                "encoding": "gzip" if encoded else "identity",
                 "duration_seconds": round(time.monotonic() - started, 6),
                 "remote": self.client_address[0],
             },
