@@ -153,7 +153,11 @@ class ConnectionLoop:
                     self._take(conn)
                 self._expire()
         except Exception:
-            log.exception("the HTTP connection loop failed")
+            # Not expected (each connection's own errors are caught in _advance); with the loop gone no
+            # request would be answered, so refuse new connections at once rather than hold them.
+            log.exception("the HTTP connection loop failed; new connections are closed")
+            with self._lock:
+                self._closed = True
         finally:
             self._release()
 

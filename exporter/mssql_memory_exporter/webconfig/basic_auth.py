@@ -76,10 +76,17 @@ class BasicAuthChecker:
             return True
         cost = _cost(target) or top
         padding = [self._dummy_hash(extra) for extra in range(cost, top)]
-        with self._bcrypt_lock:
+        # Requests are answered by a bounded set of threads (web/pool.py): a flood of wrong passwords must
+        # not hold them all in this queue, so a check that cannot start soon is refused unchecked.
+        if not self._bcrypt_lock.acquire(timeout=BCRYPT_WAIT_SECONDS):
+            log.debug("basic auth refused unchecked: too many checks waiting")
+            return False
+        try:
             ok = _checkpw(password.encode(), target)
             for dummy in padding:
                 _checkpw(password.encode(), dummy)
+        finally:
+            self._bcrypt_lock.release()
         if ok and hashed is not None:
             self._remember(key)
             return True
@@ -112,6 +119,8 @@ class BasicAuthChecker:
         return dummy
 
 
+# How long a check may wait for the one before it (each takes ~70 ms at cost 10).
+BCRYPT_WAIT_SECONDS = 2.0
 DEFAULT_COST = 10  # bcrypt's own default, for the dummy check when no users are configured
 _COST = re.compile(rb"\$2[abxy]?\$(\d\d)\$")
 
