@@ -39,6 +39,7 @@ class Burst:
     size: int
     latencies: list[float] = field(default_factory=list)  # answered probes with mssql_up 1
     down: int = 0  # answered 200, but mssql_up 0 (the target's previous scrape still running, ...)
+    late: int = 0  # answered 503: waited past its scrape timeout for a free thread, so not scraped
     failed: int = 0  # no answer by the deadline, a refused or reset connection, or not 200
     threads_idle: int = 0
     threads_peak: int = 0
@@ -104,6 +105,8 @@ def _burst(exporter: Exporter, names: list[str], size: int) -> Burst:
             result.latencies.append(exchange.done_at)
         elif verdict == "down":
             result.down += 1
+        elif verdict == "late":
+            result.late += 1
         else:
             result.failed += 1
         result.gzipped += exchange.gzipped
@@ -139,6 +142,8 @@ class _Exchange:
 
     def verdict(self) -> str:
         head, _, body = bytes(self.answer).partition(b"\r\n\r\n")
+        if not self.error and head.startswith(b"HTTP/1.1 503 "):
+            return "late"
         if self.error or not head.startswith(b"HTTP/1.1 200 "):
             return "failed"
         if b"\r\ncontent-encoding: gzip" in head.lower():
@@ -190,9 +195,11 @@ TITLE = (
     f" scrape timeout {SCRAPE_TIMEOUT:g} s)"
 )
 NOTES = (
-    "    latency: burst start to last byte (listen queue and worker wait included). up 0: answered in time"
-    " with mssql_up 0\n"
-    "    (a target's previous scrape still running at the probe's deadline). failed: no 200 within"
+    "    latency of the up-1 answers: burst start to last byte (listen queue and worker wait included)."
+    " up 0: answered with\n"
+    "    mssql_up 0 (a target's previous scrape still running at the probe's deadline). 503 late: waited"
+    " past its scrape\n"
+    "    timeout for a free thread, so not scraped. failed: no answer within"
     f" {DEADLINE:g} s, refused or reset.\n"
     "    threads: the exporter process's, idle before the burst / peak during it. listen overflows: the"
     " kernel's TcpExt\n"
@@ -204,7 +211,7 @@ NOTES = (
 def table(results: list[Burst]) -> tuple[list[str], list[list[object]]]:
     headers = [
         "probes at once",
-        "answered up 1 / up 0 / failed",
+        "up 1 / up 0 / 503 late / failed",
         "latency p50 / p99 / max",
         f"within {SCRAPE_TIMEOUT:g} s",
         "gzip",
@@ -219,7 +226,7 @@ def table(results: list[Burst]) -> tuple[list[str], list[list[object]]]:
         rows.append(
             [
                 r.size,
-                f"{len(lat)} / {r.down} / {r.failed}",
+                f"{len(lat)} / {r.down} / {r.late} / {r.failed}",
                 f"{ms(pct(lat, 50), 0)} / {ms(pct(lat, 99), 0)} / {ms(max(lat), 0)} ms" if lat else "-",
                 f"{within} of {r.size}",
                 r.gzipped,
@@ -236,6 +243,7 @@ def summary(r: Burst) -> dict[str, object]:
         "probes": r.size,
         "up": len(r.latencies),
         "down": r.down,
+        "late": r.late,
         "failed": r.failed,
         "latency_ms": {p: round(pct(r.latencies, p) * 1000, 2) for p in (50, 99)} if r.latencies else {},
         "max_latency_ms": round(max(r.latencies) * 1000, 2) if r.latencies else None,

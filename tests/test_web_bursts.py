@@ -197,3 +197,56 @@ def test_a_burst_is_answered_by_a_bounded_number_of_threads_and_idle_connections
     assert waiting <= 3, waiting
     # The sampler, the loop, the workers (at most the limit): never a thread per connection.
     assert threads.peak - before <= limit + 3, (threads.peak - before, limit)
+
+
+def test_time_waiting_for_a_thread_counts_against_the_scrape_timeout(monkeypatch: pytest.MonkeyPatch):
+    """One thread, probes of 1 s: the second probe waits ~1 s for it. With 15 s allowed it is scraped
+    with the time left; with 1.2 s allowed (0.7 s after the offset) its scraper has given up by then, so
+    it is answered 503 without a scrape."""
+    from mssql_memory_exporter.web import ExporterHTTPServer
+
+    monkeypatch.setenv(PASSWORD_ENV, "pw")
+    monkeypatch.setattr(ExporterHTTPServer, "worker_limit", lambda self: 1)
+    probe = FakeProbe()
+
+    def slow(target, timeout):
+        time.sleep(1.0)
+        return probe(target, timeout)
+
+    srv = make_server(make_config(), slow, "127.0.0.1:0")
+    start(srv)
+    try:
+        for allowed, expected in (("15", 200), ("1.2", 503)):
+            probe.calls.clear()
+            replies: list[tuple[int, bytes]] = []
+
+            def scrape(allowed: str = allowed, replies: list[tuple[int, bytes]] = replies) -> None:
+                with socket.create_connection(srv.server_address[:2], timeout=30) as sock:
+                    sock.sendall(
+                        b"GET /probe?target=prod-a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                        b"X-Prometheus-Scrape-Timeout-Seconds: " + allowed.encode() + b"\r\n\r\n"
+                    )
+                    answer = b""
+                    while chunk := sock.recv(65536):
+                        answer += chunk
+                replies.append((int(answer[9:12]), answer))
+
+            clients = [threading.Thread(target=scrape) for _ in range(2)]
+            for client in clients:
+                client.start()
+                time.sleep(0.1)  # the first takes the thread, the second queues behind it
+            for client in clients:
+                client.join(30)
+            statuses = sorted(status for status, _ in replies)
+            assert statuses == sorted([200, expected]), replies
+            if expected == 200:
+                first, second = sorted(timeout for _, timeout in probe.calls)[::-1]
+                assert first == pytest.approx(14.5) and second < 14.5 - 0.5, probe.calls
+            else:
+                assert len(probe.calls) == 1
+                late = next(answer for status, answer in replies if status == 503)
+                assert b"waited" in late and b"past its timeout" in late
+    finally:
+        SERVING.discard(srv)
+        srv.shutdown()
+        srv.server_close()

@@ -56,6 +56,7 @@ class Connection:
     deadline: float
     buffer: bytearray = field(default_factory=bytearray)
     eof: bool = False  # the client closed its side; answer what arrived, then close
+    queued_at: float = 0.0  # when the request was handed to the pool: its wait counts against its timeout
     events: int = selectors.EVENT_READ
 
 
@@ -308,6 +309,7 @@ class ConnectionLoop:
 
     def _hand_to_worker(self, conn: Connection, job: Callable[[Connection], None]) -> None:
         self._forget(conn)
+        conn.queued_at = time.monotonic()
         self.pool.submit(lambda: job(conn))
 
 

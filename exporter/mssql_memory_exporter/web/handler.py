@@ -29,6 +29,7 @@ from .requests import (
     LOGGED_VALUE_MAX,
     MAX_REQUEST_LINE,
     MAX_URL_LENGTH,
+    MIN_TIMEOUT_SECONDS,
     SCRAPE_TIMEOUT_HEADER,
     TEXT,
     BadRequest,
@@ -49,6 +50,8 @@ if TYPE_CHECKING:  # the server module builds on this one
     from .server import ExporterHTTPServer
 
 log = logging.getLogger(__name__)
+
+QUEUE_WAIT_IGNORED_SECONDS = 0.05
 
 
 class _SocketWriter(io.RawIOBase):
@@ -271,7 +274,16 @@ class Handler(BaseHTTPRequestHandler):
         return self._expose(target)
 
     def _expose(self, target: TargetConfig | None, own: bool = False) -> Response:
+        # Prometheus' clock started when it sent the request: time spent waiting for a free thread (a
+        # burst larger than the pool) is taken off the probe's. A request that waited past its timeout is
+        # not scraped: its scraper has given up, and the work would only delay the requests behind it.
         timeout = scrape_timeout(self.headers.get(SCRAPE_TIMEOUT_HEADER))
+        waited = time.monotonic() - cast("Connection", self.request).queued_at
+        if target is not None and timeout - waited < MIN_TIMEOUT_SECONDS:
+            message = f"not scraped: this request waited {waited:.1f} s for a free thread, past its timeout"
+            return text_response(503, message, (("Retry-After", "1"),))
+        if waited > QUEUE_WAIT_IGNORED_SECONDS:  # the usual few ms are inside TIMEOUT_OFFSET_SECONDS
+            timeout = max(MIN_TIMEOUT_SECONDS, timeout - waited)
         try:
             process: list[Metric] = list(PROCESS_METRICS.collect()) if own else []
             groups: list[list[Metric]] = []
