@@ -46,7 +46,7 @@ def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_
     # Every probe of the burst answered: scraped (up 1 or 0), or 503 for one that waited past its timeout.
     assert burst["probes"] == 20 and burst["failed"] == 0, burst
     assert burst["up"] + burst["down"] + burst["late"] == 20, burst
-    assert burst["gzipped"] == burst["up"] + burst["down"], burst
+    assert burst["gzipped"] >= burst["up"], burst  # every answer with series (mssql_up 0 alone is < 1 KiB)
     (fleet,) = results["d_fleet"]
     assert fleet["targets"] == 5 and fleet["probes"] >= 5 and fleet["failed"] == 0, fleet
     assert fleet["round_trips_per_probe"] == 1.0, fleet

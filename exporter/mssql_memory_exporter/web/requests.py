@@ -61,7 +61,7 @@ SEND_TIMEOUT_SECONDS = 10.0
 MIN_WORKERS = 32
 MAX_WORKERS = 1024
 # Responses larger than this are gzip-compressed for a client that accepts it (Prometheus does); level 1
-# makes a 37 kB probe about 6 kB for ~0.2 ms of CPU, higher levels save little more on this text.
+# makes a healthy-oltp probe of 34.8 kB 7.5 kB for 0.16 ms of CPU; level 6 gets 6.5 kB for 0.42 ms.
 GZIP_MIN_BYTES = 1024
 GZIP_LEVEL = 1
 # Every TLS record a client starts with is a handshake record; plain HTTP starts with a method name.
