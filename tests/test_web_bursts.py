@@ -250,3 +250,49 @@ def test_time_waiting_for_a_thread_counts_against_the_scrape_timeout(monkeypatch
         SERVING.discard(srv)
         srv.shutdown()
         srv.server_close()
+
+
+def test_the_pool_runs_every_job_on_at_most_its_limit_and_idle_threads_leave():
+    from mssql_memory_exporter.web.pool import BoundedPool
+
+    pool = BoundedPool(lambda: 4, "test-pool", idle_seconds=0.3)
+    done: list[int] = []
+    lock = threading.Lock()
+    most = [0]
+
+    def job(n: int) -> None:
+        busy, idle = pool.counts()
+        with lock:
+            most[0] = max(most[0], busy + idle)
+        time.sleep(0.02)
+        with lock:
+            done.append(n)
+
+    try:
+        for n in range(40):
+            pool.submit(lambda n=n: job(n))
+        deadline = time.monotonic() + 30
+        while len(done) < 40 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sorted(done) == list(range(40))
+        assert 1 <= most[0] <= 4 and pool.peak <= 4
+        while sum(pool.counts()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.counts() == (0, 0), "idle threads did not leave"
+        pool.submit(lambda: job(40))  # and a new job starts a thread again
+        while len(done) < 41 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert 40 in done
+    finally:
+        pool.close()
+
+
+def test_metrics_shows_the_http_workers(server):
+    srv = server()
+    with socket.create_connection(srv.server_address[:2], timeout=10) as sock:
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert b'\nmssql_exporter_http_workers{state="busy"} 1.0\n' in answer  # this request's
+    assert b'\nmssql_exporter_http_workers{state="idle"} ' in answer

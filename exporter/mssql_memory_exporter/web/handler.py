@@ -21,7 +21,7 @@ from mssql_memory_exporter.config import TargetConfig
 from mssql_memory_exporter.exposition import CONTENT_TYPE, render
 from mssql_memory_exporter.webconfig import AUTH_REALM, WebState
 
-from .pages import PROCESS_METRICS, index_page, merge_families
+from .pages import PROCESS_METRICS, http_worker_families, index_page, merge_families
 from .requests import (
     GZIP_LEVEL,
     GZIP_MIN_BYTES,
@@ -287,6 +287,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             process: list[Metric] = list(PROCESS_METRICS.collect()) if own else []
             groups: list[list[Metric]] = []
+            if own:
+                groups.append(http_worker_families(*self._exporter.connections.pool.counts()))
             if own and self._exporter.own_metrics is not None:
                 groups.append(self._exporter.own_metrics())
             if target is not None:

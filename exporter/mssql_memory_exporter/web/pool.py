@@ -9,8 +9,8 @@ a burst beyond the limit waits in the queue (unbounded: nothing is refused) for 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -18,61 +18,76 @@ log = logging.getLogger(__name__)
 Job = Callable[[], None]
 
 
+# As the scrape workers (workers.py): outlasts Prometheus' default scrape interval, so a steady load
+# keeps its threads, while a burst's extra ones go away.
+IDLE_SECONDS = 120.0
+
+
 class BoundedPool:
     """Daemon threads, started as jobs arrive while none is idle, up to `limit()` (read at each start, so
-    a reloaded config's limit applies to the next thread). Threads stay until close(): a burst's threads
-    serve the next burst."""
+    a reloaded config's limit applies to the next thread). A thread idle for `idle_seconds` exits."""
 
-    def __init__(self, limit: Callable[[], int], name: str) -> None:
+    def __init__(self, limit: Callable[[], int], name: str, idle_seconds: float = IDLE_SECONDS) -> None:
         self._limit = limit
         self._name = name
-        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        # One token per worker that finished a job and waits for another: a job submitted while a token
-        # is free is left to that worker instead of starting a thread (as ThreadPoolExecutor does).
-        self._idle = threading.Semaphore(0)
+        self._idle_seconds = idle_seconds
+        self._cond = threading.Condition()
+        self._jobs: deque[Job] = deque()
         self._threads = 0
+        self._busy = 0
         self._closed = False
+        self._started = 0
         self.peak = 0  # most threads at once, for the bench and tests
 
-    @property
-    def threads(self) -> int:
-        with self._lock:
-            return self._threads
+    def counts(self) -> tuple[int, int]:
+        """(busy, idle) threads."""
+        with self._cond:
+            return self._busy, self._threads - self._busy
 
     def submit(self, job: Job) -> None:
-        self._jobs.put(job)
-        if self._idle.acquire(blocking=False):
-            return
-        with self._lock:
+        with self._cond:
+            self._jobs.append(job)
+            # A thread that runs no job is waiting, or about to look at the queue: it takes a job, so
+            # start one only when the queue holds more jobs than such threads.
+            if self._threads - self._busy >= len(self._jobs):
+                self._cond.notify()
+                return
             if self._closed or self._threads >= max(1, self._limit()):
-                return  # the job waits for a busy worker
+                return  # the job waits for a busy thread
             self._threads += 1
+            self._started += 1
             self.peak = max(self.peak, self._threads)
-            number = self._threads
+            number = self._started
         try:
             threading.Thread(target=self._work, name=f"{self._name}-{number}", daemon=True).start()
         except RuntimeError:  # no thread to be had (a process limit): a running worker takes the job
-            with self._lock:
+            with self._cond:
                 self._threads -= 1
-            log.warning("cannot start a thread to answer requests", extra={"threads": number - 1})
+            log.warning("cannot start a thread to answer requests", extra={"threads": self._threads})
 
     def close(self) -> None:
-        """Workers finish the job they run (and those queued before) and exit."""
-        with self._lock:
+        """Threads finish their job and those queued before, then exit."""
+        with self._cond:
             self._closed = True
-            threads = self._threads
-        for _ in range(threads):
-            self._jobs.put(None)
+            self._cond.notify_all()
 
     def _work(self) -> None:
-        try:
-            while (job := self._jobs.get()) is not None:
-                try:
-                    job()
-                except Exception:  # a job reports its own errors; this only keeps the worker alive
-                    log.exception("unhandled error in an HTTP worker")
-                self._idle.release()
-        finally:
-            with self._lock:
-                self._threads -= 1
+        with self._cond:
+            while True:
+                if self._jobs:
+                    job = self._jobs.popleft()
+                    self._busy += 1
+                    self._cond.release()
+                    try:
+                        job()
+                    except Exception:  # a job reports its own errors; this only keeps the thread alive
+                        log.exception("unhandled error in an HTTP worker")
+                    finally:
+                        self._cond.acquire()
+                        self._busy -= 1
+                    continue
+                if self._closed:
+                    break
+                if not self._cond.wait(self._idle_seconds) and not self._jobs:
+                    break  # idle for idle_seconds
+            self._threads -= 1
