@@ -200,9 +200,9 @@ def test_a_burst_is_answered_by_a_bounded_number_of_threads_and_idle_connections
 
 
 def test_time_waiting_for_a_thread_counts_against_the_scrape_timeout(monkeypatch: pytest.MonkeyPatch):
-    """One thread, probes of 1 s: the second probe waits ~1 s for it. With 15 s allowed it is scraped
-    with the time left; with 1.2 s allowed (0.7 s after the offset) its scraper has given up by then, so
-    it is answered 503 without a scrape."""
+    """One thread, probes of 1.5 s: the second probe waits ~1.4 s for it. With 15 s allowed it is scraped
+    with the time left; with 1.2 s allowed its scraper has given up by then, so it is answered 503
+    without a scrape. With 1 s allowed and no wait, the probe runs with the 0.5 s minimum, as always."""
     from mssql_memory_exporter.web import ExporterHTTPServer
 
     monkeypatch.setenv(PASSWORD_ENV, "pw")
@@ -210,7 +210,7 @@ def test_time_waiting_for_a_thread_counts_against_the_scrape_timeout(monkeypatch
     probe = FakeProbe()
 
     def slow(target, timeout):
-        time.sleep(1.0)
+        time.sleep(1.5)
         return probe(target, timeout)
 
     srv = make_server(make_config(), slow, "127.0.0.1:0")
@@ -241,11 +241,19 @@ def test_time_waiting_for_a_thread_counts_against_the_scrape_timeout(monkeypatch
             assert statuses == sorted([200, expected]), replies
             if expected == 200:
                 first, second = sorted(timeout for _, timeout in probe.calls)[::-1]
-                assert first == pytest.approx(14.5) and second < 14.5 - 0.5, probe.calls
+                assert first == pytest.approx(14.5) and second < 14.5 - 1.0, probe.calls
             else:
                 assert len(probe.calls) == 1
                 late = next(answer for status, answer in replies if status == 503)
                 assert b"waited" in late and b"past its timeout" in late
+        probe.calls.clear()
+        with socket.create_connection(srv.server_address[:2], timeout=30) as sock:
+            sock.sendall(
+                b"GET /probe?target=prod-a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                b"X-Prometheus-Scrape-Timeout-Seconds: 1\r\n\r\n"
+            )
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
+        assert probe.calls == [("prod-a", 0.5)]
     finally:
         SERVING.discard(srv)
         srv.shutdown()

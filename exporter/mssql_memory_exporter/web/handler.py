@@ -32,6 +32,7 @@ from .requests import (
     MIN_TIMEOUT_SECONDS,
     SCRAPE_TIMEOUT_HEADER,
     TEXT,
+    TIMEOUT_OFFSET_SECONDS,
     BadRequest,
     Response,
     accepts_gzip,
@@ -275,14 +276,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def _expose(self, target: TargetConfig | None, own: bool = False) -> Response:
         # Prometheus' clock started when it sent the request: time spent waiting for a free thread (a
-        # burst larger than the pool) is taken off the probe's. A request that waited past its timeout is
-        # not scraped: its scraper has given up, and the work would only delay the requests behind it.
+        # burst larger than the pool) is taken off the probe's. A request that waited as long as its
+        # scraper allows is not scraped: the scraper has given up, and the work would only delay the
+        # requests behind it. Waits under 50 ms are noise inside TIMEOUT_OFFSET_SECONDS.
         timeout = scrape_timeout(self.headers.get(SCRAPE_TIMEOUT_HEADER))
         waited = time.monotonic() - cast("Connection", self.request).queued_at
-        if target is not None and timeout - waited < MIN_TIMEOUT_SECONDS:
-            message = f"not scraped: this request waited {waited:.1f} s for a free thread, past its timeout"
-            return text_response(503, message, (("Retry-After", "1"),))
-        if waited > QUEUE_WAIT_IGNORED_SECONDS:  # the usual few ms are inside TIMEOUT_OFFSET_SECONDS
+        if waited > QUEUE_WAIT_IGNORED_SECONDS:
+            if target is not None and waited >= timeout + TIMEOUT_OFFSET_SECONDS:
+                late = f"not scraped: this request waited {waited:.1f} s for a free thread, past its timeout"
+                return text_response(503, late, (("Retry-After", "1"),))
             timeout = max(MIN_TIMEOUT_SECONDS, timeout - waited)
         try:
             process: list[Metric] = list(PROCESS_METRICS.collect()) if own else []
