@@ -23,7 +23,7 @@ from .frame import MEMORY_UID, TAGS, annotations, header_links, variables
 from .grafana import GREEN, RED, Dashboard, Panel, Query, Row, Thresholds, override, value_map
 from .limits import Limits, pct, ple_floor_text
 from .panels import ANY, AT_FLOOR, UNIT_PAGES, UNIT_STALLS, now_stat, per_workload
-from .queries import INSTANCE, m, rate, with_workload
+from .queries import instance, m, rate, with_workload
 
 
 def alert_input(lim: Limits) -> str:
@@ -157,7 +157,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             "Alerts of this instance firing in Prometheus now (ALERTS). Healthy: 0. The red marks on the "
             "time series show when each fired; the runbooks are linked in the dashboard header.",
             "short",
-            f'count(ALERTS{{alertstate="firing", {INSTANCE}}}) or vector(0)',
+            f'count(ALERTS{{alertstate="firing", {instance()}}}) or vector(0)',
             thresholds=Thresholds.healthy_below(ANY),
         ),
     ]
