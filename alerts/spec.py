@@ -371,6 +371,40 @@ def _shown(value: Any) -> str:
     return f"{name} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
+def merged(base: Any, overrides: Any) -> Any:
+    """A site's partial file over the spec: mappings merge key by key, all the way down; anything else in
+    the overrides (a number, a string, a list, null) replaces the value it stands for. Lists are replaced
+    whole (endurance.coverage_tiers is the only one): merged by position, a list of three over one of four
+    would keep a stale fourth tier nobody wrote. Unknown keys are kept, so the spec refuses them by name."""
+    if isinstance(base, dict) and isinstance(overrides, dict):
+        out = dict(base)
+        for key, value in overrides.items():
+            out[key] = merged(base[key], value) if key in base else value
+        return out
+    return overrides
+
+
+def load_site(overrides: Path | None, base: Path = SPEC_PATH) -> Spec:
+    """The shipped spec with a site's partial file merged over it (`make mixin`, docs/mixin.md), checked
+    by the same models as the spec itself. None or an empty file: the shipped spec unchanged."""
+    if overrides is None:
+        return load(base)
+    try:
+        text = overrides.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{overrides}: cannot read it ({exc.strerror})") from None
+    try:
+        site = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{overrides}: not YAML: {exc}") from None
+    if site is None:
+        site = {}
+    if not isinstance(site, dict):
+        raise SpecError(f"{overrides}: expected a mapping of settings, got {_shown(site)}")
+    raw = yaml.safe_load(base.read_text(encoding="utf-8"))
+    return Spec.parse(merged(raw, site), f"{overrides} (over {base.name})")
+
+
 def load(path: Path = SPEC_PATH, for_override: str | None = None, window_override: str | None = None) -> Spec:
     raw = yaml.safe_load(path.read_text())
     if not isinstance(raw, dict):
