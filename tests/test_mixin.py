@@ -341,3 +341,43 @@ def test_a_null_section_is_refused_rather_than_wiping_it(tmp_path):
     site.write_text("memory:\n  # page_life_expectancy: {floor_seconds: 600}\n")
     with pytest.raises(SpecError, match="memory: expected a mapping, got nothing"):
         load_site(site)
+
+
+# --- routing on the site's labels (docs/alerts.md) ------------------------------------------------------
+
+
+def documented_team_route() -> dict[str, Any]:
+    """The example of docs/alerts.md's "Routing on a site's own labels", as a user would copy it."""
+    text = (ROOT / "docs" / "alerts.md").read_text()
+    section = text.split("### Routing on a site's own labels", 1)[1]
+    return yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+
+
+@tools.needs(tools.AMTOOL)
+def test_the_documented_team_route_sends_the_site_labels_to_the_team(tmp_path):
+    example = documented_team_route()
+    config = yaml.safe_load((ROOT / "alerts" / "alertmanager.yml").read_text())
+    config["route"]["routes"] = example["route"]["routes"] + config["route"]["routes"]
+    config["receivers"] += example["receivers"]
+    (tmp_path / "alertmanager.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    (tmp_path / "templates").symlink_to(ROOT / "alerts" / "templates")
+
+    def receiver(*labels: str) -> str:
+        result = subprocess.run(
+            ["amtool", "config", "routes", "test", f"--config.file={tmp_path / 'alertmanager.yml'}", *labels],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result.stdout.strip()
+
+    # The labels every alert of the site file above carries.
+    site_alert = [f"{key}={value}" for key, value in yaml.safe_load(SITE)["alert_labels"].items()]
+    assert receiver(*site_alert, "severity=critical") == "dba-pager"
+    assert receiver(*site_alert, "severity=warning") == "dba-tickets"
+    assert receiver(*site_alert, "severity=info") == "blackhole"
+    # Alerts without the label keep the bundle's routing.
+    assert receiver("severity=critical") == "pager"
+    assert receiver("severity=warning") == "ticket"
