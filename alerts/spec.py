@@ -5,6 +5,9 @@ models mirror the file key for key: a key the models do not know, a missing one,
 a duration Prometheus would not read stops `make generate` with the key's path named, before a rule is
 written. Generators read attributes (`spec.memory.lazy_writes_per_second.max`), so a misspelt key is a
 type error rather than a string that fails at run time.
+
+A site's partial file (`make mixin`, docs/mixin.md) is merged over the shipped file by `load_site` and
+checked by these same models: there is no second schema for overrides.
 """
 
 from __future__ import annotations
