@@ -387,6 +387,28 @@ def merged(base: Any, overrides: Any) -> Any:
     return overrides
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A key given twice in one mapping is refused: YAML would keep the second silently, and a second
+    `memory:` in a site file would drop every setting written under the first."""
+
+
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    pass
+
+
+def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise _DuplicateKey(None, None, f"{key!r} is given twice in one mapping", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def load_site(overrides: Path | None, base: Path = SPEC_PATH) -> Spec:
     """The shipped spec with a site's partial file merged over it (`make mixin`, docs/mixin.md), checked
     by the same models as the spec itself. None or an empty file: the shipped spec unchanged."""
@@ -397,7 +419,11 @@ def load_site(overrides: Path | None, base: Path = SPEC_PATH) -> Spec:
     except OSError as exc:
         raise SpecError(f"{overrides}: cannot read it ({exc.strerror})") from None
     try:
-        site = yaml.safe_load(text)
+        site = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+    except yaml.MarkedYAMLError as exc:
+        where = f", line {exc.problem_mark.line + 1}" if exc.problem_mark else ""
+        kind = "" if isinstance(exc, _DuplicateKey) else "not YAML: "
+        raise SpecError(f"{overrides}{where}: {kind}{exc.problem}") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{overrides}: not YAML: {exc}") from None
     if site is None:

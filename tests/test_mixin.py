@@ -259,7 +259,12 @@ def test_the_site_prometheusrule_wraps_the_site_rules(site_out):
         ("grafana: {uid_prefix: 'a b'}\n", "grafana.uid_prefix"),
         ("grafana: {uid_prefix: averyveryverylongprefix-}\n", "longer than Grafana's 40 characters"),
         ("- selector: x\n", "expected a mapping of settings, got a list"),
-        ("selector: [unclosed\n", "not YAML"),
+        ("selector: [unclosed\n", "site.yml, line 2: not YAML"),
+        (
+            "memory:\n  lazy_writes_per_second: {max: 30}\n"
+            "memory:\n  free_list_stalls_per_second: {max: 3}\n",
+            "site.yml, line 3: 'memory' is given twice in one mapping",
+        ),
     ],
 )
 def test_a_bad_site_file_exits_2_naming_the_key_and_leaves_out_untouched(tmp_path, site, named):
