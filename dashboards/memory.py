@@ -20,7 +20,20 @@ from alerts.spec import number as num
 
 from .diagnosis import memory_row_pressure_from_outside, memory_row_who_holds
 from .frame import MEMORY_UID, TAGS, annotations, header_links, variables
-from .grafana import GREEN, RED, Dashboard, Panel, Query, Row, Thresholds, override, value_map
+from .grafana import (
+    GREEN,
+    ORANGE,
+    RED,
+    Dashboard,
+    Panel,
+    Query,
+    Row,
+    Step,
+    Thresholds,
+    override,
+    override_query,
+    value_map,
+)
 from .limits import Limits, pct, ple_floor_text
 from .panels import ANY, AT_FLOOR, UNIT_PAGES, UNIT_STALLS, now_stat, per_workload
 from .queries import INSTANCE, m, rate, with_workload
@@ -66,6 +79,10 @@ def ple_ratio_expr(lim: Limits) -> str:
 
 def lookups_per_batch_expr() -> str:
     return f"{rate('mssql_page_lookups_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)"
+
+
+# Alerts of an instance: orange while some are pending and none fires, red from the first firing one.
+PENDING_OR_FIRING = Thresholds((Step(ORANGE, None), Step(RED, ANY)))
 
 
 def memory_row_now(lim: Limits) -> list[Panel | Row]:
@@ -152,13 +169,28 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_below(lim.grants_alarm),
             links=[lim.runbook(GRANTS_PENDING)],
         ),
-        now_stat(
+        Panel(
+            "stat",
             "Firing alerts",
-            "Alerts of this instance firing in Prometheus now (ALERTS). Healthy: 0. The red marks on the "
-            "time series show when each fired; the runbooks are linked in the dashboard header.",
+            "Alerts of this instance firing in Prometheus now (ALERTS). Healthy: 0 in green. An orange 0: "
+            "none fires yet, but some are pending (their condition holds while they wait out their for: "
+            "time), which is what a red stat beside this one means until its alert fires; a green 0 beside "
+            "a red stat would tell the opposite story. The red marks on the time series show when each "
+            "fired; the runbooks are linked in the dashboard header.",
             "short",
-            f'count(ALERTS{{alertstate="firing", {INSTANCE}}}) or vector(0)',
+            [
+                # A: firing alerts, or 0 while some are only pending; B: 0 when none is even pending.
+                Query(
+                    f'count(ALERTS{{alertstate="firing", {INSTANCE}}})\n'
+                    f'or count(ALERTS{{alertstate="pending", {INSTANCE}}}) * 0',
+                    instant=True,
+                ),
+                Query(f"vector(0) unless on () count(ALERTS{{{INSTANCE}}})", instant=True),
+            ],
+            width=3,
+            height=4,
             thresholds=Thresholds.healthy_below(ANY),
+            overrides=[override_query("A", ("thresholds", PENDING_OR_FIRING.json()))],
         ),
     ]
 

@@ -477,6 +477,7 @@ CONSTANT_STEPS = {
     ("Signals of pressure from outside", None): ANY,
     ("Worst PLE ÷ floor", None): AT_FLOOR,
     ("Firing alerts", None): ANY,
+    ("Firing alerts", "A"): ANY,  # its query of firing (or only pending) alerts
     ("Instances", "PLE ÷ floor"): AT_FLOOR,
     ("Instances", "Under pressure"): ANY,
     ("Lowest node PLE ÷ floor, per instance", None): AT_FLOOR,
