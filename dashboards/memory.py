@@ -89,6 +89,11 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
     """The memory dashboard's row "Now"."""
     w = lim.window
     ple_ratio = ple_ratio_expr(lim)
+    # The nodes the PLE alert judges: the instance has been up longer than the node's floor.
+    warm_ratio = (
+        f"min without (node) (\n{ple_ratio}\nand on (job, instance, node) (\n  {m(lim.rule('ple_floor'))}\n"
+        f"  < on (job, instance) group_left () {m(lim.rule('uptime'))}\n)\n)"
+    )
     return [
         Row("Now"),
         Panel(
@@ -112,14 +117,28 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             "s",
             m(lim.rule("uptime")),
         ),
-        now_stat(
+        Panel(
+            "stat",
             "Worst PLE ÷ floor",
             "Page life expectancy of the worst NUMA node divided by that node's floor "
             f"({ple_floor_text(lim)}). Healthy: 100% or more. Under 100% one node is evicting pages faster "
-            "than the floor allows, even when the instance-wide PLE looks fine.",
+            "than the floor allows, even when the instance-wide PLE looks fine. Right after a restart a "
+            "node's PLE can be no higher than the uptime: until the instance has been up longer than a "
+            "node's floor, that node is not judged (as the alert waits for it too), and while no node is "
+            "judged yet the figure shows without a colour.",
             "percentunit",
-            f"min without (node) (\n{ple_ratio}\n)",
+            [
+                # A: while no node has been up longer than its floor; B: the nodes that have.
+                Query(
+                    f"min without (node) (\n{ple_ratio}\n)\nunless on (job, instance) (\n{warm_ratio}\n)",
+                    instant=True,
+                ),
+                Query(warm_ratio, instant=True),
+            ],
+            width=3,
+            height=4,
             thresholds=Thresholds.healthy_above(AT_FLOOR),
+            overrides=[override_query("A", ("thresholds", Thresholds.neutral().json()))],
             links=[lim.runbook(PLE_LOW)],
         ),
         now_stat(

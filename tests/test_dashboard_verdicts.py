@@ -268,6 +268,33 @@ ALERT_SCENARIOS: dict[str, tuple[list[dict[str, str]], float, list[Check]]] = {
 }
 
 
+# One 64 GiB NUMA node (floor: 16 steps of 300 s = 4,800 s) keeping pages for 1,000 s.
+NODE_PAGES = 64 * 2**30 / LIM.page_bytes
+PLE = "Worst PLE ÷ floor"
+
+
+def numa_node(up_seconds: float) -> list[dict[str, str]]:
+    """The node, on an instance started `up_seconds` before the evaluation."""
+    return [
+        gauge("mssql_buffer_node_page_life_expectancy_seconds", 1000, ',node="0"'),
+        gauge("mssql_buffer_node_database_pages", NODE_PAGES, ',node="0"'),
+        gauge("mssql_start_time_seconds", EVAL_SECONDS - up_seconds),
+    ]
+
+
+SCENARIOS |= {
+    # Up 10 minutes: PLE cannot exceed the uptime yet, the alert waits, and so does the colour.
+    "a node warming up after a restart": (
+        numa_node(600),
+        [(PLE, None, {TEXT: 1}), ("Firing alerts", None, {GREEN: 1})],
+    ),
+    "a warmed-up node under its floor": (
+        numa_node(10**6),
+        [(PLE, None, {RED: 1}), ("Firing alerts", None, {RED: 1})],
+    ),
+}
+
+
 def test_the_scenarios_are_what_they_say():
     """The pools' figures, worked out by hand from their series: the oracle the colours rest on."""
     assert WORN.share == pytest.approx(1.33, abs=0.01)
@@ -281,6 +308,10 @@ def test_the_scenarios_are_what_they_say():
     assert KEPT_PAST.life_left < 0 < END.remaining_critical_seconds < KEPT_PAST.remaining
     assert KEPT_PAST.remaining < END.remaining_warning_seconds
     assert TEMPDB.headroom_critical_share < 0.5 and TEMPDB.headroom_warning_share < 0.5
+    ple = LIM.memory.page_life_expectancy
+    steps = NODE_PAGES * LIM.page_bytes / ple.buffer_pool_bytes_per_step
+    floor = max(steps * ple.seconds_per_buffer_pool_bytes, ple.floor_seconds)
+    assert 600 < 1000 < floor < 10**6  # up 600 s: warming; 1000 s: under the floor
 
 
 def expr_tests(checks: list[Check], at: float) -> list[dict[str, Any]]:
