@@ -4,6 +4,7 @@ row of the endurance dashboard and the per-pool table the fleet shows too."""
 from __future__ import annotations
 
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, ENDURANCE_REMAINING
+from alerts.rule_parts import life_left
 from alerts.spec import number as num
 
 from .frame import instance_links
@@ -58,23 +59,13 @@ def share_ranges(lim: Limits) -> Thresholds:
 # that remains, and the share figures beside them by the same verdict, so the two never disagree.
 
 
-def life_left(pool: str = POOL) -> str:
-    """Seconds until each pool's planned retirement (in service date + planned life - now); negative once
-    the pool is kept past it. The same expression as the remaining alert's."""
-    return (
-        f"(\n    {m('mssql_ssd_pool_in_service_timestamp_seconds', pool)}\n"
-        f"    + on (job, instance, pool) group_left () {m('mssql_ssd_pool_planned_lifetime_seconds', pool)}\n"
-        "    - time()\n  )"
-    )
-
-
 def worn_in_service(lim: Limits, remaining: str, share: str, labels: str, pool: str = POOL) -> str:
     """The series of `remaining` (seconds until a pool's rating is used up) whose pool wears out while it
     is still in service: the rating is used up before the planned retirement; or, once the pool is kept
     past it, within endurance.remaining_warning (the remaining alert's own rule); or its projected `share`
     (matched on `labels`) reaches the rating (the exhaustion alert's). The other pools are retired first,
     or kept past retirement with time to spare."""
-    left = life_left(pool)
+    left = life_left(lambda name: m(name, pool))  # the remaining alert's own expression
     e = lim.endurance
     return (
         f"(\n  (\n    {remaining}\n    < on (job, instance, pool) group_left () {left}\n  )\n"
