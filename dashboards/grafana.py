@@ -160,6 +160,14 @@ def override(name: str, *properties: tuple[str, Any], regex: bool = False) -> Js
     }
 
 
+def override_query(ref_id: str, *properties: tuple[str, Any]) -> Json:
+    """Field override for the series of one query (its refId): two queries of one panel judged apart."""
+    return {
+        "matcher": {"id": "byFrameRefID", "options": ref_id},
+        "properties": [{"id": key, "value": value} for key, value in properties],
+    }
+
+
 def value_map(mapping: dict[int, tuple[str, str]]) -> list[Json]:
     """Value-to-text mappings: {value: (text, color)}."""
     options = {
