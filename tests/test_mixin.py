@@ -386,3 +386,34 @@ def test_the_documented_team_route_sends_the_site_labels_to_the_team(tmp_path):
     # Alerts without the label keep the bundle's routing.
     assert receiver("severity=critical") == "pager"
     assert receiver("severity=warning") == "ticket"
+
+
+# --- docs/mixin.md's examples ---------------------------------------------------------------------------
+
+
+def doc_blocks(language: str) -> list[str]:
+    text = (ROOT / "docs" / "mixin.md").read_text()
+    return [block.split("```", 1)[0] for block in text.split(f"```{language}\n")[1:]]
+
+
+def test_the_documented_site_file_is_a_valid_site_file(tmp_path):
+    site = tmp_path / "site.yml"
+    site.write_text(doc_blocks("yaml")[0])
+    spec = load_site(site)
+    assert spec.selector == 'job="sqlserver-prod"'
+    assert spec.alert_labels == {"team": "dba", "routing": "sqlserver"}
+    assert spec.grafana.folder == "DBA / SQL Server"
+    assert run_mixin(tmp_path / "out", site).returncode == 0
+
+
+def test_the_documented_compose_file_replaces_the_bundles_mounts():
+    # Compose merges volumes by their path in the container: each documented mount must replace one of
+    # compose.yaml's, or the bundle's own files would still be read.
+    [example] = [yaml.safe_load(b) for b in doc_blocks("yaml") if b.startswith("# compose/site.yaml")]
+    bundle = yaml.safe_load((ROOT / "compose" / "compose.yaml").read_text())
+    for service, settings in example["services"].items():
+        targets = {v.split(":")[1] for v in bundle["services"][service]["volumes"] if isinstance(v, str)}
+        for volume in settings["volumes"]:
+            source, target, _ = volume.split(":")
+            assert target in targets, f"{service}: {target} is not mounted by compose/compose.yaml"
+            assert source.startswith("../build/site/")
