@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pyodbc
 from prometheus_client.core import Metric
 
-from . import freetds
+from . import freetds, kerberos
 from .batch import BatchShapeError, render_batch, route, sections_of
 from .collectors import COLLECTORS
 from .collectors.base import (
@@ -39,6 +39,7 @@ from .config import (
     freetds_verifies,
     resolve_driver,
 )
+from .config.windows_auth import freetds_spn
 from .connection import ScrapeFailed, TargetConnection, describe
 from .driver_version import unsendable_password_reason
 from .login_backoff import LoginBackoff, fingerprint, is_login_refused
@@ -81,6 +82,8 @@ class Scraper:
         self.repeat_log = RepeatLimitedLog(log)  # repeated failures logged once, then counted
         # Here, before any worker thread exists: it may set FREETDSCONF (see freetds.py).
         freetds.prepare(config.targets.values())
+        # Likewise KRB5CCNAME, and the first tickets from a keytab (kerberos.py).
+        self._kerberos = kerberos.prepare(config)
 
     @property
     def batch_sql(self) -> str:
@@ -216,13 +219,16 @@ class Scraper:
                 if driver_kind(driver) == "freetds" and freetds_verifies(target):
                     checked_against = _freetds_ready(target)
                 creds = self._config.credentials_for(target)
+                kerberos_login = _kerberos_login(target)
+                if kerberos_login is not None and self._kerberos is not None:
+                    self._kerberos.ready()  # renew from the keytab, or find the given cache expired
                 if driver_kind(driver) == "freetds":
                     # Checked again here: the password file may have changed since start-up.
                     unsendable = unsendable_password_reason(driver, creds.password.get_secret_value())
                     if unsendable is not None:
                         raise ScrapeFailed(f"target {target.name}: {unsendable}")
                 conn_str = build_connection_string(target, driver, creds.password, username=creds.username)
-            except (ConfigError, freetds.FreeTdsConfError) as exc:
+            except (ConfigError, freetds.FreeTdsConfError, kerberos.KerberosError) as exc:
                 # e.g. the password file vanished: say so, by name, not by value
                 raise ScrapeFailed(str(exc)) from None
             credential = fingerprint(creds.username, creds.password.get_secret_value())
@@ -240,6 +246,10 @@ class Scraper:
             except pyodbc.Error as exc:
                 if is_login_refused(exc):
                     backoff.refused(credential)
+                if kerberos_login is not None:
+                    # FreeTDS says only that the login failed; the SPN it asked a ticket for is what a
+                    # DBA checks with `setspn -L`.
+                    raise ScrapeFailed(f"{describe(exc)}; {kerberos_login}") from None
                 # FreeTDS reports a failed TLS setup as a bare "Unable to connect to data source".
                 if "Unable to connect to data source" not in str(exc):
                     raise
@@ -262,6 +272,20 @@ class Scraper:
         with self._states_lock:
             for state in self._states.values():
                 state.connection.close()
+
+
+def _kerberos_login(target: TargetConfig) -> str | None:
+    """For a Kerberos target: who logs in and the service principal asked for, for error messages."""
+    auth = target.auth
+    if auth is None or auth.kerberos is None:
+        return None
+    if target.spn is not None:
+        spn = target.spn
+    elif target.instance is not None:
+        spn = f"MSSQLSvc/{target.host}:<the port SQL Browser gives for {target.instance}>"
+    else:
+        spn = freetds_spn(target.host, target.port or 1433, auth.kerberos.realm)
+    return f"Kerberos login as {auth.kerberos.identity()} for service principal {spn}"
 
 
 def _freetds_ready(target: TargetConfig) -> str:
