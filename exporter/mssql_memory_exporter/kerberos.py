@@ -166,6 +166,22 @@ class TicketKeeper:
             raise KerberosError(f"the Kerberos ticket in {self.settings.ccache} has expired")
 
 
+def diagnose(spn: str) -> str | None:
+    """Why a service ticket for `spn` cannot be had, asked of the same library and cache FreeTDS uses:
+    FreeTDS reports a failed GSSAPI step only as "Unable to connect to data source". One request to
+    the KDC, made only after a failed login; None when the ticket can be had (or nothing can be said)."""
+    try:
+        gssapi = _gssapi()
+    except KerberosError:
+        return None
+    try:
+        name = gssapi.Name(spn, gssapi.NameType.kerberos_principal)
+        gssapi.SecurityContext(name=name, usage="initiate", mech=gssapi.MechType.kerberos).step()
+    except gssapi.exceptions.GSSError as exc:
+        return _reason(exc)
+    return None
+
+
 def _reason(exc: Exception) -> str:
     """The library's minor message (the useful part: 'Cannot contact any KDC ...', 'Clock skew ...')."""
     text = str(exc)

@@ -42,7 +42,7 @@ from .config import (
 from .config.windows_auth import freetds_spn
 from .connection import ScrapeFailed, TargetConnection, describe
 from .driver_version import unsendable_password_reason
-from .login_backoff import LoginBackoff, fingerprint, is_login_refused
+from .login_backoff import LoginBackoff, fingerprint, is_login_refused, is_windows_login_refused
 from .repeat_log import RepeatLimitedLog
 
 log = logging.getLogger(__name__)
@@ -244,12 +244,17 @@ class Scraper:
                 backoff.succeeded()
                 return cnxn
             except pyodbc.Error as exc:
-                if is_login_refused(exc):
+                ntlm = target.auth is not None and target.auth.ntlm
+                if is_login_refused(exc) or (ntlm and is_windows_login_refused(exc)):
                     backoff.refused(credential)
                 if kerberos_login is not None:
                     # FreeTDS says only that the login failed; the SPN it asked a ticket for is what a
-                    # DBA checks with `setspn -L`.
-                    raise ScrapeFailed(f"{describe(exc)}; {kerberos_login}") from None
+                    # DBA checks with `setspn -L`, and the library's reason what to fix first.
+                    why = None
+                    if "Unable to connect to data source" in str(exc) and _kerberos_spn(target) is not None:
+                        why = kerberos.diagnose(_kerberos_spn(target) or "")
+                    reason = f"; the Kerberos library says: {why}" if why else ""
+                    raise ScrapeFailed(f"{describe(exc)}; {kerberos_login}{reason}") from None
                 # FreeTDS reports a failed TLS setup as a bare "Unable to connect to data source".
                 if "Unable to connect to data source" not in str(exc):
                     raise
@@ -274,17 +279,25 @@ class Scraper:
                 state.connection.close()
 
 
+def _kerberos_spn(target: TargetConfig) -> str | None:
+    """The service principal FreeTDS asks a ticket for; None when not Kerberos or not known here (a
+    named instance's port comes from SQL Browser)."""
+    auth = target.auth
+    if auth is None or auth.kerberos is None:
+        return None
+    if target.spn is not None:
+        return target.spn
+    if target.instance is not None:
+        return None
+    return freetds_spn(target.host, target.port or 1433, auth.kerberos.realm)
+
+
 def _kerberos_login(target: TargetConfig) -> str | None:
     """For a Kerberos target: who logs in and the service principal asked for, for error messages."""
     auth = target.auth
     if auth is None or auth.kerberos is None:
         return None
-    if target.spn is not None:
-        spn = target.spn
-    elif target.instance is not None:
-        spn = f"MSSQLSvc/{target.host}:<the port SQL Browser gives for {target.instance}>"
-    else:
-        spn = freetds_spn(target.host, target.port or 1433, auth.kerberos.realm)
+    spn = _kerberos_spn(target) or f"MSSQLSvc/{target.host}:<the port SQL Browser gives {target.instance}>"
     return f"Kerberos login as {auth.kerberos.identity()} for service principal {spn}"
 
 

@@ -104,9 +104,10 @@ class _KerberosExchange:
 
         try:
             answer = self._context.step(token)
+            # python-gssapi raises a failed step's error on the next use of the context, here.
+            self.complete = self._context.complete
         except gssapi.exceptions.GSSError as exc:
             raise SspiRefused(f"AcceptSecurityContext failed: {exc.gen_message()}") from None
-        self.complete = self._context.complete
         if self.complete:
             # SQL Server shows a Kerberos login as DOMAIN\user; here the realm plays the domain.
             principal = str(self._context.initiator_name)
