@@ -186,7 +186,11 @@ def _reason(exc: Exception) -> str:
     """The library's minor message (the useful part: 'Cannot contact any KDC ...', 'Clock skew ...')."""
     text = str(exc)
     minor = re.search(r"Minor \(\d+\): (.*)$", text)
-    return minor.group(1) if minor else text
+    if minor and minor.group(1).strip() not in ("", "Success", "Unknown error"):
+        return minor.group(1)
+    # No minor reason (an expired cache says "Success" there): the major status says it.
+    major = re.search(r"Major \(\d+\): (.*?)(?:, Minor \(|$)", text)
+    return major.group(1) if major else text
 
 
 _keeper: TicketKeeper | None = None
