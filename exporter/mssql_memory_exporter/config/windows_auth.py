@@ -34,9 +34,10 @@ ENTRA_REFUSED = (
 
 
 def private_file_problem(path: str) -> str | None:
-    """Why a secret file (a keytab) is unsafe to use, or None: a regular file that only its owner can
-    read, owned by the exporter's user or root (systemd's LoadCredential= and Kubernetes secrets both
-    hand over such files). Follows symbolic links: Kubernetes mounts secrets through them."""
+    """Why a secret file (a keytab) is unsafe to use, or None: a regular file owned by the exporter's
+    user or root that no other user can read; group read only for a root-owned file of the exporter's
+    own group (a Kubernetes secret mounted 0440 with fsGroup). systemd's LoadCredential= hands over
+    such files. Follows symbolic links: Kubernetes mounts secrets through them."""
     try:
         info = os.stat(path)
     except ValueError:
@@ -47,7 +48,8 @@ def private_file_problem(path: str) -> str | None:
         return f"{path} is not a regular file"
     if info.st_uid not in (os.getuid(), 0):
         return f"file {path} is owned by uid {info.st_uid}, not by the exporter's user or root"
-    if info.st_mode & 0o077:
+    own_group = info.st_uid == 0 and info.st_gid in (os.getgid(), *os.getgroups())
+    if info.st_mode & (0o007 if own_group else 0o077):
         mode = stat.S_IMODE(info.st_mode)
         return f"file {path} can be read by other users (mode {mode:04o}); make it 0600 or 0400"
     if not os.access(path, os.R_OK):
