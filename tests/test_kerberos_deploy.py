@@ -57,7 +57,7 @@ def test_kerberos_kubernetes_component_patches_the_shipped_container() -> None:
     assert container["name"] == shipped["spec"]["template"]["spec"]["containers"][0]["name"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in patch["spec"]["template"]["spec"]["volumes"]}
-    # The keytab: group-readable for the pod's fsGroup, which the keytab check allows (root-owned).
+    # The keytab: group-readable for the pod's fsGroup, the exporter's own group: not for every user.
     keytab_volume = volumes["kerberos-keytab"]["secret"]
     assert keytab_volume["defaultMode"] == 0o440
     assert shipped["spec"]["template"]["spec"]["securityContext"]["fsGroup"]

@@ -314,11 +314,17 @@ class ExporterConfig(Strict):
         return self.auth_modules[self.targets[name].auth_module].credentials()
 
     def secret_warnings(self) -> list[str]:
-        """One line per password file that others can read or change (logged at start and at reload)."""
+        """One line per password file or keytab that others can read or change (logged at start and
+        at reload)."""
         return [
             f"auth_modules.{name}.password_file: {warning}"
             for name, module in self.auth_modules.items()
             for warning in module.file_warnings()
+        ] + [
+            f"auth_modules.{name}.kerberos.keytab: {warning}"
+            for name, module in self.auth_modules.items()
+            if module.kerberos is not None
+            for warning in module.kerberos.keytab_warnings()
         ]
 
 

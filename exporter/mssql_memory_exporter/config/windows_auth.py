@@ -22,6 +22,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from .fields import Strict
+from .secret_file import SecretFileError, check_secret_file
 
 Principal = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\s@]+(@[^\s@]+)?$")]
 Realm = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._-]+$")]
@@ -33,28 +34,20 @@ ENTRA_REFUSED = (
 )
 
 
-def private_file_problem(path: str) -> str | None:
-    """Why a secret file (a keytab) is unsafe to use, or None: a regular file owned by the exporter's
-    user or root that no other user can read; group read only for a root-owned file of the exporter's
-    own group (a Kubernetes secret mounted 0440 with fsGroup). systemd's LoadCredential= hands over
-    such files. Follows symbolic links: Kubernetes mounts secrets through them."""
-    try:
-        info = os.stat(path)
-    except ValueError:
-        return f"file {path} does not exist or is not readable"
-    except OSError as exc:
-        return f"file {path} does not exist or is not readable ({exc.strerror or type(exc).__name__})"
-    if not stat.S_ISREG(info.st_mode):
-        return f"{path} is not a regular file"
-    if info.st_uid not in (os.getuid(), 0):
-        return f"file {path} is owned by uid {info.st_uid}, not by the exporter's user or root"
-    own_group = info.st_uid == 0 and info.st_gid in (os.getgid(), *os.getgroups())
-    if info.st_mode & (0o007 if own_group else 0o077):
-        mode = stat.S_IMODE(info.st_mode)
-        return f"file {path} can be read by other users (mode {mode:04o}); make it 0600 or 0400"
-    if not os.access(path, os.R_OK):
-        return f"file {path} is not readable by the exporter's user"
-    return None
+def check_keytab(path: str) -> list[str]:
+    """Check a keytab as a password file is checked (secret_file.py: a regular file or a secret mount's
+    symlink to one, readable by the exporter; raises SecretFileError), and refuse one every user can
+    read: a keytab is the account's key, valid until the password changes. Returns the warnings (owned
+    by another user, readable by a group the exporter is not in)."""
+    warnings = check_secret_file(path)
+    mode = stat.S_IMODE(os.stat(path).st_mode)
+    if mode & stat.S_IROTH:
+        raise SecretFileError(
+            f"{path} is readable by every user on this machine (mode {mode:04o}); a keytab is the "
+            "account's key: make it readable by the exporter only (chmod 600, or 0400/0440 with fsGroup "
+            "for a Kubernetes secret)"
+        )
+    return warnings
 
 
 class KerberosSettings(Strict):
@@ -75,10 +68,20 @@ class KerberosSettings(Strict):
             return None
         base = (info.context or {}).get("base_dir", ".")
         resolved = os.path.abspath(os.path.join(base, path))
-        problem = private_file_problem(resolved)
-        if problem is not None:
-            raise PydanticCustomError("secret_source", "{problem}", {"problem": problem})
+        try:
+            check_keytab(resolved)
+        except SecretFileError as exc:
+            raise PydanticCustomError("secret_source", "{problem}", {"problem": str(exc)}) from None
         return resolved
+
+    def keytab_warnings(self) -> list[str]:
+        """How the keytab is kept, when others could change it or a foreign group read it."""
+        if self.keytab is None:
+            return []
+        try:
+            return check_keytab(self.keytab)
+        except SecretFileError:
+            return []  # an error, not a warning: the next ticket fetch reports it
 
     @field_validator("ccache")
     @classmethod
