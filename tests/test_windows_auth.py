@@ -280,6 +280,19 @@ def test_kerberos_wrong_spn_is_refused_and_the_error_names_it(kdc, windows_stand
     assert windows_standin.windows.seen and windows_standin.windows.seen[-1][1] is None
 
 
+def test_kerberos_spn_unknown_to_the_kdc_fails_in_the_client_naming_it(kdc, windows_standin, stack, tmp_path):
+    principal, keytab = client_keytab(kdc, tmp_path, "exporter")
+    unknown = f"MSSQLSvc/sql-unregistered.exporter.test:{windows_standin.port}"
+    module = {"kerberos": {"principal": principal, "keytab": str(keytab)}}
+    base = start(stack, config(windows_standin.port, module, spn=unknown), kdc)
+    up, _, took = probe(base)
+    assert up == 0.0
+    assert took < SCRAPE_TIMEOUT
+    text = log_of(stack)
+    assert f"Server {unknown}@{REALM} not found in Kerberos database" in text, text
+    assert not windows_standin.windows.seen  # no ticket, so no login reached the stand-in
+
+
 def test_kerberos_clock_skew_beyond_the_kdc_limit_fails_the_login(kdc, windows_standin, stack, tmp_path):
     if not LIBFAKETIME.exists():
         pytest.fail(f"{LIBFAKETIME} missing (Debian libfaketime; bootstrap.sh test)")

@@ -248,13 +248,9 @@ class Scraper:
                 if is_login_refused(exc) or (ntlm and is_windows_login_refused(exc)):
                     backoff.refused(credential)
                 if kerberos_login is not None:
-                    # FreeTDS says only that the login failed; the SPN it asked a ticket for is what a
-                    # DBA checks with `setspn -L`, and the library's reason what to fix first.
-                    why = None
-                    if "Unable to connect to data source" in str(exc) and _kerberos_spn(target) is not None:
-                        why = kerberos.diagnose(_kerberos_spn(target) or "")
-                    reason = f"; the Kerberos library says: {why}" if why else ""
-                    raise ScrapeFailed(f"{describe(exc)}; {kerberos_login}{reason}") from None
+                    failure = _kerberos_failure(target, exc, kerberos_login)
+                    if failure is not None:
+                        raise ScrapeFailed(failure) from None
                 # FreeTDS reports a failed TLS setup as a bare "Unable to connect to data source".
                 if "Unable to connect to data source" not in str(exc):
                     raise
@@ -299,6 +295,17 @@ def _kerberos_login(target: TargetConfig) -> str | None:
         return None
     spn = _kerberos_spn(target) or f"MSSQLSvc/{target.host}:<the port SQL Browser gives {target.instance}>"
     return f"Kerberos login as {auth.kerberos.identity()} for service principal {spn}"
+
+
+def _kerberos_failure(target: TargetConfig, exc: pyodbc.Error, login: str) -> str | None:
+    """A failed Kerberos login in words a DBA can act on: who, which SPN (what `setspn -L` checks) and,
+    where FreeTDS only says "Unable to connect", the Kerberos library's own reason. None when the
+    library finds nothing wrong with the ticket: then it is the TLS set-up (explained by the caller)."""
+    if "Unable to connect to data source" not in str(exc):
+        return f"{describe(exc)}; {login}"  # the server answered: 18452, 18456, ...
+    spn = _kerberos_spn(target)
+    why = kerberos.diagnose(spn) if spn is not None else None
+    return f"{describe(exc)}; {login}; the Kerberos library says: {why}" if why else None
 
 
 def _freetds_ready(target: TargetConfig) -> str:
