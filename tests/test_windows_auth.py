@@ -339,6 +339,9 @@ def test_ntlm_login_with_the_right_password_scrapes(windows_standin, stack, tmp_
     up, _, _ = probe(base)
     assert up == 1.0, log_of(stack)
     assert ("ntlm", f"{DOMAIN}\\{NTLM_USER}", "") in windows_standin.windows.seen
+    # NTLMv2 (UseNTLMv2=yes): an NT response longer than NTLMv1's 24 bytes.
+    assert windows_standin.windows.nt_response_lengths
+    assert all(length > 24 for length in windows_standin.windows.nt_response_lengths)
 
 
 def test_ntlm_wrong_password_is_refused_with_18452_and_backs_off(windows_standin, stack, tmp_path):

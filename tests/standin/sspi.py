@@ -21,6 +21,7 @@ state SQL Server shows a client (the real reason is in its errorlog).
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -63,13 +64,16 @@ class WindowsLogins:
     logins: set[str] = field(default_factory=set)
     # Every exchange's outcome, for the tests: (mechanism, user or None, reason or "").
     seen: list[tuple[str, str | None, str]] = field(default_factory=list)
+    # NTLM only: the length of each AUTHENTICATE message's NT response; 24 bytes is NTLMv1, NTLMv2's
+    # carries a blob and is longer.
+    nt_response_lengths: list[int] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, first_token: bytes) -> Exchange:
         if first_token.startswith(NTLM_SIGNATURE):
             if self.ntlm_user_file is None:
                 raise SspiRefused("NTLM login but the stand-in has no NTLM user file")
-            return _NtlmExchange(self.ntlm_user_file)
+            return _NtlmExchange(self.ntlm_user_file, self.nt_response_lengths)
         if self.keytab is None:
             raise SspiRefused("Kerberos login but the stand-in has no keytab")
         return _KerberosExchange(self.keytab)
@@ -119,9 +123,10 @@ class _KerberosExchange:
 class _NtlmExchange:
     mechanism = "ntlm"
 
-    def __init__(self, user_file: Path) -> None:
+    def __init__(self, user_file: Path, nt_response_lengths: list[int]) -> None:
         import spnego
 
+        self._nt_response_lengths = nt_response_lengths
         # pyspnego's pure-Python NTLM acceptor reads its users from the file NTLM_USER_FILE names.
         os.environ["NTLM_USER_FILE"] = str(user_file)
         self._context = spnego.server(protocol="ntlm", options=spnego.NegotiateOptions.use_ntlm)
@@ -131,6 +136,9 @@ class _NtlmExchange:
     def step(self, token: bytes) -> bytes:
         from spnego.exceptions import SpnegoError
 
+        if token.startswith(NTLM_SIGNATURE) and len(token) >= 24 and token[8] == 3:
+            # AUTHENTICATE: NtChallengeResponseFields' length at offset 20 (MS-NLMP 2.2.1.3).
+            self._nt_response_lengths.append(struct.unpack_from("<H", token, 20)[0])
         try:
             answer = self._context.step(token)
         except SpnegoError as exc:
