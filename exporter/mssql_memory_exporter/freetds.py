@@ -167,6 +167,11 @@ def remove_directory() -> None:
 atexit.register(remove_directory)
 
 
+def private_directory_path() -> Path:
+    """Where the private directory is (or will be), without making it."""
+    return _the_conf().directory
+
+
 def private_directory(*, reopen: bool = False) -> Path:
     """The exporter's private directory (mode 0700, this user's), made if needed; the Kerberos
     credential cache lives here too, so it goes with the directory when the exporter stops. `reopen`

@@ -86,14 +86,15 @@ class TicketKeeper:
         """Point KRB5CCNAME at the cache and, with a keytab, fetch the first tickets. A KDC that cannot
         be reached is logged, not fatal: each login tries again, and says why it cannot log in."""
         if self.settings.keytab is not None:
-            directory = freetds.private_directory(reopen=True)
-            self.cache = f"FILE:{directory / CCACHE_NAME}"
+            # The directory's name is fixed for the process; it is made (again) at each fetch.
+            self.cache = f"FILE:{freetds.private_directory_path() / CCACHE_NAME}"
         if self.cache is not None and os.environ.get(ENV) != self.cache:
             os.environ[ENV] = self.cache
         if self.settings.keytab is not None:
             try:
+                freetds.private_directory(reopen=True)
                 self.ready()
-            except KerberosError as exc:
+            except (KerberosError, freetds.FreeTdsConfError) as exc:
                 log.warning("no Kerberos ticket at start-up", extra={"err": str(exc)})
 
     def ready(self) -> None:
