@@ -3,7 +3,8 @@
 #
 #   bootstrap.sh runtime   the exporter: FreeTDS ODBC driver, unixODBC, python3-venv, the venv (`make run
 #                          CONFIG=...`, `make generate`)
-#   bootstrap.sh standin   + the stand-in's Python packages (sqlfluff, ...): the demo, `make bench`, `make soak`
+#   bootstrap.sh standin   + the stand-in's Python packages (sqlfluff, python-gssapi built with gcc and
+#                          libkrb5-dev, ...): the demo, `make bench`, `make soak`
 #   bootstrap.sh test      + Prometheus, promtool, Alertmanager, amtool, systemd-analyze, an MIT KDC and Prometheus
 #                          3.13.3 (scripts/prometheus3.sh): `make test`, `make lint`
 #   bootstrap.sh --list MODE   print the Debian packages MODE needs, install nothing
