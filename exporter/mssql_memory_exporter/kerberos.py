@@ -79,7 +79,6 @@ class TicketKeeper:
         self._lock = threading.Lock()
         self._renew_at = 0.0  # monotonic; 0: fetch at the first chance
         self._expires_at = 0.0
-        self._fetches = 0
         self.cache: str | None = settings.ccache
 
     def prepare(self) -> None:
@@ -114,18 +113,18 @@ class TicketKeeper:
         target = directory / CCACHE_NAME
         fresh = directory / f".{CCACHE_NAME}.{os.getpid()}.{threading.get_ident()}"
         name = gssapi.Name(settings.principal, gssapi.NameType.kerberos_principal)
-        # A new in-memory cache each time: given one that still holds tickets, the library would hand
-        # those back instead of asking the KDC.
-        self._fetches += 1
-        scratch = f"MEMORY:mssql-exporter-{os.getpid()}-{id(self)}-{self._fetches}"
+        # A new, empty cache each time: given one that still holds tickets, the library would hand
+        # those back instead of asking the KDC. It fills it from the keytab, and it then replaces the
+        # cache FreeTDS reads whole.
+        with contextlib.suppress(FileNotFoundError):
+            fresh.unlink()
         try:
             creds = gssapi.Credentials(
                 name=name,
                 usage="initiate",
-                store={"client_keytab": settings.keytab, "ccache": scratch},
+                store={"client_keytab": settings.keytab, "ccache": f"FILE:{fresh}"},
             )
             lifetime = creds.lifetime
-            creds.store(store={"ccache": f"FILE:{fresh}"}, overwrite=True)
             os.replace(fresh, target)
         except gssapi.exceptions.GSSError as exc:
             with contextlib.suppress(OSError):
