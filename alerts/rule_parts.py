@@ -39,7 +39,8 @@ def alert(
         rule["for"] = spec.duration(for_)
     if keep_firing is not None:
         rule["keep_firing_for"] = spec.duration(keep_firing)
-    rule["labels"] = {"severity": severity}
+    # The site's own labels (team, routing: docs/mixin.md) after the severity, which they cannot replace.
+    rule["labels"] = {"severity": severity, **spec.alert_labels}
     rule["annotations"] = {"summary": summary, "description": description, "runbook_url": spec.runbook(name)}
     return rule
 

@@ -370,6 +370,19 @@ def datasource_variable() -> Json:
     }
 
 
+def pin_datasource(node: Any, uid: str) -> Any:
+    """`node` (a dashboard's JSON) with every reference to the Data source variable replaced by the
+    Prometheus datasource `uid`: a site that names its datasource (alerts/thresholds.yml grafana.
+    datasource_uid) needs no variable."""
+    if node == DS:
+        return {"type": DS["type"], "uid": uid}
+    if isinstance(node, dict):
+        return {key: pin_datasource(value, uid) for key, value in node.items()}
+    if isinstance(node, list):
+        return [pin_datasource(value, uid) for value in node]
+    return node
+
+
 def query_variable(
     name: str,
     label: str,

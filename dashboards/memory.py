@@ -36,7 +36,7 @@ from .grafana import (
 )
 from .limits import Limits, pct, ple_floor_text
 from .panels import ANY, AT_FLOOR, UNIT_PAGES, UNIT_STALLS, now_stat, per_workload
-from .queries import INSTANCE, m, rate, with_workload
+from .queries import instance, m, rate, with_workload
 
 
 def alert_input(lim: Limits) -> str:
@@ -200,11 +200,11 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             [
                 # A: firing alerts, or 0 while some are only pending; B: 0 when none is even pending.
                 Query(
-                    f'count(ALERTS{{alertstate="firing", {INSTANCE}}})\n'
-                    f'or count(ALERTS{{alertstate="pending", {INSTANCE}}}) * 0',
+                    f'count(ALERTS{{alertstate="firing", {instance()}}})\n'
+                    f'or count(ALERTS{{alertstate="pending", {instance()}}}) * 0',
                     instant=True,
                 ),
-                Query(f"vector(0) unless on () count(ALERTS{{{INSTANCE}}})", instant=True),
+                Query(f"vector(0) unless on () count(ALERTS{{{instance()}}})", instant=True),
             ],
             width=3,
             height=4,

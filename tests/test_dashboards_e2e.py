@@ -14,6 +14,7 @@ import pytest
 from alerts.spec import duration_seconds, number
 from alerts.spec import load as load_spec
 from dashboards import capacity, frame, limits
+from dashboards.queries import building
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
 from tests.e2e_stack import (
     Prometheus,
@@ -337,7 +338,8 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
 
         # The memory-change annotation: micron's max server memory, by the bytes it moved, while the change
         # was within the rate window; nothing else of micron's memory moved.
-        memory_changes = capacity.memory_change_annotation(limits.Limits.from_spec(spec))["name"]
+        with building(spec):
+            memory_changes = capacity.memory_change_annotation(limits.Limits.from_spec(spec))["name"]
         [change] = results[(e, memory_changes, "annotation", "micron")]
         assert change["metric"]["memory"] == "max_server_memory"
         assert {float(v) for _, v in change["values"]} == {(new_mb - old_mb) * 2.0**20}
