@@ -36,7 +36,7 @@ from .requests import (
     Response,
     cut_for_log,
     loggable_query,
-    probe_target,
+    probe_request,
     query_params,
     scrape_timeout,
     text_response,
@@ -231,7 +231,7 @@ class Handler(BaseHTTPRequestHandler):
             query_params(query, frozenset())
             return self._metrics()
         if path == "/probe":
-            return self._probe(probe_target(query, self._exporter.config))
+            return self._probe(*probe_request(query, self._exporter.config))
         if path == "/-/healthy":
             return text_response(200, "OK")
         if path == "/":
@@ -243,10 +243,12 @@ class Handler(BaseHTTPRequestHandler):
         target = self._exporter.config.targets[name] if name is not None else None
         return self._expose(target, own=True)
 
-    def _probe(self, target: TargetConfig) -> Response:
-        return self._expose(target)
+    def _probe(self, target: TargetConfig, collect: frozenset[str] | None = None) -> Response:
+        return self._expose(target, collect=collect)
 
-    def _expose(self, target: TargetConfig | None, own: bool = False) -> Response:
+    def _expose(
+        self, target: TargetConfig | None, own: bool = False, collect: frozenset[str] | None = None
+    ) -> Response:
         timeout = scrape_timeout(self.headers.get(SCRAPE_TIMEOUT_HEADER))
         try:
             process: list[Metric] = list(PROCESS_METRICS.collect()) if own else []
@@ -254,7 +256,9 @@ class Handler(BaseHTTPRequestHandler):
             if own and self._exporter.own_metrics is not None:
                 groups.append(self._exporter.own_metrics())
             if target is not None:
-                groups.append(self._exporter.probe(target, timeout))
+                # Only a narrowed probe passes collect: probe functions without it keep working.
+                probe = self._exporter.probe
+                groups.append(probe(target, timeout) if collect is None else probe(target, timeout, collect))
             body = render([*process, *merge_families(*groups)])
         except Exception:
             # The probe is meant to turn SQL failures into mssql_up 0; reaching here is a bug, and
