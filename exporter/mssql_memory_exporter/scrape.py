@@ -167,9 +167,10 @@ class Scraper:
             )
             for record in plan.run:
                 self._run_collector(record, results, ctx, out, target.name, plan.exported)
-        for record in self._collectors:
-            on = 1.0 if record.name in plan.exported else 0.0
-            out.gauge("mssql_exporter_collector_enabled", ENABLED_HELP, on, {"collector": record.name})
+            # Beside the success series, so a down target still exports only what describes the scrape.
+            for record in self._collectors:
+                on = 1.0 if record.name in plan.exported else 0.0
+                out.gauge("mssql_exporter_collector_enabled", ENABLED_HELP, on, {"collector": record.name})
         out.gauge("mssql_up", "1 if the last scrape of SQL Server succeeded, 0 otherwise.", up)
         out.gauge(
             "mssql_exporter_login_backoff_seconds",
