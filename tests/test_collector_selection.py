@@ -444,3 +444,21 @@ def test_collect_refuses_names_it_cannot_serve(http_probe, query, message):
     base = http_probe(collectors={"exclude": ["memory_clerks"]})
     status, body = get(base + query)
     assert status == 400 and message in body, body
+
+
+def test_a_narrowed_probe_keeps_its_own_refresh_cadence(standin, scraper_for, narrowed_batches_parsed):
+    """The file list (a slow section) is read once per volume_refresh_seconds by each collector set: a
+    narrowed probe neither takes the full set's refresh nor waits for it."""
+    s = standin("healthy-oltp")
+    config = make_config({"standin": standin_target(s)})
+    scraper = scraper_for(config)
+
+    def reads_file_list(collect: set[str] | None) -> bool:
+        assert value(probe(scraper, config, collect), "mssql_up") == 1
+        return "sys.master_files" in s.handler.sql_seen[-1]
+
+    assert reads_file_list(None)  # the first scrape refreshes
+    assert not reads_file_list({"wait_stats"})  # nothing of it reads files
+    assert reads_file_list({"volumes"})  # its own first refresh
+    assert not reads_file_list({"volumes"})
+    assert not reads_file_list(None)  # the full set's cadence is undisturbed

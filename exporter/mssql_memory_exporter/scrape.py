@@ -63,9 +63,10 @@ class _TargetState:
     connection: TargetConnection
     backoff: LoginBackoff
     memo: dict[str, object] = field(default_factory=dict)
-    # Monotonic time the slow sections are due again, per collector set (a narrowed probe keeps its own
-    # cadence, so a probe without them never delays the refresh of one with them).
-    next_slow_at: dict[frozenset[str], float] = field(default_factory=dict)
+    next_slow_at: float = 0.0  # monotonic time the slow sections are due again
+    # The same for probes narrowed by collect[], per collector set: each keeps its own cadence, so a
+    # narrowed probe never delays the refresh of the target's full set, nor the other way round.
+    narrowed_slow_at: dict[frozenset[str], float] = field(default_factory=dict)
 
 
 class Scraper:
@@ -114,8 +115,9 @@ class Scraper:
                 self._rendered.move_to_end(sections)
             return sql
 
-    def _sections_for(self, state: _TargetState, plan: Plan) -> tuple[Section, ...]:
-        due = time.monotonic() >= state.next_slow_at.get(plan.exported, 0.0)
+    def _sections_for(self, state: _TargetState, plan: Plan, narrowed: bool) -> tuple[Section, ...]:
+        due_at = state.narrowed_slow_at.get(plan.exported, 0.0) if narrowed else state.next_slow_at
+        due = time.monotonic() >= due_at
         if plan.reads_files:
             # Only a batch with the file list can answer these asks; other sets leave them in the memo.
             due = due or bool(state.memo.pop(FORCE_SLOW, False))
@@ -140,8 +142,10 @@ class Scraper:
         out = FamilyBuilder(target.labels)
         state = self._state(target)
         up = 0.0
-        plan = self._planner.plan(self.enabled_for(target, collect))
-        sections = self._sections_for(state, plan)
+        own = self.enabled_for(target)
+        plan = self._planner.plan(own if collect is None else own & frozenset(collect))
+        narrowed = plan.exported != own
+        sections = self._sections_for(state, plan, narrowed)
         try:
             result_sets = state.connection.run(self._batch_for(sections), started + timeout)
             results = route(result_sets, sections)
@@ -158,9 +162,12 @@ class Scraper:
             self.repeat_log.succeeded(target.name, "scrape", "scrape succeeded again")
             if len(sections) > len(plan.fast):
                 refresh = getattr(target, "volume_refresh_seconds", DEFAULT_REFRESH_SECONDS)
-                state.next_slow_at[plan.exported] = time.monotonic() + refresh
-                while len(state.next_slow_at) > RENDERED_CACHE_SIZE:  # a client trying many sets
-                    del state.next_slow_at[next(iter(state.next_slow_at))]
+                if not narrowed:
+                    state.next_slow_at = time.monotonic() + refresh
+                else:
+                    state.narrowed_slow_at[plan.exported] = time.monotonic() + refresh
+                    while len(state.narrowed_slow_at) > RENDERED_CACHE_SIZE:  # a client trying many sets
+                        del state.narrowed_slow_at[next(iter(state.narrowed_slow_at))]
             host = self._host if getattr(target, "colocated", False) else None
             ctx = ScrapeContext(
                 now=time.time(), workload=target.workload, memo=state.memo, target=target, host=host
