@@ -71,13 +71,13 @@ def pool() -> dict[str, object]:
 
 
 def standin_target(s, **overrides: object) -> dict[str, object]:
-    return s.target_yaml(
-        query_timeout_seconds=GENEROUS,
-        login_timeout_seconds=10,
-        volume_map={POOL_VOLUME: POOL_VOLUME},
-        ssd_pools={"data": pool()},
-        **overrides,
-    )
+    fields: dict[str, object] = {
+        "query_timeout_seconds": GENEROUS,
+        "login_timeout_seconds": 10,
+        "volume_map": {POOL_VOLUME: POOL_VOLUME},
+        "ssd_pools": {"data": pool()},
+    }
+    return s.target_yaml(**{**fields, **overrides})
 
 
 def success(samples: dict) -> dict[str, float]:
@@ -260,14 +260,18 @@ def test_plans_are_kept_for_a_bounded_number_of_sets():
 def test_each_collector_alone_exports_what_it_exports_among_all(
     standin, scraper_for, narrowed_batches_parsed
 ):
-    s = standin("healthy-oltp")
-    config = make_config({"standin": standin_target(s)})
-    scraper = scraper_for(config)
-    full = probe(scraper, config)
+    """Each on a fresh scraper: what one collector left in the target's memo (the file list) must not
+    hide what another reads without declaring it."""
+    s = standin("hbp-dax")  # a server with every feature on: HBP databases on PMEM, tempdb, pools
+    volume_map = {POOL_VOLUME: POOL_VOLUME, "/mnt/pmem0": "/mnt/pmem0"}
+    config = make_config({"standin": standin_target(s, pmem_volumes=["/mnt/pmem0"], volume_map=volume_map)})
+    full = probe(scraper_for(config), config)
     assert set(success(full)) == set(NAMES) and set(success(full).values()) == {1.0}
     assert enabled(full) == dict.fromkeys(NAMES, 1.0)
+    assert "mssql_hybrid_buffer_pool_eligible_bytes" in metric_names(full)
     union: set[str] = set()
     for name in NAMES:
+        scraper = scraper_for(config)
         batches = s.handler.exporter_batches
         alone = probe(scraper, config, {name})
         assert s.handler.exporter_batches == batches + 1, "a narrowed probe is one round trip"
