@@ -115,6 +115,8 @@ def narrowed_batches_parsed() -> None:
         frozenset(NAMES) - {"memory_clerks"},
         frozenset({"wait_stats", "memory_manager"}),
     ]
+    for first_line in [*WITHOUT_VIEW_ANY_DEFINITION.values(), WITHOUT_VIEW_SERVER_STATE]:
+        sets.append(frozenset(NAMES) - turned_off(documented_setting(first_line)))
     for chosen in sets:
         for batch in scraper.batches_for(chosen):
             batch_info(batch)
@@ -466,3 +468,80 @@ def test_a_narrowed_probe_keeps_its_own_refresh_cadence(standin, scraper_for, na
     assert reads_file_list({"volumes"})  # its own first refresh
     assert not reads_file_list({"volumes"})
     assert not reads_file_list(None)  # the full set's cadence is undisturbed
+
+
+# --- the common cases in docs/configuration.md, with the permission taken away -----------------------------
+
+# Every view the server-state permission guards, as the stand-in names them (docs/permissions.md).
+SERVER_STATE_VIEWS = (
+    "sys.dm_os_sys_info",
+    "sys.dm_os_performance_counters",
+    "sys.dm_io_virtual_file_stats",
+    "sys.dm_os_buffer_pool_extension_configuration",
+    "sys.dm_os_sys_memory",
+    "sys.dm_os_process_memory",
+    "sys.dm_exec_query_resource_semaphores",
+    "sys.dm_os_memory_clerks",
+    "sys.dm_os_wait_stats",
+    "tempdb.sys.dm_db_file_space_usage",
+    "tempdb.sys.dm_db_log_space_usage",
+    "sys.dm_os_volume_stats",
+)
+TEMPDB_ID = 2
+
+
+def documented_setting(first_line: str) -> dict[str, list[str]]:
+    """The `collectors:` of the YAML block in docs/configuration.md that starts with `first_line`."""
+    text = (ROOT / "docs/configuration.md").read_text()
+    start = text.index(f"```yaml\n{first_line}\n") + len("```yaml\n")
+    return yaml.safe_load(text[start : text.index("```", start)])["collectors"]
+
+
+def failing_with_and_without(s, scraper_for, setting: dict[str, list[str]]) -> tuple[set[str], set[str]]:
+    failing = []
+    for collectors in (None, setting):
+        overrides = {"collectors": collectors} if collectors else {}
+        config = make_config({"standin": standin_target(s, **overrides)})
+        scraper = scraper_for(config)
+        scrape(scraper, config, timeout=GENEROUS)
+        got = scrape(scraper, config, timeout=GENEROUS)  # a second scrape: past the first refresh
+        assert value(got, "mssql_up") == 1
+        failing.append({name for name, ok in success(got).items() if ok == 0})
+    return failing[0], failing[1]
+
+
+def turned_off(setting: dict[str, list[str]]) -> set[str]:
+    if "include" in setting:
+        return set(NAMES) - set(setting["include"])
+    return set(setting["exclude"])
+
+
+WITHOUT_VIEW_ANY_DEFINITION = {
+    "all but tempdb": "# login without VIEW ANY DEFINITION that still sees tempdb's rows in sys.master_files",
+    "all": "# login without VIEW ANY DEFINITION that sees no tempdb rows in sys.master_files",
+}
+WITHOUT_VIEW_SERVER_STATE = "# login without VIEW SERVER STATE"
+
+
+@pytest.mark.parametrize(("hidden", "first_line"), WITHOUT_VIEW_ANY_DEFINITION.items())
+def test_documented_setting_for_a_login_without_view_any_definition(
+    standin, scraper_for, narrowed_batches_parsed, hidden, first_line
+):
+    s = standin("healthy-oltp")
+    ids = {db.database_id for db in s.instance.scenario.files.databases}
+    s.instance.scenario.files.hidden_from_master_files = ids - {TEMPDB_ID} if hidden != "all" else ids
+    setting = documented_setting(first_line)
+    before, after = failing_with_and_without(s, scraper_for, setting)
+    # Exactly what fails is turned off: nothing fails after, nothing that works is lost.
+    assert before == turned_off(setting) and after == set()
+
+
+def test_documented_setting_for_a_login_without_view_server_state(
+    standin, scraper_for, narrowed_batches_parsed
+):
+    s = standin("healthy-oltp")
+    for view in SERVER_STATE_VIEWS:
+        s.instance.denied.add(view, 300)
+    setting = documented_setting(WITHOUT_VIEW_SERVER_STATE)
+    before, after = failing_with_and_without(s, scraper_for, setting)
+    assert before == turned_off(setting) and after == set()
