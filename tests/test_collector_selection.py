@@ -545,3 +545,11 @@ def test_documented_setting_for_a_login_without_view_server_state(
     setting = documented_setting(WITHOUT_VIEW_SERVER_STATE)
     before, after = failing_with_and_without(s, scraper_for, setting)
     assert before == turned_off(setting) and after == set()
+
+
+def test_the_bench_turns_off_a_collector_with_what_needs_it():
+    from bench.collector_cost import without
+
+    assert set(NAMES) - without("sys_info") == {"sys_info", "memory_config", "volumes", "ssd_pools"}
+    assert set(NAMES) - without("volumes") == {"volumes", "ssd_pools"}
+    assert set(NAMES) - without("wait_stats") == {"wait_stats"}
