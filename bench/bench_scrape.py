@@ -191,7 +191,8 @@ def main() -> int:
         results["g_collector_cost"] = [collector_cost.summary(c) for c in costs]
         headers, rows = collector_cost.table(costs)
         print_table(
-            f"(g) Each collector's exporter-side cost: every collector vs all but it, {rounds} shuffled rounds",
+            f"(g) Each collector's exporter-side cost: every collector vs all but it, {rounds} shuffled"
+            " rounds",
             headers,
             rows,
             "    in process (probe + exposition) through collect[], one connection; per collector: series it"
