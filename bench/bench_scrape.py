@@ -195,9 +195,10 @@ def main() -> int:
             " rounds",
             headers,
             rows,
-            "    in process (probe + exposition) through collect[], one connection; per collector: series it"
-            " adds, and the\n    medians of CPU and wall time per probe, all minus all-but-it, in ms (near 0:"
-            " below the noise).\n" + load_note(machine),
+            "    in process (probe + exposition) through collect[], one connection; per collector: series"
+            " it adds;\n    parse ms: the median of its own collector_duration in the all-collector probes;"
+            " CPU and wall:\n    median over rounds of (all - all but it) per probe, in ms (near 0 or below:"
+            " under the noise).\n    Last row: the whole probe.\n" + load_note(machine),
         )
 
     elapsed = time.monotonic() - started
