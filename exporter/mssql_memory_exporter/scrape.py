@@ -82,6 +82,7 @@ class Scraper:
         self._collectors = tuple(collectors)
         self._host = host
         self._planner = Planner(self._collectors)
+        self._names = frozenset(record.name for record in self._collectors)
         self._sections: list[Section] = sections_of(self._collectors)
         self._fast = tuple(s for s in self._sections if not s.slow)
         self._slow = tuple(s for s in self._sections if s.slow)
@@ -130,8 +131,7 @@ class Scraper:
         """The collectors a probe of `target` exports: its config's set, narrowed to `collect` (names
         the web layer checked against that set, selection.narrow)."""
         enabled = getattr(target, "enabled_collectors", None)
-        names = frozenset(r.name for r in self._collectors)
-        chosen = names if enabled is None else names & enabled
+        chosen = self._names if enabled is None or enabled == self._names else self._names & enabled
         return chosen if collect is None else chosen & frozenset(collect)
 
     def probe(
