@@ -167,7 +167,8 @@ class Scraper:
                 else:
                     state.narrowed_slow_at[plan.exported] = time.monotonic() + refresh
                     while len(state.narrowed_slow_at) > RENDERED_CACHE_SIZE:  # a client trying many sets
-                        del state.narrowed_slow_at[next(iter(state.narrowed_slow_at))]
+                        # pop with a default: a concurrent probe of the target may drop the same one
+                        state.narrowed_slow_at.pop(next(iter(state.narrowed_slow_at)), None)
             host = self._host if getattr(target, "colocated", False) else None
             ctx = ScrapeContext(
                 now=time.time(), workload=target.workload, memo=state.memo, target=target, host=host
