@@ -1,4 +1,4 @@
-"""(g) Bursts: N probes sent to ONE exporter process at the same instant, over N new connections.
+"""(h) Bursts: N probes sent to ONE exporter process at the same instant, over N new connections.
 
 A Prometheus with hundreds of targets on one exporter can open that many connections at once (after a
 restart, a network blip, or simply when its scrape offsets line up). Four stand-ins (healthy-oltp) are
@@ -191,7 +191,7 @@ def _listen_overflows() -> int:
 
 
 TITLE = (
-    f"(g) Bursts: N probes at the same instant over N new connections to ONE exporter ({TARGETS} targets,"
+    f"(h) Bursts: N probes at the same instant over N new connections to ONE exporter ({TARGETS} targets,"
     f" scrape timeout {SCRAPE_TIMEOUT:g} s)"
 )
 NOTES = (

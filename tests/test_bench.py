@@ -24,11 +24,11 @@ def run_python(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[
 
 def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_path):
     out = tmp_path / "bench.json"
-    quick = ("--quick", "--only", "abdfg", "--fleet", "5", "--burst", "20")
+    quick = ("--quick", "--only", "abdfh", "--fleet", "5", "--burst", "20")
     run = run_python("bench/bench_scrape.py", *quick, "--json", str(out))
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     titles = ("(a) Round trips and bytes", "(b) Scrape latency", "(d) Fleet", "(f) The memory diagnosis")
-    for title in (*titles, "(g) Bursts"):
+    for title in (*titles, "(h) Bursts"):
         assert title in run.stdout, run.stdout[-2000:]
     results = json.loads(out.read_text())
     for cost in results["a_b"]:
@@ -42,7 +42,7 @@ def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_
         # Without the diagnosis collectors the scrape has fewer series; both sides were measured.
         assert share["series_all"] > share["series_without"] > 0, share
         assert share["median_ms_all"] > 0 and share["median_ms_without"] > 0, share
-    (burst,) = results["g_burst"]
+    (burst,) = results["h_burst"]
     # Every probe of the burst answered: scraped (up 1 or 0), or 503 for one that waited past its timeout.
     assert burst["probes"] == 20 and burst["failed"] == 0, burst
     assert burst["up"] + burst["down"] + burst["late"] == 20, burst

@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from mssql_memory_exporter.web.requests import MAX_QUERY_FIELDS
 
 from tests import tools
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, samples_of, value
@@ -80,12 +81,13 @@ def test_probe_metrics_and_errors_over_http(exporter):
 
 def test_query_parameter_limit_is_named(exporter):
     base, _, _process = exporter
-    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * 17))
-    assert status == 400 and body.strip() == "too many query parameters (at most 16)", body
-    # Sixteen are read: the answer is about the repeated target, not the count.
-    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * 16))
-    assert status == 400 and "given 16 times" in body, body
-    status, body = get(f"{base}/metrics?" + "&".join(["a=1"] * 17))
+    most = MAX_QUERY_FIELDS  # a target and one collect[] per collector fit
+    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * (most + 1)))
+    assert status == 400 and body.strip() == f"too many query parameters (at most {most})", body
+    # That many are read: the answer is about the repeated target, not the count.
+    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * most))
+    assert status == 400 and f"given {most} times" in body, body
+    status, body = get(f"{base}/metrics?" + "&".join(["a=1"] * (most + 1)))
     assert status == 400 and "too many query parameters" in body, body
 
 

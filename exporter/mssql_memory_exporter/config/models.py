@@ -18,6 +18,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .auth import AuthModule, Credentials
+from .collectors import ALL_COLLECTORS, CollectorsConfig
 from .drives import DriveHealthConfig
 from .errors import ConfigError, error_at, to_config_error
 from .fields import (
@@ -73,8 +74,12 @@ class TargetConfig(Strict):
     # Volumes on PMEM/DAX, for when that cannot be detected (not co-located, or Windows).
     pmem_volumes: list[VolumeLabel] = Field(default_factory=list)
     ssd_pools: dict[PoolName, SsdPool] = Field(default_factory=dict)
+    # Which collectors run; without it the top-level `collectors` applies, and without that, all of them.
+    collectors: CollectorsConfig | None = None
     # Linked by ExporterConfig so a target can be turned into a connection string on its own.
     _auth: AuthModule | None = PrivateAttr(default=None)
+    # Set by ExporterConfig from the top-level `collectors` when the target has none of its own.
+    _default_collectors: CollectorsConfig | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -200,6 +205,12 @@ class TargetConfig(Strict):
         """The linked auth module (None until ExporterConfig links it)."""
         return self._auth
 
+    @property
+    def enabled_collectors(self) -> frozenset[str]:
+        """The names of the collectors this target runs: its own setting, else the top-level one."""
+        chosen = self.collectors if self.collectors is not None else self._default_collectors
+        return chosen.enabled() if chosen is not None else ALL_COLLECTORS
+
 
 class ExporterConfig(Strict):
     default_target: str | None = None
@@ -207,6 +218,8 @@ class ExporterConfig(Strict):
     targets: Annotated[dict[str, TargetConfig], Field(min_length=1)]
     # smartctl readings of this host's drives (host/drive_health.py); pools link to them by name.
     drive_health: DriveHealthConfig | None = None
+    # Every target's collectors unless it sets its own.
+    collectors: CollectorsConfig | None = None
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -235,6 +248,7 @@ class ExporterConfig(Strict):
                     f"no auth module named {target.auth_module!r} under auth_modules",
                 )
             target._auth = module
+            target._default_collectors = self.collectors
             if target.spn is not None and module.kerberos is None:
                 raise error_at(("targets", key, "spn"), "only a kerberos auth module uses an SPN")
         return self

@@ -39,7 +39,7 @@ from .requests import (
     cut_for_log,
     header_section,
     loggable_query,
-    probe_target,
+    probe_request,
     query_params,
     request_line_problem,
     scrape_timeout,
@@ -235,8 +235,8 @@ class Handler(BaseHTTPRequestHandler):
             query_params(query, frozenset())
             return self._unscraped() if self.command == "HEAD" else self._metrics()
         if path == "/probe":
-            target = probe_target(query, self._exporter.config)  # HEAD checks the query all the same
-            return self._unscraped() if self.command == "HEAD" else self._probe(target)
+            target, collect = probe_request(query, self._exporter.config)  # HEAD checks the query too
+            return self._unscraped() if self.command == "HEAD" else self._probe(target, collect)
         if path == "/-/healthy":
             return text_response(200, "OK")
         if path == "/-/ready":
@@ -271,10 +271,12 @@ class Handler(BaseHTTPRequestHandler):
         target = self._exporter.config.targets[name] if name is not None else None
         return self._expose(target, own=True)
 
-    def _probe(self, target: TargetConfig) -> Response:
-        return self._expose(target)
+    def _probe(self, target: TargetConfig, collect: frozenset[str] | None = None) -> Response:
+        return self._expose(target, collect=collect)
 
-    def _expose(self, target: TargetConfig | None, own: bool = False) -> Response:
+    def _expose(
+        self, target: TargetConfig | None, own: bool = False, collect: frozenset[str] | None = None
+    ) -> Response:
         # Prometheus' clock started when it sent the request: time spent waiting for a free thread (a
         # burst larger than the pool) is taken off the probe's. A request that waited as long as its
         # scraper allows is not scraped: the scraper has given up, and the work would only delay the
@@ -294,7 +296,9 @@ class Handler(BaseHTTPRequestHandler):
             if own and self._exporter.own_metrics is not None:
                 groups.append(self._exporter.own_metrics())
             if target is not None:
-                groups.append(self._exporter.probe(target, timeout))
+                # Only a narrowed probe passes collect: probe functions without it keep working.
+                probe = self._exporter.probe
+                groups.append(probe(target, timeout) if collect is None else probe(target, timeout, collect))
             body = render([*process, *merge_families(*groups)])
         except Exception:
             # The probe is meant to turn SQL failures into mssql_up 0; reaching here is a bug, and

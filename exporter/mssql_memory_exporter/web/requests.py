@@ -12,11 +12,14 @@ from urllib.parse import parse_qs
 
 from prometheus_client.metrics_core import Metric
 
+from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.config import TARGET_NAME_MAX, ExporterConfig, TargetConfig
+from mssql_memory_exporter.selection import SelectionError, narrow
 
 log = logging.getLogger(__name__)
 
-ProbeFn = Callable[[TargetConfig, float], list[Metric]]
+# (target, timeout) or, for a probe narrowed by collect[], (target, timeout, collector names)
+ProbeFn = Callable[..., list[Metric]]
 OwnMetricsFn = Callable[[], list[Metric]]
 
 SCRAPE_TIMEOUT_HEADER = "X-Prometheus-Scrape-Timeout-Seconds"
@@ -42,7 +45,10 @@ MAX_HEADER_BYTES = 16 * 1024
 MAX_HEADER_LINES = 100
 # What is buffered of one request head before it is answered: enough to see that a limit was passed.
 MAX_HEAD_BYTES = MAX_REQUEST_LINE + MAX_HEADER_BYTES + 2
-MAX_QUERY_FIELDS = 16  # /probe needs one; a scanner's hundreds are refused before parsing
+# /probe needs a target and at most one collect[] per collector; a scanner's hundreds are refused
+# before parsing.
+MAX_QUERY_FIELDS = 32
+PROBE_PARAMS = frozenset({"target", "collect[]"})
 # A client that connects and never finishes the TLS handshake holds a thread until this runs out.
 TLS_HANDSHAKE_TIMEOUT_SECONDS = 10.0
 # The request line and headers must be complete this many seconds after the request began (after the
@@ -152,7 +158,24 @@ def query_params(query: str, allowed: frozenset[str]) -> dict[str, list[str]]:
 def probe_target(query: str, config: ExporterConfig) -> TargetConfig:
     """The configured target a /probe query names; anything else is a BadRequest, so the exporter
     can only ever connect to servers listed in its config."""
-    values = query_params(query, frozenset({"target"})).get("target", [])
+    return probe_request(query, config)[0]
+
+
+def probe_request(query: str, config: ExporterConfig) -> tuple[TargetConfig, frozenset[str] | None]:
+    """The target a /probe query names and the collectors its `collect[]` values narrow it to (None:
+    the target's own set). An unknown collector, or one the target's config turned off, is refused."""
+    params = query_params(query, PROBE_PARAMS)
+    target = _named_target(params.get("target", []), config)
+    wanted = params.get("collect[]")
+    if wanted is None:
+        return target, None
+    try:
+        return target, narrow(wanted, target.enabled_collectors, COLLECTORS, target.name)
+    except SelectionError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _named_target(values: list[str], config: ExporterConfig) -> TargetConfig:
     if not values:
         raise BadRequest("missing query parameter 'target'; use /probe?target=NAME")
     if len(values) > 1:
