@@ -17,10 +17,11 @@ import pytest
 
 from tests.conftest import exposition, make_config, samples_of, scrape, value
 from tests.standin.server import StandInServer
+from tests.timeouts import SLACK_SECONDS
 
 TARGET_METRIC = "mssql_page_life_expectancy_seconds"
 RETRY_MSG = "connection lost while idle, logging in again"
-SLACK = 0.75  # seconds a loaded machine may add to a deadline before the answer is out
+SLACK = SLACK_SECONDS  # what a loaded machine may add to a deadline before the answer is out
 
 
 def only_scrape_metrics(samples: dict) -> set[str]:

@@ -17,4 +17,4 @@ stand-in parse a new text.
 from __future__ import annotations
 
 PATIENT_SECONDS = 30.0
-SLACK_SECONDS = 1.5
+SLACK_SECONDS = 1.0
