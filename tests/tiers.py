@@ -28,6 +28,7 @@ MODULE_TIERS: dict[str, str] = {
     # unit: parsers, config, generators, rules and dashboards read as data
     "test_collector_contract": "unit",
     "test_config": "unit",
+    "test_dashboard_verdicts": "unit",
     "test_dashboards": "unit",
     "test_drive_parse": "unit",
     "test_drive_pools": "unit",
