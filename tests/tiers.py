@@ -5,7 +5,8 @@
   sockets, the exporter or a script as a subprocess, a fake smartctl.
 - promtool: runs Prometheus' own tools (promtool, amtool, systemd-analyze) or the Prometheus build.
 - e2e: a stack of real programs (Prometheus, Alertmanager, the exporter, stand-ins) over time.
-- slow (besides a tier): takes many seconds on its own; left out of `make test-fast`.
+- slow (besides a tier): every e2e and promtool test, property tests asking for more than hypothesis'
+  default 100 examples, and SLOW_TESTS; left out of `make test-fast`.
 
 A module's tier is its default; a test is raised above it by what it uses: a stand-in, socket or process
 fixture makes it integration, a promtool/Prometheus release parameter or `tools.needs` makes it promtool.
