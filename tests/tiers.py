@@ -46,6 +46,8 @@ MODULE_TIERS: dict[str, str] = {
     "test_sqlcheck": "unit",
     "test_tools": "unit",
     "test_workers": "unit",
+    "test_kerberos_deploy": "unit",
+    "test_secret_file": "unit",
     # integration: the stand-in over TDS, real sockets and subprocesses
     "test_bench": "integration",
     "test_bootstrap": "integration",
@@ -77,6 +79,11 @@ MODULE_TIERS: dict[str, str] = {
     "test_web_hardening": "integration",
     "test_webconfig": "integration",
     "test_webconfig_http": "integration",
+    "test_collector_selection": "integration",
+    "test_mixin": "integration",  # make mixin and its checks as subprocesses
+    "test_web_bursts": "integration",
+    "test_web_protocol": "integration",
+    "test_windows_auth": "integration",  # a KDC, Kerberos logins to the stand-in
     # promtool: rule unit tests and config checks by Prometheus' tools
     "test_alerting": "promtool",
     "test_coverage_tiers": "promtool",
@@ -96,7 +103,11 @@ MODULE_TIERS: dict[str, str] = {
 TEST_TIERS: dict[str, str] = {
     "test_endurance_config.py::test_bad_known_written_exits_2_naming_the_field": "integration",
     "test_fuzz.py::test_fuzzed_expositions_pass_promtool": "promtool",
+    "test_packaging.py::test_kubernetes_probes_use_ready_for_readiness_and_healthy_for_liveness": (
+        "integration"  # probes a real exporter HTTP server
+    ),
     "test_secret_check.py::test_a_leak_in_a_passing_test_is_caught_through_every_channel": "integration",
+    "test_secret_file.py::test_a_socket_is_refused": "integration",  # binds a Unix socket to refuse it
     "test_soak.py::test_short_soak_with_faults": "integration",
     "test_spec.py::test_loading_a_bad_spec_stops_with_the_key_named": "integration",
     "test_tiers.py::test_the_guard_fails_a_unit_test_that_opens_a_socket_or_starts_a_process": "integration",
@@ -119,6 +130,11 @@ INTEGRATION_FIXTURES = frozenset(
         "launch",
         "backend",
         "fake",
+        "http_probe",
+        "narrowed_batches_parsed",
+        "kdc",
+        "windows_standin",
+        "stack",
     }
 )
 
