@@ -74,7 +74,7 @@ def pool() -> dict[str, object]:
 def standin_target(s, **overrides: object) -> dict[str, object]:
     fields: dict[str, object] = {
         "query_timeout_seconds": GENEROUS,
-        "login_timeout_seconds": 10,
+        "login_timeout_seconds": PATIENT_SECONDS,
         "volume_map": {POOL_VOLUME: POOL_VOLUME},
         "ssd_pools": {"data": pool()},
     }
