@@ -199,9 +199,12 @@ def _shorter_than_patient(*seconds: object) -> bool:
 
 
 def batch_variants(scraper: Scraper) -> list[str]:
-    """Every batch text the exporter sends a stand-in scenario that needs no per-target volume lookups:
-    the fast sections alone (most scrapes) and with the slow ones (the first scrape and each refresh)."""
-    return [scraper._batch_for(sections) for sections in (scraper._fast, scraper._fast + scraper._slow)]
+    """Every batch text the exporter sends a stand-in scenario with every collector on and no per-target
+    volume lookups: the fast sections alone (most scrapes) and with the slow ones (the first scrape and
+    each refresh). Narrowed sets (collect[], a target's collectors) are parsed ahead where they are sent
+    (test_collector_selection.narrowed_batches_parsed)."""
+    target = next(iter(scraper._config.targets.values()))
+    return list(scraper.batches_for(scraper.enabled_for(target)))
 
 
 @pytest.fixture(scope="session")
