@@ -101,3 +101,13 @@ def test_the_guard_fails_a_unit_test_that_opens_a_socket_or_starts_a_process(tmp
     assert "2 failed, 1 passed" in out, out
     assert "test_opens_a_socket is in the unit tier but did socket.bind" in out, out
     assert "test_starts_a_process is in the unit tier but did subprocess.Popen" in out, out
+
+
+def test_make_test_fast_runs_the_fast_unit_tier_and_installs_no_prometheus() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    recipe = re.search(r"^test-fast:.*\n((?:\t.*\n)+)", makefile, re.M)
+    assert recipe, "no test-fast target"
+    lines = recipe.group(1)
+    assert "scripts/bootstrap.sh standin" in lines  # the stand-in's packages; not `test`: no Prometheus
+    assert "bootstrap.sh test" not in lines
+    assert '-m "unit and not slow"' in lines
