@@ -1,5 +1,5 @@
 # The front door. Every target installs what it needs on a fresh Debian 12 machine (scripts/bootstrap.sh).
-.PHONY: run test lint bench generate mixin soak bootstrap clean dashboards-look
+.PHONY: run test test-fast lint bench generate mixin soak bootstrap clean dashboards-look
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -17,6 +17,14 @@ run:
 # tests instead of skipping them (tests/tools.py); bootstrap installs them.
 test: lint
 	REQUIRE_TEST_TOOLS=1 bash scripts/test.sh
+
+## test-fast: the developer's loop, under a minute: lint and the unit tier (tests that start no process and
+## open no socket; tests/tiers.py), without the property tests that ask for hundreds of examples. Needs no
+## Prometheus: it installs only the stand-in's Python packages. `make test` runs everything.
+test-fast:
+	@bash scripts/bootstrap.sh standin
+	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose
+	$(PY) -m pytest -q -m "unit and not slow" --durations=10
 
 lint:
 	@bash scripts/bootstrap.sh test
