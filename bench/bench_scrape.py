@@ -1,4 +1,4 @@
-"""`make bench`: the exporter's cost, measured against SQL Server stand-ins in one run, as six tables.
+"""`make bench`: the exporter's cost, measured against SQL Server stand-ins in one run, as seven tables.
 
 (a) round trips and bytes on the wire per scrape        bench/scrape_cost.py
 (b) scrape latency and exporter-side time vs SELECT 1    bench/scrape_cost.py
@@ -6,6 +6,8 @@
 (d) a fleet of targets through /probe of one exporter process                  bench/fleet.py
 (e) start-up with 1k/10k/50k targets: seconds to listening, bytes written, RSS  bench/startup.py
 (f) the memory diagnosis sections' share of a scrape                            bench/section_share.py
+(g) each collector's exporter-side cost: every collector vs all but that one    bench/collector_cost.py
+(h) bursts of 200 and 2,000 probes at the same instant: all answered, latency, threads   bench/burst.py
 
 Prints the tables and writes every figure to build/bench-results.json. `--quick` is a smoke run
 (seconds, not minutes) whose numbers mean little. docs/performance.md explains the method.
@@ -23,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import fleet, growth, scrape_cost, section_share, startup  # noqa: E402
+from bench import burst, collector_cost, fleet, growth, scrape_cost, section_share, startup  # noqa: E402
 from bench.common import BUILD, MachineLoad, load_note, machine_info, print_table, raise_fd_limit  # noqa: E402
 
 COST_SCENARIOS = ("healthy-oltp", "numa-4-nodes")
@@ -45,7 +47,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--only", default="abcdef", help="tables to run, e.g. 'cd' (a and b run together)")
+    parser.add_argument("--only", default="abcdefgh", help="tables to run, e.g. 'cd' (a and b run together)")
     parser.add_argument("--scrapes", type=int, default=1000, help="scrapes per scenario in (a)/(b)")
     parser.add_argument("--fleet", type=int, action="append", help="fleet sizes for (d); default 100 and 500")
     parser.add_argument("--interval", type=float, default=15.0, help="scrape interval of the fleet, seconds")
@@ -57,6 +59,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--startup-timeout", type=float, default=startup.TIMEOUT, help="seconds a start-up in (e) may take"
+    )
+    parser.add_argument(
+        "--burst", type=int, action="append", help="probes at once for (h); default 200 and 2,000"
     )
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: few scrapes, small fleet, short interval"
@@ -180,6 +185,35 @@ def main() -> int:
             "    in process (probe + exposition), each scraper on its own connection to one stand-in; times"
             " in ms.\n" + load_note(machine),
         )
+
+    if "g" in args.only:
+        rounds = max(10, int(args.scrapes * scale / 5))
+        load = MachineLoad()
+        load.start()
+        costs = [collector_cost.measure(s, rounds) for s in COST_SCENARIOS]
+        machine = load.stop()
+        results["g_collector_cost"] = [collector_cost.summary(c) for c in costs]
+        headers, rows = collector_cost.table(costs)
+        print_table(
+            f"(g) Each collector's exporter-side cost: every collector vs all but it, {rounds} shuffled"
+            " rounds",
+            headers,
+            rows,
+            "    in process (probe + exposition) through collect[], one connection; per collector: series"
+            " it adds;\n    parse ms: the median of its own collector_duration in the all-collector probes;"
+            " CPU and wall:\n    median over rounds of (all - all but it) per probe, in ms (near 0 or below:"
+            " under the noise).\n    Last row: the whole probe.\n" + load_note(machine),
+        )
+
+    if "h" in args.only:
+        sizes = args.burst or list(burst.QUICK_SIZES if args.quick else burst.SIZES)
+        load = MachineLoad()
+        load.start()
+        bursts = [burst.measure(n) for n in sizes]
+        machine = load.stop()
+        results["h_burst"] = [burst.summary(b) for b in bursts]
+        headers, rows = burst.table(bursts)
+        print_table(burst.TITLE, headers, rows, burst.NOTES + "\n" + load_note(machine))
 
     elapsed = time.monotonic() - started
     results["elapsed_seconds"] = elapsed

@@ -1,4 +1,4 @@
-"""(g) The capacity report over a year of a fleet, through Thanos Query: 1 h data against raw.
+"""(i) The capacity report over a year of a fleet, through Thanos Query: 1 h data against raw.
 
 A year of N targets (default 500) at one sample an hour (memory, target memory, one pool counter; rating
 and planned life daily), memory raised half-way through the year on every target: backfilled with
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-capacity-") as tmp:
         results = run(args.targets, Path(tmp))
     hour, raw = results["1h"], results["raw"]
-    print(f"(g) capacity report, {args.targets} targets, one year, through Thanos Query")
+    print(f"(i) capacity report, {args.targets} targets, one year, through Thanos Query")
     print("| data | seconds | series bytes fetched | rows (with share) |")
     print("|---|---:|---:|---:|")
     for name, r in (("1 h", hour), ("raw", raw)):

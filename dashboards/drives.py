@@ -8,7 +8,16 @@ from alerts.spec import number as num
 
 from .grafana import BLUE, GREEN, ORANGE, Panel, Query, Row, Step, Thresholds, merge_and_organize, override
 from .limits import Limits, duration, pct
-from .pools import POOL, enough_data, remaining_ranges, share_ranges
+from .pools import (
+    POOL,
+    RETIRED_FIRST,
+    enough_data,
+    share_ranges,
+    worn_apart,
+    worn_in_service,
+    worn_ranges,
+    worn_text,
+)
 from .queries import HOST, m
 
 
@@ -45,6 +54,17 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
     ]
     renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _, _) in enumerate(columns)}
     wear = Thresholds.healthy_below(lim.endurance.exhaustion_share, warn=d.life_used_warning)
+    # When the drives say they are worn out, judged as the rating's time left is (pools.worn_in_service).
+    by_pool = "job, instance, pool"
+    drives_left = m(lim.rule("drive_remaining"), POOL)
+    worn = drive_coverage(
+        lim, f"(\n{worn_in_service(lim, drives_left, m(lim.rule('drive_share'), POOL), by_pool)}\n)"
+    )
+    said, said_overrides = worn_apart(
+        Query(worn, "{{pool}}", instant=True),
+        Query(f"{drive_coverage(lim, drives_left)}\nunless on ({by_pool}) (\n{worn}\n)", "{{pool}}", True),
+        worn_ranges(lim),
+    )
     return [
         Row("Drives: what they say about themselves"),
         Panel(
@@ -74,14 +94,14 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
             "stat",
             "The drives say 100% in",
             f"Per pool: (endurance the drives imply - their host bytes) ÷ the {lim.pool_long_window} write "
-            "rate of their own counters: when the drives will report 100% of their life used. Healthy: more "
-            f"than {duration(lim.endurance.remaining_warning_seconds)} (orange under it, red under "
-            f"{duration(lim.endurance.remaining_critical_seconds)}). Empty until every drive of the pool has "
-            f"used {pct(d.implied_min_life_used)}.",
+            "rate of their own counters: when the drives will report 100% of their life used. "
+            f"{worn_text(lim)} (The share here is the drives' own projection.) Healthy: green. Empty until "
+            f"every drive of the pool has used {pct(d.implied_min_life_used)}.",
             "s",
-            [Query(drive_coverage(lim, m(lim.rule("drive_remaining"), POOL)), "{{pool}}", instant=True)],
+            said,
             width=6,
-            thresholds=remaining_ranges(lim),
+            thresholds=RETIRED_FIRST,
+            overrides=said_overrides,
             options={"textMode": "value_and_name"},
             no_value=young,
         ),

@@ -11,7 +11,18 @@ from .drives import endurance_row_drives
 from .frame import ENDURANCE_UID, TAGS, annotations, header_links, variables
 from .grafana import Dashboard, Panel, Query, Row, query_variable
 from .limits import Limits, duration, pct
-from .pools import POOL, endurance_row_ssd_pools, enough_data, remaining_ranges, share_ranges
+from .pools import (
+    POOL,
+    RETIRED_FIRST,
+    endurance_row_ssd_pools,
+    enough_data,
+    share_ranges,
+    worn_apart,
+    worn_pools,
+    worn_ranges,
+    worn_share_ranges,
+    worn_text,
+)
 from .queries import NO_HOST, m
 from .tempdb import endurance_row_latency, endurance_row_tempdb, endurance_row_tempdb_space
 
@@ -21,7 +32,21 @@ INSTANCE_LABELS = "job, instance"
 def endurance_row_now(lim: Limits) -> list[Panel | Row]:
     """The endurance dashboard's row "Now"."""
     share_thresholds = share_ranges(lim)
-    remaining_thresholds = remaining_ranges(lim)
+    remaining, share = m(lim.rule("remaining"), POOL), m(lim.rule("share"), POOL)
+    # Per instance: the pools that wear out in service, and every pool.
+    worn = f"min without (pool, source) (\n{worn_pools(lim)}\n)"
+    highest = f"max without (pool, source) ({enough_data(lim, share)})"
+    shares, share_overrides = worn_apart(
+        Query(f"{highest}\nand on (job, instance) (\n{worn}\n)", instant=True),
+        Query(f"{highest}\nunless on (job, instance) (\n{worn}\n)", instant=True),
+        worn_share_ranges(lim),
+    )
+    shortest = f"min without (pool, source) ({enough_data(lim, remaining)})"
+    times, time_overrides = worn_apart(
+        Query(worn, instant=True),
+        Query(f"{shortest}\nunless on (job, instance) (\n{worn}\n)", instant=True),
+        worn_ranges(lim),
+    )
     short_w = lim.tempdb_short_window
     share_text = (
         f"Healthy: under {pct(lim.endurance.budget_high_share)} of the rating (orange from there; the budget "
@@ -66,38 +91,31 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             "stat",
             "Highest projected share of rated endurance",
             f"The worst pool's projected share of its rated endurance over its planned life, at the "
-            f"{lim.pool_long_window} write rate. {share_text}",
+            f"{lim.pool_long_window} write rate. {share_text} Never green while a pool wears out in service "
+            "(the time left beside says which): the bytes already written can use a rating up before "
+            "retirement even where the rate alone would not.",
             "percentunit",
-            [
-                Query(
-                    f"max without (pool, source) ({enough_data(lim, m(lim.rule('share'), POOL))})",
-                    instant=True,
-                )
-            ],
+            shares,
             width=6,
             height=4,
             no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
             thresholds=share_thresholds,
+            overrides=share_overrides,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
         ),
         Panel(
             "stat",
-            "Shortest time until a rating is used up",
-            f"Time until the first pool has written its rated bytes at the {lim.pool_long_window} rate. "
-            f"Healthy: longer than {duration(lim.endurance.remaining_warning_seconds)} (orange under it: "
-            "order drives; red "
-            f"under {duration(lim.endurance.remaining_critical_seconds)}), or past the planned retirement.",
+            "Time until a rating is used up",
+            f"At the {lim.pool_long_window} rate, given the bytes written so far: the soonest of the pools "
+            "that wear out in service, when any does; otherwise the shortest of all. "
+            f"{worn_text(lim)} Healthy: green.",
             "s",
-            [
-                Query(
-                    f"min without (pool, source) ({enough_data(lim, m(lim.rule('remaining'), POOL))})",
-                    instant=True,
-                )
-            ],
+            times,
             width=6,
             height=4,
             no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
-            thresholds=remaining_thresholds,
+            thresholds=RETIRED_FIRST,
+            overrides=time_overrides,
             links=[lim.runbook(ENDURANCE_REMAINING)],
         ),
     ]

@@ -22,7 +22,7 @@ from .grafana import (
 from .limits import Limits, duration, pct, ple_floor_text
 from .panels import ANY, AT_FLOOR, GAUGE_HEADROOM, UNIT_PAGES, UNIT_STALLS
 from .pools import enough_data, pool_table, share_ranges
-from .queries import INSTANCE, m
+from .queries import instance, m
 
 FLEET_POOLS_TITLE = "SSD pools of every instance"
 
@@ -47,7 +47,7 @@ def fleet_columns(lim: Limits) -> list[FleetColumn]:
     by = "max by (job, instance)"
     pressure = (
         f'count_over_time(\n  (max by (job, instance) (ALERTS{{alertname="{MEMORY_PRESSURE}", '
-        f'alertstate="firing", {INSTANCE}}}))[$__range:$__interval]\n)\n* $__interval_ms / 60000\n'
+        f'alertstate="firing", {instance()}}}))[$__range:$__interval]\n)\n* $__interval_ms / 60000\n'
         f"or on (job, instance) 0 * {by} ({m('mssql_up')})"
     )
     oltp_targets = m("mssql_target_info", 'workload="oltp"')

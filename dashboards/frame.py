@@ -15,7 +15,7 @@ from .grafana import (
     query_variable,
 )
 from .limits import Limits
-from .queries import INSTANCE, m
+from .queries import instance, m, site
 
 MEMORY_UID = "mssql-memory-pressure"
 
@@ -24,6 +24,16 @@ ENDURANCE_UID = "mssql-tempdb-ssd-endurance"
 FLEET_UID = "mssql-fleet-capacity"
 
 TAGS = ["mssql", "sql-server"]
+
+
+def site_uid(uid: str) -> str:
+    """A dashboard's uid in the site's Grafana: the spec's grafana.uid_prefix before the bundle's own."""
+    return site().grafana.uid_prefix + uid
+
+
+def datasource_pinned() -> bool:
+    """A site that names its datasource (grafana.datasource_uid) gets no Data source variable."""
+    return bool(site().grafana.datasource_uid)
 
 
 def variables(
@@ -54,7 +64,7 @@ def variables(
             sort=0,
         )
     return [
-        datasource_variable(),
+        *([] if datasource_pinned() else [datasource_variable()]),
         query_variable(
             "job",
             "Job",
@@ -74,8 +84,8 @@ def annotations() -> list[Json]:
             "Firing alerts",
             # One mark where the condition began (ALERTS_FOR_STATE's value is that time), for alerts that
             # went on to fire; not a region, which painted every panel red while any alert fired.
-            f"ALERTS_FOR_STATE{{{INSTANCE}}} * 1000\n"
-            f'and ignoring (alertstate) ALERTS{{alertstate="firing", {INSTANCE}}}',
+            f"ALERTS_FOR_STATE{{{instance()}}} * 1000\n"
+            f'and ignoring (alertstate) ALERTS{{alertstate="firing", {instance()}}}',
             RED,
             "{{alertname}}",
             "{{severity}} on {{instance}}: the condition began here and held for the alert's for: time",
@@ -103,7 +113,9 @@ def header_links(lim: Limits, this: str) -> list[Json]:
         ENDURANCE_UID: ("tempdb and SSD endurance", "Per instance: tempdb writes and SSD pool endurance"),
         FLEET_UID: ("Fleet capacity review", "Every instance in one sortable table"),
     }
-    links = [dashboard_link(title, uid, tip) for uid, (title, tip) in targets.items() if uid != this]
+    links = [
+        dashboard_link(title, site_uid(uid), tip) for uid, (title, tip) in targets.items() if uid != this
+    ]
     links.append(
         external_link(
             "Runbooks",
@@ -115,15 +127,14 @@ def header_links(lim: Limits, this: str) -> list[Json]:
 
 
 def dashboard_url(uid: str) -> str:
-    return f"/d/{uid}"
+    return f"/d/{site_uid(uid)}"
 
 
 def instance_links() -> Json:
     """Data links from an instance cell into the per-instance dashboards, with this range and source."""
-    params = (
-        "var-datasource=${datasource}&var-job=${__data.fields.job}&var-instance=${__value.raw}"
-        "&${__url_time_range}"
-    )
+    params = "var-job=${__data.fields.job}&var-instance=${__value.raw}&${__url_time_range}"
+    if not datasource_pinned():
+        params = "var-datasource=${datasource}&" + params
     return override(
         "instance",
         (

@@ -20,10 +20,23 @@ from alerts.spec import number as num
 
 from .diagnosis import memory_row_pressure_from_outside, memory_row_who_holds
 from .frame import MEMORY_UID, TAGS, annotations, header_links, variables
-from .grafana import GREEN, RED, Dashboard, Panel, Query, Row, Thresholds, override, value_map
+from .grafana import (
+    GREEN,
+    ORANGE,
+    RED,
+    Dashboard,
+    Panel,
+    Query,
+    Row,
+    Step,
+    Thresholds,
+    override,
+    override_query,
+    value_map,
+)
 from .limits import Limits, pct, ple_floor_text
 from .panels import ANY, AT_FLOOR, UNIT_PAGES, UNIT_STALLS, now_stat, per_workload
-from .queries import INSTANCE, m, rate, with_workload
+from .queries import instance, m, rate, with_workload
 
 
 def alert_input(lim: Limits) -> str:
@@ -68,10 +81,19 @@ def lookups_per_batch_expr() -> str:
     return f"{rate('mssql_page_lookups_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)"
 
 
+# Alerts of an instance: orange while some are pending and none fires, red from the first firing one.
+PENDING_OR_FIRING = Thresholds((Step(ORANGE, None), Step(RED, ANY)))
+
+
 def memory_row_now(lim: Limits) -> list[Panel | Row]:
     """The memory dashboard's row "Now"."""
     w = lim.window
     ple_ratio = ple_ratio_expr(lim)
+    # The nodes the PLE alert judges: the instance has been up longer than the node's floor.
+    warm_ratio = (
+        f"min without (node) (\n{ple_ratio}\nand on (job, instance, node) (\n  {m(lim.rule('ple_floor'))}\n"
+        f"  < on (job, instance) group_left () {m(lim.rule('uptime'))}\n)\n)"
+    )
     return [
         Row("Now"),
         Panel(
@@ -95,14 +117,28 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             "s",
             m(lim.rule("uptime")),
         ),
-        now_stat(
+        Panel(
+            "stat",
             "Worst PLE ÷ floor",
             "Page life expectancy of the worst NUMA node divided by that node's floor "
             f"({ple_floor_text(lim)}). Healthy: 100% or more. Under 100% one node is evicting pages faster "
-            "than the floor allows, even when the instance-wide PLE looks fine.",
+            "than the floor allows, even when the instance-wide PLE looks fine. Right after a restart a "
+            "node's PLE can be no higher than the uptime: until the instance has been up longer than a "
+            "node's floor, that node is not judged (as the alert waits for it too), and while no node is "
+            "judged yet the figure shows without a colour.",
             "percentunit",
-            f"min without (node) (\n{ple_ratio}\n)",
+            [
+                # A: while no node has been up longer than its floor; B: the nodes that have.
+                Query(
+                    f"min without (node) (\n{ple_ratio}\n)\nunless on (job, instance) (\n{warm_ratio}\n)",
+                    instant=True,
+                ),
+                Query(warm_ratio, instant=True),
+            ],
+            width=3,
+            height=4,
             thresholds=Thresholds.healthy_above(AT_FLOOR),
+            overrides=[override_query("A", ("thresholds", Thresholds.neutral().json()))],
             links=[lim.runbook(PLE_LOW)],
         ),
         now_stat(
@@ -152,13 +188,28 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_below(lim.grants_alarm),
             links=[lim.runbook(GRANTS_PENDING)],
         ),
-        now_stat(
+        Panel(
+            "stat",
             "Firing alerts",
-            "Alerts of this instance firing in Prometheus now (ALERTS). Healthy: 0. The red marks on the "
-            "time series show when each fired; the runbooks are linked in the dashboard header.",
+            "Alerts of this instance firing in Prometheus now (ALERTS). Healthy: 0 in green. An orange 0: "
+            "none fires yet, but some are pending (their condition holds while they wait out their for: "
+            "time), which is what a red stat beside this one means until its alert fires; a green 0 beside "
+            "a red stat would tell the opposite story. The red marks on the time series show when each "
+            "fired; the runbooks are linked in the dashboard header.",
             "short",
-            f'count(ALERTS{{alertstate="firing", {INSTANCE}}}) or vector(0)',
+            [
+                # A: firing alerts, or 0 while some are only pending; B: 0 when none is even pending.
+                Query(
+                    f'count(ALERTS{{alertstate="firing", {instance()}}})\n'
+                    f'or count(ALERTS{{alertstate="pending", {instance()}}}) * 0',
+                    instant=True,
+                ),
+                Query(f"vector(0) unless on () count(ALERTS{{{instance()}}})", instant=True),
+            ],
+            width=3,
+            height=4,
             thresholds=Thresholds.healthy_below(ANY),
+            overrides=[override_query("A", ("thresholds", PENDING_OR_FIRING.json()))],
         ),
     ]
 

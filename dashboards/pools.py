@@ -4,10 +4,25 @@ row of the endurance dashboard and the per-pool table the fleet shows too."""
 from __future__ import annotations
 
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, ENDURANCE_REMAINING
+from alerts.rule_parts import life_left
 from alerts.spec import number as num
 
 from .frame import instance_links
-from .grafana import GREEN, ORANGE, Panel, Query, Row, Step, Thresholds, merge_and_organize, override
+from .grafana import (
+    GREEN,
+    ORANGE,
+    RED,
+    TEXT,
+    Json,
+    Panel,
+    Query,
+    Row,
+    Step,
+    Thresholds,
+    merge_and_organize,
+    override,
+    override_query,
+)
 from .limits import Limits, duration, pct
 from .panels import GAUGE_HEADROOM
 from .queries import m
@@ -38,11 +53,79 @@ def share_ranges(lim: Limits) -> Thresholds:
     return Thresholds.healthy_below(lim.endurance.exhaustion_share, warn=lim.endurance.budget_high_share)
 
 
-def remaining_ranges(lim: Limits) -> Thresholds:
-    """Time until the rated bytes are written: orange under the warning, red under the critical."""
-    return Thresholds.healthy_above(
-        lim.endurance.remaining_critical_seconds, warn=lim.endurance.remaining_warning_seconds
+# --- wearing out in service: the one verdict behind every time-left and share figure -----------------
+# A time left is not good news on its own: 1.8 years is plenty for a pool retired next year and a problem
+# for one planned to serve four more. The time-left figures are therefore judged against the planned life
+# that remains, and the share figures beside them by the same verdict, so the two never disagree.
+
+
+def worn_in_service(lim: Limits, remaining: str, share: str, labels: str, pool: str = POOL) -> str:
+    """The series of `remaining` (seconds until a pool's rating is used up) whose pool wears out while it
+    is still in service: the rating is used up before the planned retirement; or, once the pool is kept
+    past it, within endurance.remaining_warning (the remaining alert's own rule); or its projected `share`
+    (matched on `labels`) reaches the rating (the exhaustion alert's). The other pools are retired first,
+    or kept past retirement with time to spare."""
+    left = life_left(lambda name: m(name, pool))  # the remaining alert's own expression
+    e = lim.endurance
+    return (
+        f"(\n  (\n    {remaining}\n    < on (job, instance, pool) group_left () {left}\n  )\n"
+        f"  or (\n    {remaining} < {num(e.remaining_warning_seconds)}\n"
+        f"    and on (job, instance, pool) {left} <= 0\n  )\n"
+        f"  or (\n    {remaining}\n    and on ({labels}) {share} >= {num(e.exhaustion_share)}\n  )\n)"
     )
+
+
+def worn_pools(lim: Limits) -> str:
+    """The chosen pools' time left (per pool and source, with enough data) where they wear out in service."""
+    remaining, share = m(lim.rule("remaining"), POOL), m(lim.rule("share"), POOL)
+    return enough_data(lim, f"(\n{worn_in_service(lim, remaining, share, POOL_LABELS)}\n)")
+
+
+def worn_ranges(lim: Limits) -> Thresholds:
+    """Time left of a pool that wears out in service: red under the critical, orange above it; never
+    green, however long, since the drives must be replaced before they were planned to be."""
+    return Thresholds((Step(RED, None), Step(ORANGE, lim.endurance.remaining_critical_seconds)))
+
+
+def worn_share_ranges(lim: Limits) -> Thresholds:
+    """The share of a pool that wears out in service: red from the rating, orange under it; never green,
+    since the bytes already written use the rating up before retirement even where the rate alone would
+    not."""
+    return Thresholds((Step(ORANGE, None), Step(RED, lim.endurance.exhaustion_share)))
+
+
+# Time left of a pool retired before its rating is used up (or kept past retirement with time to spare):
+# healthy however short, as the remaining alert stays silent for it.
+RETIRED_FIRST = Thresholds((Step(GREEN, None),))
+
+
+def soon_ranges(lim: Limits) -> Thresholds:
+    """Time left where the retirement is not beside it (a table cell): red and orange when soon, and no
+    verdict beyond the warning, where only the planned life that remains can tell good from bad."""
+    e = lim.endurance
+    return Thresholds(
+        (Step(RED, None), Step(ORANGE, e.remaining_critical_seconds), Step(TEXT, e.remaining_warning_seconds))
+    )
+
+
+def worn_text(lim: Limits) -> str:
+    """How the time-left and share figures are judged, for their descriptions."""
+    e = lim.endurance
+    return (
+        "Judged against the planned life that remains (in service date + planned life - now): a pool "
+        "whose rating is used up before its planned retirement, or whose projected share reaches "
+        f"{pct(e.exhaustion_share)}, or that is kept past its retirement with under "
+        f"{duration(e.remaining_warning_seconds)} left, wears out in service and is never green "
+        f"(orange; red under {duration(e.remaining_critical_seconds)} left or from "
+        f"{pct(e.exhaustion_share)} of the rating). A pool retired before its rating is used up is green "
+        "however little time is left, as the remaining alert stays silent for it."
+    )
+
+
+def worn_apart(worn: Query, rest: Query, worn_thresholds: Thresholds) -> tuple[list[Query], list[Json]]:
+    """A panel's two queries, A the pools that wear out in service and B the rest, with A's own
+    thresholds (the panel's thresholds judge B)."""
+    return [worn, rest], [override_query("A", ("thresholds", worn_thresholds.json()))]
 
 
 def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
@@ -105,10 +188,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
     overrides.append(
         override(
             "Rating used up in",
-            (
-                "thresholds",
-                remaining_ranges(lim).json(),
-            ),
+            ("thresholds", soon_ranges(lim).json()),
             ("custom.displayMode", "color-text"),
         )
     )
@@ -133,7 +213,9 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         "the drives' known reading (when configured) plus what the exporter counted plus the "
         f"{lim.pool_long_window} rate over the time nobody counted; red under "
         f"{duration(lim.endurance.remaining_critical_seconds)}, orange under "
-        f"{duration(lim.endurance.remaining_warning_seconds)}. Host writes are not NAND writes: where the "
+        f"{duration(lim.endurance.remaining_warning_seconds)}, and no colour beyond: a cell cannot weigh it "
+        "against the planned life that remains (the time-left stats of the endurance dashboard do). Host "
+        "writes are not NAND writes: where the "
         "exporter reads the drives (drive_health), 'Drives imply' is the endurance their own wear implies "
         "(host bytes ÷ life used) and 'Drives at 100% in' when they will say they are worn out, at the "
         f"{lim.pool_long_window} rate of their own counters; empty without drive health."
@@ -156,12 +238,24 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
 def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
     """The endurance dashboard's row "SSD pools"."""
     share_thresholds = share_ranges(lim)
-    remaining_thresholds = remaining_ranges(lim)
     share_text = (
         f"Healthy: under {pct(lim.endurance.budget_high_share)} of the rating (orange from there; the budget "
         "alert), "
         f"and never past {pct(lim.endurance.exhaustion_share)} (red: the drives wear out before the planned "
         "life ends)."
+    )
+    legend = "{{pool}} ({{source}})"
+    remaining, share = m(lim.rule("remaining"), POOL), m(lim.rule("share"), POOL)
+    worn = worn_pools(lim)
+    shares, share_overrides = worn_apart(
+        Query(f"{enough_data(lim, share)}\nand on ({POOL_LABELS}) (\n{worn}\n)", legend, instant=True),
+        Query(f"{enough_data(lim, share)}\nunless on ({POOL_LABELS}) (\n{worn}\n)", legend, instant=True),
+        worn_share_ranges(lim),
+    )
+    times, time_overrides = worn_apart(
+        Query(worn, legend, instant=True),
+        Query(f"{enough_data(lim, remaining)}\nunless on ({POOL_LABELS}) (\n{worn}\n)", legend, instant=True),
+        worn_ranges(lim),
     )
     return [
         Row("SSD pools"),
@@ -193,12 +287,15 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             f"{share_text} The marks sit at {pct(lim.endurance.budget_high_share)} and "
             f"{pct(lim.endurance.exhaustion_share)}. "
             f"Shown once the rate rests on {duration(lim.endurance.projection_min_coverage_seconds)} of "
-            "data.",
+            "data. Never green for a pool that wears out in service, as the time left beside says: the "
+            "bytes already written can use the rating up before retirement even where this rate alone "
+            "would not.",
             "percentunit",
-            [Query(enough_data(lim, m(lim.rule("share"), POOL)), "{{pool}} ({{source}})", instant=True)],
+            shares,
             width=6,
             no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
             thresholds=share_thresholds,
+            overrides=share_overrides,
             min=0,
             max=lim.endurance.exhaustion_share * GAUGE_HEADROOM,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
@@ -208,17 +305,15 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             "Time until the rated bytes are written",
             "Per pool and source: (rated endurance - bytes written so far: known reading + counted + "
             "extrapolated over the gaps) ÷ the "
-            f"{lim.pool_long_window} write rate. Healthy: more than "
-            f"{duration(lim.endurance.remaining_warning_seconds)} "
-            "(orange under it: order drives; red under "
-            f"{duration(lim.endurance.remaining_critical_seconds)}). Infinite when "
+            f"{lim.pool_long_window} write rate. {worn_text(lim)} Healthy: green. Infinite when "
             "nothing is written. Shown once the rate rests on "
             f"{duration(lim.endurance.projection_min_coverage_seconds)} of "
             "data.",
             "s",
-            [Query(enough_data(lim, m(lim.rule("remaining"), POOL)), "{{pool}} ({{source}})", instant=True)],
+            times,
             width=5,
-            thresholds=remaining_thresholds,
+            thresholds=RETIRED_FIRST,
+            overrides=time_overrides,
             options={"textMode": "value_and_name"},
             links=[lim.runbook(ENDURANCE_REMAINING)],
             no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",

@@ -6,7 +6,19 @@ from __future__ import annotations
 from alerts import names as names_
 from alerts.spec import number as num
 
-from .grafana import GREEN, ORANGE, Panel, Query, Row, Step, Thresholds, merge_and_organize, override
+from .grafana import (
+    GREEN,
+    ORANGE,
+    RED,
+    Panel,
+    Query,
+    Row,
+    Step,
+    Thresholds,
+    merge_and_organize,
+    override,
+    override_query,
+)
 from .limits import Limits, duration, pct
 from .panels import ANY, STACKED, UNSTACKED
 from .queries import HOST, NO_HOST, m, rate
@@ -116,21 +128,41 @@ def headroom_stat(
     rule_and_alert: tuple[str, str],
     width: int,
     height: int,
+    filling: str | None = None,
 ) -> Panel:
-    """A tempdb headroom ratio against the one pair of limits its alert uses."""
+    """A tempdb headroom ratio against the one pair of limits its alert uses. `filling`: the instances
+    whose projection says this room runs out within the horizon; their headroom is never green, however
+    much is left now, so it never contradicts the time until full beside it."""
     t = lim.spec.tempdb
     rule, alert_name = rule_and_alert
+    ratio = m(lim.rule(rule))
+    queries, overrides = [Query(ratio, instant=True)], []
+    text = (
+        f"{what} Healthy: above {pct(t.headroom_warning_share)} (orange under it, red under "
+        f"{pct(t.headroom_critical_share)}: {red_means})."
+    )
+    if filling is not None:
+        queries = [
+            Query(f"{ratio}\nand on (job, instance) (\n{filling}\n)", instant=True),
+            Query(f"{ratio}\nunless on (job, instance) (\n{filling}\n)", instant=True),
+        ]
+        filling_ranges = Thresholds((Step(RED, None), Step(ORANGE, t.headroom_critical_share)))
+        overrides = [override_query("A", ("thresholds", filling_ranges.json()))]
+        text += (
+            " Never green while tempdb is projected full within "
+            f"{duration(t.projection_horizon_seconds)} (the stat beside), however much room is left now."
+        )
     return Panel(
         "stat",
         title,
-        f"{what} Healthy: above {pct(t.headroom_warning_share)} (orange under it, red under "
-        f"{pct(t.headroom_critical_share)}: {red_means}).",
+        text,
         "percentunit",
-        [Query(m(lim.rule(rule)), instant=True)],
+        queries,
         width=width,
         height=height,
         decimals=1,
         thresholds=Thresholds.healthy_above(t.headroom_critical_share, warn=t.headroom_warning_share),
+        overrides=overrides,
         links=[lim.runbook(alert_name)],
     )
 
@@ -149,6 +181,10 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
         ("System volume", "mssql_tempdb_system_volume_files"),
     ]
     renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _) in enumerate(layout)}
+    # The headroom and the time until full judge each other: neither is green while the other is not.
+    full_in = m(lim.rule("tempdb_exhausted_in"))
+    low = f"{m(lim.rule('tempdb_headroom_ratio'))} < {num(t.headroom_warning_share)}"
+    soon_full = Thresholds((Step(RED, None), Step(ORANGE, t.projection_horizon_seconds)))  # never green
     return [
         Row("tempdb space"),
         Panel(
@@ -181,18 +217,25 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             ("tempdb_headroom_ratio", names_.TEMPDB_HEADROOM_LOW),
             width=4,
             height=9,
+            filling=f"{full_in} < {num(t.projection_horizon_seconds)}",
         ),
         Panel(
             "stat",
             "tempdb full in",
             f"At the headroom's trend over the last {t.projection_window}: when tempdb is full. Empty while "
             "the headroom does not shrink (healthy). Red under "
-            f"{duration(t.projection_horizon_seconds)}: the projection alert's horizon.",
+            f"{duration(t.projection_horizon_seconds)}: the projection alert's horizon. Never green while "
+            f"the headroom beside is under {pct(t.headroom_warning_share)}: a slow trend does not make a "
+            "nearly full tempdb healthy.",
             "s",
-            [Query(m(lim.rule("tempdb_exhausted_in")), instant=True)],
+            [
+                Query(f"{full_in}\nand on (job, instance) (\n{low}\n)", instant=True),
+                Query(f"{full_in}\nunless on (job, instance) (\n{low}\n)", instant=True),
+            ],
             width=4,
             height=9,
             thresholds=Thresholds.healthy_above(t.projection_horizon_seconds),
+            overrides=[override_query("A", ("thresholds", soon_full.json()))],
             no_value="Not shrinking",
             links=[lim.runbook(names_.TEMPDB_PROJECTED_FULL)],
         ),

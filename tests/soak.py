@@ -78,7 +78,7 @@ class Target:
 class Snapshot:
     rss: int
     fds: int
-    threads: int  # without idle scrape workers
+    threads: int  # without idle scrape and HTTP workers
     sockets: Counter[str]  # TCP state -> sockets from the exporter to a stand-in port
     busy_workers: int
 
@@ -135,7 +135,7 @@ class Report:
             f"  growth {(self.end.rss - self.start.rss) / 1e6:+.2f} MB"
             f"  (second half {self.second_half_growth() / 1e6:+.2f} MB)",
             f"open fds      start {self.start.fds}  end {self.end.fds}",
-            f"threads       start {self.start.threads}  end {self.end.threads}  (idle scrape workers"
+            f"threads       start {self.start.threads}  end {self.end.threads}  (idle scrape and HTTP workers"
             f" not counted; busy ones at the end: {self.end.busy_workers})",
             f"sockets to SQL Server ({self.targets} targets)  start {self.start.connections}"
             f" ({self.start.describe_sockets()})  end {self.end.connections} ({self.end.describe_sockets()})",
@@ -181,7 +181,7 @@ def _snapshot(proc: psutil.Process, ports: set[int], base: str, readings: int = 
         now = Snapshot(
             proc.memory_info().rss,
             proc.num_fds(),
-            proc.num_threads() - workers["idle"],
+            proc.num_threads() - workers["idle"] - workers["http_idle"],
             sockets,
             workers["busy"],
         )
@@ -203,9 +203,12 @@ def _scrape_workers(base: str) -> dict[str, int]:
     """The exporter's scrape workers by state, from its own /metrics (a missing one fails, named)."""
     with urllib.request.urlopen(f"{base}/metrics", timeout=10) as response:
         samples = samples_of(response.read().decode())
-    return {
+    workers = {
         state: int(value(samples, "mssql_exporter_scrape_workers", state=state)) for state in ("busy", "idle")
     }
+    # The HTTP threads, too, wait for the next request until two minutes unused (web/pool.py).
+    workers["http_idle"] = int(value(samples, "mssql_exporter_http_workers", state="idle"))
+    return workers
 
 
 def _probe(base: str, name: str) -> tuple[int, str]:

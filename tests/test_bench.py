@@ -24,9 +24,11 @@ def run_python(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[
 
 def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_path):
     out = tmp_path / "bench.json"
-    run = run_python("bench/bench_scrape.py", "--quick", "--only", "abdf", "--fleet", "5", "--json", str(out))
+    quick = ("--quick", "--only", "abdfh", "--fleet", "5", "--burst", "20")
+    run = run_python("bench/bench_scrape.py", *quick, "--json", str(out))
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    for title in ("(a) Round trips and bytes", "(b) Scrape latency", "(d) Fleet", "(f) The memory diagnosis"):
+    titles = ("(a) Round trips and bytes", "(b) Scrape latency", "(d) Fleet", "(f) The memory diagnosis")
+    for title in (*titles, "(h) Bursts"):
         assert title in run.stdout, run.stdout[-2000:]
     results = json.loads(out.read_text())
     for cost in results["a_b"]:
@@ -40,6 +42,11 @@ def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_
         # Without the diagnosis collectors the scrape has fewer series; both sides were measured.
         assert share["series_all"] > share["series_without"] > 0, share
         assert share["median_ms_all"] > 0 and share["median_ms_without"] > 0, share
+    (burst,) = results["h_burst"]
+    # Every probe of the burst answered: scraped (up 1 or 0), or 503 for one that waited past its timeout.
+    assert burst["probes"] == 20 and burst["failed"] == 0, burst
+    assert burst["up"] + burst["down"] + burst["late"] == 20, burst
+    assert burst["gzipped"] >= burst["up"], burst  # every answer with series (mssql_up 0 alone is < 1 KiB)
     (fleet,) = results["d_fleet"]
     assert fleet["targets"] == 5 and fleet["probes"] >= 5 and fleet["failed"] == 0, fleet
     assert fleet["round_trips_per_probe"] == 1.0, fleet
@@ -81,7 +88,7 @@ def test_compare_ratio_names_a_reference_too_short_to_measure():
 
 
 def test_capacity_report_bench_reads_both_resolutions_and_every_period():
-    """(g) at three targets: both runs give a share for each of the six periods (two per target)."""
+    """(i) at three targets: both runs give a share for each of the six periods (two per target)."""
     from tests import tools
 
     tools.check_thanos()

@@ -23,6 +23,7 @@ from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, Sc
 from mssql_memory_exporter.collectors.perfcounters import parse_perf_rows, parse_perf_table
 from mssql_memory_exporter.scrape import Scraper
 from mssql_memory_exporter.web import BadRequest, probe_target
+from mssql_memory_exporter.web.requests import MAX_QUERY_FIELDS
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import exposition, make_config
@@ -185,9 +186,21 @@ query_chars = st.characters(codec="utf-8", exclude_categories=("Cs",))
         ),
         st.lists(
             st.sampled_from(
-                ["target=prod-a", "target=", "target=x", "module=y", "target=prod-a%00", "&", "=="]
+                [
+                    "target=prod-a",
+                    "target=",
+                    "target=x",
+                    "module=y",
+                    "target=prod-a%00",
+                    "&",
+                    "==",
+                    "collect[]=wait_stats",
+                    "collect%5B%5D=sys_info",
+                    "collect[]=",
+                    "collect[]=nope",
+                ]
             ),
-            max_size=4,
+            max_size=6,
         ).map("&".join),
     )
 )
@@ -203,12 +216,14 @@ def test_probe_parameters_give_a_target_or_a_clear_400(query):
 
 @settings(max_examples=100, deadline=None)
 @given(
-    st.lists(st.sampled_from(["target=prod-a", "x=1", "", "target=", "=="]), min_size=17, max_size=60).map(
-        "&".join
-    )
+    st.lists(
+        st.sampled_from(["target=prod-a", "x=1", "", "target=", "==", "collect[]=wait_stats"]),
+        min_size=MAX_QUERY_FIELDS + 1,
+        max_size=MAX_QUERY_FIELDS * 3,
+    ).map("&".join)
 )
-def test_more_than_16_query_parameters_are_refused_as_too_many(query):
-    with pytest.raises(BadRequest, match=r"^too many query parameters \(at most 16\)$"):
+def test_more_query_parameters_than_the_limit_are_refused_as_too_many(query):
+    with pytest.raises(BadRequest, match=rf"^too many query parameters \(at most {MAX_QUERY_FIELDS}\)$"):
         probe_target(query, CONFIG)
 
 

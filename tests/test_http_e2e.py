@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import gzip
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from mssql_memory_exporter.web.requests import MAX_QUERY_FIELDS
 
+from tests import tools
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, samples_of, value
-from tests.e2e_stack import Stack
+from tests.e2e_stack import Stack, probe_scrape_config, prometheus_config
 from tests.test_failures import eventually
 
 
@@ -78,12 +81,13 @@ def test_probe_metrics_and_errors_over_http(exporter):
 
 def test_query_parameter_limit_is_named(exporter):
     base, _, _process = exporter
-    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * 17))
-    assert status == 400 and body.strip() == "too many query parameters (at most 16)", body
-    # Sixteen are read: the answer is about the repeated target, not the count.
-    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * 16))
-    assert status == 400 and "given 16 times" in body, body
-    status, body = get(f"{base}/metrics?" + "&".join(["a=1"] * 17))
+    most = MAX_QUERY_FIELDS  # a target and one collect[] per collector fit
+    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * (most + 1)))
+    assert status == 400 and body.strip() == f"too many query parameters (at most {most})", body
+    # That many are read: the answer is about the repeated target, not the count.
+    status, body = get(f"{base}/probe?" + "&".join(["target=healthy"] * most))
+    assert status == 400 and f"given {most} times" in body, body
+    status, body = get(f"{base}/metrics?" + "&".join(["a=1"] * (most + 1)))
     assert status == 400 and "too many query parameters" in body, body
 
 
@@ -149,3 +153,57 @@ def test_metrics_with_host_collector_and_default_target_is_one_family_per_name(s
             ["promtool", "check", "metrics"], input=body, capture_output=True, text=True, timeout=30
         )
         assert "duplicate" not in (check.stdout + check.stderr).lower(), check.stdout + check.stderr
+
+
+def _batches(standin) -> int:
+    """Client requests after login the stand-in has seen, over every session (closed ones included)."""
+    return sum(session.batches for session in standin.server.sessions)
+
+
+def test_head_runs_no_batch_gets_come_gzipped_and_the_exporter_is_ready(exporter):
+    base, (healthy, pressure), _process = exporter
+    assert get(f"{base}/-/ready") == (200, "OK\n")
+    before = (_batches(healthy), _batches(pressure))
+    for path in ("/probe?target=pressure", "/metrics", "/probe?target=healthy"):
+        request = urllib.request.Request(base + path, method="HEAD")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200 and response.read() == b""
+    time.sleep(0.5)  # a batch sent by mistake would have reached the stand-in by now
+    assert (_batches(healthy), _batches(pressure)) == before
+    request = urllib.request.Request(f"{base}/probe?target=pressure", headers={"Accept-Encoding": "gzip"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.headers["Content-Encoding"] == "gzip"
+        raw = response.read()
+        assert int(response.headers["Content-Length"]) == len(raw)
+    body = gzip.decompress(raw).decode()
+    assert value(samples_of(body), "mssql_up") == 1
+    assert len(raw) * 4 < len(body.encode()), (len(raw), len(body.encode()))
+    assert _batches(pressure) > before[1]
+
+
+def test_prometheus_scrapes_the_gzipped_probe(standin, tmp_path):
+    """A real Prometheus asks for gzip (Accept-Encoding: gzip): its scrape must come back whole."""
+    tools.check(tools.PROMETHEUS)
+    pressure = standin("memory-pressure", manual_clock=False)
+    config = {
+        "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
+        "targets": {"pressure": pressure.target_yaml()},
+    }
+    with Stack(tmp_path / "stack") as stack:
+        base = stack.start_exporter(config, env={PASSWORD_ENV: TEST_PASSWORD}, args=("--log.level", "debug"))
+        address = base.removeprefix("http://")
+        job = probe_scrape_config("mssql", address, ["pressure"])
+        prom = stack.start_prometheus(prometheus_config([job], []))
+        direct = samples_of(get(f"{base}/probe?target=pressure")[1])
+        stack.wait_for(
+            lambda: prom.query('scrape_samples_scraped{job="mssql"} > 0 and up{job="mssql"} == 1') or None,
+            30,
+            "a successful scrape",
+        )
+        scraped = prom.query('scrape_samples_scraped{job="mssql"}')
+        # Every series of the probe (a few may come and go between two scrapes).
+        assert int(float(scraped[0]["value"][1])) >= 0.9 * len(direct) > 100
+        assert prom.query('mssql_up{job="mssql",instance="pressure"} == 1')
+        log = stack.process("exporter").log.read_text()
+    probes = [line for line in log.splitlines() if "path=/probe" in line and "status=200" in line]
+    assert any("encoding=gzip" in line for line in probes), probes[-3:]

@@ -123,7 +123,8 @@ def test_dockerfile_installs_odbc_driver_18_from_microsofts_signed_repository_an
 
 def test_dockerfile_installs_the_package_as_the_tests_do() -> None:
     runs = [args for keyword, args in INSTRUCTIONS if keyword == "RUN"]
-    assert any("pip install -c requirements/constraints.txt ." in args for args in runs)
+    # The package with its kerberos extra (python-gssapi), pinned as `make test` installs it.
+    assert any('pip install -c requirements/constraints.txt ".[kerberos]"' in args for args in runs)
     entrypoint = next(args for keyword, args in final_stage() if keyword == "ENTRYPOINT")
     assert json.loads(entrypoint) == ["mssql-memory-exporter"]
     assert any(keyword == "HEALTHCHECK" for keyword, _ in final_stage())
@@ -177,6 +178,44 @@ def kubernetes_objects(directory: Path = KUBERNETES) -> dict[str, dict[str, Any]
         kustomization["resources"]
     ), "every manifest is listed in kustomization.yaml"
     return objects
+
+
+def test_kubernetes_probes_use_ready_for_readiness_and_healthy_for_liveness(monkeypatch) -> None:
+    """Readiness is /-/ready (503 while starting or stopping), liveness /-/healthy; both are paths a
+    running exporter answers 200 on its container port."""
+    import threading
+    import urllib.request
+
+    from mssql_memory_exporter.web import make_server
+
+    from tests.test_web import PASSWORD_ENV, FakeProbe, make_config
+
+    containers = [
+        container
+        for directory, kind in ((KUBERNETES, "Deployment"), (KUBERNETES / "drive-health", "DaemonSet"))
+        for container in kubernetes_objects(directory)[kind]["spec"]["template"]["spec"]["containers"]
+    ]
+    paths = set()
+    for container in containers:
+        port_names = {port["name"] for port in container["ports"]}
+        assert container["readinessProbe"]["httpGet"]["path"] == "/-/ready", container["name"]
+        if "livenessProbe" in container:
+            assert container["livenessProbe"]["httpGet"]["path"] == "/-/healthy", container["name"]
+        for kind in ("readinessProbe", "livenessProbe"):
+            if kind in container:
+                assert container[kind]["httpGet"]["port"] in port_names
+                paths.add(container[kind]["httpGet"]["path"])
+    monkeypatch.setenv(PASSWORD_ENV, "pw")
+    server = make_server(make_config(), FakeProbe(), "127.0.0.1:0")
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        for path in sorted(paths):
+            url = f"http://127.0.0.1:{server.server_address[1]}{path}"
+            with urllib.request.urlopen(url, timeout=10) as response:
+                assert response.status == 200, path
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_prometheusrule_carries_exactly_the_groups_of_alerts_rules() -> None:

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import prometheus_client
+import prometheus_client.exposition
 import pytest
 from mssql_memory_exporter.config import ExporterConfig, TargetConfig, parse_config
 from mssql_memory_exporter.web import (
@@ -23,11 +25,13 @@ from mssql_memory_exporter.web import (
     parse_listen_address,
     scrape_timeout,
 )
-from prometheus_client import CONTENT_TYPE_LATEST
+from mssql_memory_exporter.web import handler as web_handler
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 PASSWORD_ENV = "MSSQL_EXPORTER_TEST_PASSWORD"
+# The text format the exporter writes (exposition.py), whatever prometheus_client would announce.
+TEXT_0_0_4 = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @dataclass
@@ -121,11 +125,35 @@ def fetch(url: str, method: str = "GET", headers: dict[str, str] | None = None) 
 def test_probe_returns_the_probe_families(running: Running):
     reply = fetch(running.base + "/probe?target=prod-a")
     assert reply.status == 200
-    assert reply.headers["Content-Type"] == CONTENT_TYPE_LATEST
+    assert reply.headers["Content-Type"] == TEXT_0_0_4
     assert 'mssql_up{env="prod"} 1.0' in reply.body
     assert 'mssql_fake_target_info{name="prod-a"} 1.0' in reply.body
     assert "process_" not in reply.body  # /probe is the target only
     assert running.probe.calls == [("prod-a", DEFAULT_TIMEOUT_SECONDS)]
+
+
+@pytest.mark.parametrize(
+    "library_announces",
+    [
+        "text/plain; version=1.0.0; charset=utf-8",  # prometheus_client 0.26's CONTENT_TYPE_LATEST
+        "text/plain; version=0.0.4; charset=utf-8",  # older releases'
+        "text/plain; version=9.9.9; charset=utf-8",  # whatever a later one may say
+    ],
+)
+def test_content_type_names_the_format_written_whatever_the_library_announces(
+    start: Callable[..., Running], monkeypatch: pytest.MonkeyPatch, library_announces: str
+):
+    monkeypatch.setattr(prometheus_client, "CONTENT_TYPE_LATEST", library_announces)
+    monkeypatch.setattr(prometheus_client.exposition, "CONTENT_TYPE_LATEST", library_announces)
+    monkeypatch.setattr(web_handler, "CONTENT_TYPE_LATEST", library_announces, raising=False)
+    running = start()
+    for path in ("/metrics", "/probe?target=prod-a"):
+        reply = fetch(running.base + path)
+        assert reply.headers["Content-Type"] == TEXT_0_0_4, path
+        # ... and the body is that format: the 0.0.4 parser reads all of it, and no name is quoted
+        # (1.0.0's form for UTF-8 names).
+        assert len(list(text_string_to_metric_families(reply.body))) >= 2
+        assert '{"' not in reply.body
 
 
 def test_probe_target_with_url_escapes(start: Callable[..., Running]):
@@ -184,7 +212,7 @@ def test_metrics_without_default_target(start: Callable[..., Running]):
     reply = fetch(srv.base + "/metrics")
     assert reply.status == 200
     assert "process_" in reply.body
-    assert "mssql_" not in reply.body
+    assert "mssql_up" not in reply.body and "mssql_fake" not in reply.body  # no target's series
     assert srv.probe.calls == []
 
 
@@ -294,7 +322,7 @@ def test_index_page(running: Running):
     assert running.probe.calls == []
 
 
-@pytest.mark.parametrize("path", ["/nope", "/metrics/", "/probe/x", "/-/ready", "/Metrics"])
+@pytest.mark.parametrize("path", ["/nope", "/metrics/", "/probe/x", "/-/ready/", "/Metrics"])
 def test_unknown_paths_are_404(running: Running, path: str):
     assert fetch(running.base + path).status == 404
 

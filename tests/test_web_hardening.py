@@ -224,3 +224,24 @@ def test_a_tls_client_trickling_headers_is_cut_too(serve, tls_files: Path):
     assert trickler.send_failed_at is not None, "the trickling TLS client was never disconnected"
     closed_after = trickler.send_failed_at - started
     assert closed_after <= HEADER_DEADLINE + MARGIN + 2 * TRICKLE_EVERY, closed_after
+
+
+def test_many_slow_clients_hold_no_threads_and_scrapes_go_on(serve):
+    """A hundred clients with half a request each (what a slowloris keeps open): each holds a file
+    descriptor in the connection loop, no thread, and a scrape is answered at once meanwhile."""
+    server = serve()
+    before = threading.active_count()
+    socks = []
+    try:
+        for i in range(100):
+            sock = socket.create_connection(("127.0.0.1", port_of(server)), timeout=10)
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow-%d: " % i)
+            socks.append(sock)
+        time.sleep(0.3)
+        assert threading.active_count() - before <= 2  # the loop, at most one worker from before
+        started = time.monotonic()
+        assert get(port_of(server)) == 200
+        assert time.monotonic() - started < 2
+    finally:
+        for sock in socks:
+            sock.close()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import http.client
 import logging
+import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -302,3 +304,76 @@ def test_go_durations(text: str | int, seconds: float):
 def test_go_durations_rejected(text: object):
     with pytest.raises(ValueError, match="duration"):
         parse_go_duration(text)
+
+
+def _median_seconds(port: int, headers: dict[str, str]) -> float:
+    started = time.perf_counter()
+    assert request(port, headers=headers).status == 401
+    return time.perf_counter() - started
+
+
+def test_unknown_users_take_as_long_as_wrong_passwords_whatever_the_costs(
+    tmp_path: Path, serve: Callable[..., Running]
+):
+    """Users whose hashes have different costs: a wrong password for the cheap one must not answer faster
+    than an unknown user (which was 2.7 ms against 66 ms with costs 4 and 10)."""
+    cheap = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
+    dear = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(10)).decode()
+    (tmp_path / "web.yml").write_text(f"basic_auth_users:\n  cheap: {cheap}\n  dear: {dear}\n")
+    running = serve(tmp_path / "web.yml")
+    kinds = {
+        "unknown user": basic("nobody", WRONG_PASSWORD),
+        "wrong password, cost 4": basic("cheap", WRONG_PASSWORD),
+        "wrong password, cost 10": basic("dear", WRONG_PASSWORD),
+    }
+    for headers in kinds.values():  # the throwaway hashes are made on first use: not part of the timing
+        _median_seconds(running.port, headers)
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for _ in range(9):  # interleaved, so a busy spell on the machine hits every kind alike
+        for kind, headers in kinds.items():
+            times[kind].append(_median_seconds(running.port, headers))
+    medians = {kind: statistics.median(seconds) for kind, seconds in times.items()}
+    unknown = medians["unknown user"]
+    for kind in ("wrong password, cost 4", "wrong password, cost 10"):
+        assert 0.5 <= medians[kind] / unknown <= 2.0, medians
+    assert request(running.port, headers=basic("cheap", PASSWORD)).status == 200
+    assert request(running.port, headers=basic("dear", PASSWORD)).status == 200
+
+
+def test_cheaper_hashes_are_topped_up_to_the_highest_cost(monkeypatch: pytest.MonkeyPatch):
+    calls: list[bytes] = []
+    real = bcrypt.checkpw
+    monkeypatch.setattr(basic_auth.bcrypt, "checkpw", lambda p, h: calls.append(h) or real(p, h))
+    checker = BasicAuthChecker()
+    users = {
+        "cheap": bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)),
+        "dear": bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(7)),
+    }
+    assert not checker.check(users, basic("cheap", WRONG_PASSWORD)["Authorization"])
+    # 2^4 (own) + 2^4 + 2^5 + 2^6 = 2^7 rounds: as much as the cost-7 user or an unknown one
+    assert [hashed[:7] for hashed in calls] == [b"$2b$04$", b"$2b$04$", b"$2b$05$", b"$2b$06$"]
+    calls.clear()
+    assert not checker.check(users, basic("nobody", WRONG_PASSWORD)["Authorization"])
+    assert [hashed[:7] for hashed in calls] == [b"$2b$07$"]
+    calls.clear()
+    assert checker.check(users, basic("dear", PASSWORD)["Authorization"])
+    assert [hashed[:7] for hashed in calls] == [b"$2b$07$"]
+
+
+def test_a_check_that_cannot_start_soon_is_refused_unchecked(monkeypatch: pytest.MonkeyPatch):
+    """Guesses queued behind each other must not hold every HTTP thread: past the wait, a refusal."""
+    calls: list[bytes] = []
+    real = bcrypt.checkpw
+    monkeypatch.setattr(basic_auth.bcrypt, "checkpw", lambda p, h: calls.append(h) or real(p, h))
+    monkeypatch.setattr(basic_auth, "BCRYPT_WAIT_SECONDS", 0.2)
+    checker = BasicAuthChecker()
+    users = {"prometheus": bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4))}
+    good = basic("prometheus", PASSWORD)["Authorization"]
+    with checker._bcrypt_lock:  # another check running
+        started = time.monotonic()
+        assert not checker.check(users, good)
+        assert time.monotonic() - started < 2
+    assert calls == []
+    assert checker.check(users, good)  # and once free, the same credentials pass
+    with checker._bcrypt_lock:
+        assert checker.check(users, good)  # a cached success never waits

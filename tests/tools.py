@@ -64,6 +64,7 @@ def needs(*groups: Mapping[str, str]) -> Callable[[F], F]:
             check(*groups)
             return test(*args, **kwargs)
 
+        wrapper.needs_tools = True  # type: ignore[attr-defined]  # its tier (tests/tiers.py)
         return wrapper  # type: ignore[return-value]
 
     return decorate

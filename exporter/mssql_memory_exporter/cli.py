@@ -150,6 +150,22 @@ def _unsendable_passwords(config: ExporterConfig) -> list[str]:
     return problems
 
 
+def _kerberos_unavailable(config: ExporterConfig) -> list[str]:
+    """A keytab or ccache needs python-gssapi (the `kerberos` extra): without it no login could work."""
+    settings = config.kerberos()
+    if settings is None or (settings.keytab is None and settings.ccache is None):
+        return []
+    try:
+        import gssapi  # noqa: F401
+    except ImportError:
+        return [
+            "auth_modules: kerberos with a keytab or ccache needs the python-gssapi package; install the "
+            "exporter with its `kerberos` extra (pip install 'mssql-memory-exporter[kerberos]', which "
+            "builds against libkrb5-dev)"
+        ]
+    return []
+
+
 def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, object]:
     # Imported here so the CLI, the config and the web layer stay usable on their own (tests, --version).
     from mssql_memory_exporter.scrape import Scraper
@@ -336,12 +352,14 @@ def _run(args: argparse.Namespace) -> int:
             for line in exc.lines:
                 print(f"error: {line}", file=sys.stderr)
             return EXIT_USAGE
-    unsendable = _unsendable_passwords(config)
+    unsendable = _unsendable_passwords(config) + _kerberos_unavailable(config)
     if unsendable:
         for line in unsendable:
             print(f"error: {line}", file=sys.stderr)
         return EXIT_USAGE
     log.info("starting", extra={"version": __version__, "targets": len(config.targets)})
+    for warning in config.secret_warnings():
+        log.warning("secret file kept loosely", extra={"problem": warning})
     _warn_about_drivers(config)
     host, own_metrics = _make_host(config, args.collector_host)
     probe, scraper = _make_probe(config, host)

@@ -21,6 +21,11 @@ from prometheus_client.utils import floatToGoString
 
 from .families import SeriesFamily
 
+# What render() writes, announced as such whatever prometheus_client's CONTENT_TYPE_LATEST says (0.26
+# announces version=1.0.0, a format whose quoted UTF-8 names this writer never produces; the fallback's
+# generate_latest escapes names to the legacy set, i.e. writes 0.0.4 too).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
 # The legacy character sets: a name outside them is escaped by generate_latest, and we leave that to it.
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")

@@ -12,13 +12,14 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import pyodbc
 from prometheus_client.core import Metric
 
-from . import freetds
+from . import freetds, kerberos
 from .batch import BatchShapeError, render_batch, route, sections_of
 from .collectors import COLLECTORS
 from .collectors.base import (
@@ -39,15 +40,23 @@ from .config import (
     freetds_verifies,
     resolve_driver,
 )
+from .config.windows_auth import freetds_spn
 from .connection import ScrapeFailed, TargetConnection, describe
 from .driver_version import unsendable_password_reason
-from .login_backoff import LoginBackoff, fingerprint, is_login_refused
+from .login_backoff import LoginBackoff, fingerprint, is_login_refused, is_windows_login_refused
 from .repeat_log import RepeatLimitedLog
+from .selection import Plan, Planner
 
 log = logging.getLogger(__name__)
 
 
 DEFAULT_REFRESH_SECONDS = 300.0
+# Batch texts kept (LRU): one per collector set and slow/fast variant, plus per-target volume lookups.
+RENDERED_CACHE_SIZE = 64
+ENABLED_HELP = (
+    "1 if the collector runs in this probe (the target's collectors setting, narrowed by collect[]), "
+    "0 if it is off: an off collector exports no other series."
+)
 
 
 @dataclass
@@ -56,6 +65,9 @@ class _TargetState:
     backoff: LoginBackoff
     memo: dict[str, object] = field(default_factory=dict)
     next_slow_at: float = 0.0  # monotonic time the slow sections are due again
+    # The same for probes narrowed by collect[], per collector set: each keeps its own cadence, so a
+    # narrowed probe never delays the refresh of the target's full set, nor the other way round.
+    narrowed_slow_at: dict[frozenset[str], float] = field(default_factory=dict)
 
 
 class Scraper:
@@ -70,45 +82,73 @@ class Scraper:
         self._config = config
         self._collectors = tuple(collectors)
         self._host = host
+        self._planner = Planner(self._collectors)
+        self._names = frozenset(record.name for record in self._collectors)
         self._sections: list[Section] = sections_of(self._collectors)
         self._fast = tuple(s for s in self._sections if not s.slow)
         self._slow = tuple(s for s in self._sections if s.slow)
         # The batch text is rendered once per variant and reused, so the server reuses its plans too.
-        self._rendered: dict[tuple[Section, ...], str] = {}
+        self._rendered: OrderedDict[tuple[Section, ...], str] = OrderedDict()
         self._rendered_lock = threading.Lock()
         self._states: dict[str, _TargetState] = {}
         self._states_lock = threading.Lock()
         self.repeat_log = RepeatLimitedLog(log)  # repeated failures logged once, then counted
         # Here, before any worker thread exists: it may set FREETDSCONF (see freetds.py).
         freetds.prepare(config.targets.values())
+        # Likewise KRB5CCNAME, and the first tickets from a keytab (kerberos.py).
+        self._kerberos = kerberos.prepare(config)
 
     @property
     def batch_sql(self) -> str:
         """The batch of a refresh scrape, every static section included."""
         return self._batch_for(self._fast + self._slow)
 
+    def batches_for(self, enabled: frozenset[str]) -> tuple[str, str]:
+        """The batch texts a collector set sends: without and with its slow sections."""
+        plan = self._planner.plan(enabled)
+        return self._batch_for(plan.fast), self._batch_for(plan.fast + plan.slow)
+
     def _batch_for(self, sections: tuple[Section, ...]) -> str:
         with self._rendered_lock:
             sql = self._rendered.get(sections)
             if sql is None:
-                if len(self._rendered) > 64:  # variants differ only in per-target volume lookups
-                    self._rendered.clear()
                 sql = self._rendered[sections] = render_batch(sections)
+                while len(self._rendered) > RENDERED_CACHE_SIZE:
+                    self._rendered.popitem(last=False)
+            else:
+                self._rendered.move_to_end(sections)
             return sql
 
-    def _sections_for(self, state: _TargetState) -> tuple[Section, ...]:
-        due = time.monotonic() >= state.next_slow_at or bool(state.memo.pop(FORCE_SLOW, False))
-        if not due:
-            return self._fast
-        extra = tuple(state.memo.pop(EXTRA_SECTIONS, None) or ())
-        return self._fast + self._slow + extra
+    def _sections_for(self, state: _TargetState, plan: Plan, narrowed: bool) -> tuple[Section, ...]:
+        due_at = state.narrowed_slow_at.get(plan.exported, 0.0) if narrowed else state.next_slow_at
+        due = time.monotonic() >= due_at
+        if plan.reads_files:
+            # Only a batch with the file list can answer these asks; other sets leave them in the memo.
+            due = due or bool(state.memo.pop(FORCE_SLOW, False))
+        if not due or not plan.slow:
+            return plan.fast
+        extra = tuple(state.memo.pop(EXTRA_SECTIONS, None) or ()) if plan.reads_files else ()
+        return plan.fast + plan.slow + extra
 
-    def probe(self, target: TargetConfig, timeout: float) -> list[Metric]:
+    def enabled_for(self, target: TargetConfig, collect: Collection[str] | None = None) -> frozenset[str]:
+        """The collectors a probe of `target` exports: its config's set, narrowed to `collect` (names
+        the web layer checked against that set, selection.narrow)."""
+        enabled = getattr(target, "enabled_collectors", None)
+        chosen = self._names if enabled is None or enabled == self._names else self._names & enabled
+        return chosen if collect is None else chosen & frozenset(collect)
+
+    def probe(
+        self, target: TargetConfig, timeout: float, collect: Collection[str] | None = None
+    ) -> list[Metric]:
+        """One scrape of `target`; `collect` narrows it to those collectors (already checked)."""
         started = time.monotonic()
         out = FamilyBuilder(target.labels)
         state = self._state(target)
         up = 0.0
-        sections = self._sections_for(state)
+        own = self.enabled_for(target)
+        plan = self._planner.plan(own if collect is None else own & frozenset(collect))
+        narrowed = plan.exported != own
+        sections = self._sections_for(state, plan, narrowed)
         try:
             result_sets = state.connection.run(self._batch_for(sections), started + timeout)
             results = route(result_sets, sections)
@@ -119,19 +159,29 @@ class Scraper:
                 # The session's state is unknown after an answer we cannot read; never wait for the
                 # lock here, a concurrent probe's worker may be stuck in the driver holding it.
                 state.connection.discard_soon()
-            if len(sections) > len(self._fast):
+            if len(sections) > len(plan.fast) and plan.reads_files:
                 state.memo[FORCE_SLOW] = True  # the refresh did not happen; try again next time
         if up:
             self.repeat_log.succeeded(target.name, "scrape", "scrape succeeded again")
-            if len(sections) > len(self._fast):
+            if len(sections) > len(plan.fast):
                 refresh = getattr(target, "volume_refresh_seconds", DEFAULT_REFRESH_SECONDS)
-                state.next_slow_at = time.monotonic() + refresh
+                if not narrowed:
+                    state.next_slow_at = time.monotonic() + refresh
+                else:
+                    state.narrowed_slow_at[plan.exported] = time.monotonic() + refresh
+                    while len(state.narrowed_slow_at) > RENDERED_CACHE_SIZE:  # a client trying many sets
+                        # pop with a default: a concurrent probe of the target may drop the same one
+                        state.narrowed_slow_at.pop(next(iter(state.narrowed_slow_at)), None)
             host = self._host if getattr(target, "colocated", False) else None
             ctx = ScrapeContext(
                 now=time.time(), workload=target.workload, memo=state.memo, target=target, host=host
             )
+            for record in plan.run:
+                self._run_collector(record, results, ctx, out, target.name, plan.exported)
+            # Beside the success series, so a down target still exports only what describes the scrape.
             for record in self._collectors:
-                self._run_collector(record, results, ctx, out, target.name)
+                on = 1.0 if record.name in plan.exported else 0.0
+                out.gauge("mssql_exporter_collector_enabled", ENABLED_HELP, on, {"collector": record.name})
         out.gauge("mssql_up", "1 if the last scrape of SQL Server succeeded, 0 otherwise.", up)
         out.gauge(
             "mssql_exporter_login_backoff_seconds",
@@ -146,8 +196,16 @@ class Scraper:
         return out.families()
 
     def _run_collector(
-        self, module: CollectorRecord, results: dict, ctx: ScrapeContext, out: FamilyBuilder, target: str
+        self,
+        module: CollectorRecord,
+        results: dict,
+        ctx: ScrapeContext,
+        out: FamilyBuilder,
+        target: str,
+        exported: Collection[str],
     ) -> None:
+        """Runs one collector; one that is not `exported` runs only for a collector that needs it: its
+        failure is logged, and shows as the failure of the one that needs it."""
         started = time.monotonic()
         errors = [
             results[tag].error for tag in module.sections if tag in results and results[tag].error is not None
@@ -176,10 +234,13 @@ class Scraper:
                 ok = False
                 log.exception("collector failed", extra={"target": target, "collector": module.name})
             else:
-                out.merge(scratch)
+                if module.name in exported:
+                    out.merge(scratch)
                 self.repeat_log.succeeded(
                     target, f"collector:{module.name}", "section succeeded again", collector=module.name
                 )
+        if module.name not in exported:
+            return
         labels = {"collector": module.name}
         out.gauge(
             "mssql_exporter_collector_success",
@@ -216,13 +277,16 @@ class Scraper:
                 if driver_kind(driver) == "freetds" and freetds_verifies(target):
                     checked_against = _freetds_ready(target)
                 creds = self._config.credentials_for(target)
+                kerberos_login = _kerberos_login(target)
+                if kerberos_login is not None and self._kerberos is not None:
+                    self._kerberos.ready()  # renew from the keytab, or find the given cache expired
                 if driver_kind(driver) == "freetds":
                     # Checked again here: the password file may have changed since start-up.
                     unsendable = unsendable_password_reason(driver, creds.password.get_secret_value())
                     if unsendable is not None:
                         raise ScrapeFailed(f"target {target.name}: {unsendable}")
                 conn_str = build_connection_string(target, driver, creds.password, username=creds.username)
-            except (ConfigError, freetds.FreeTdsConfError) as exc:
+            except (ConfigError, freetds.FreeTdsConfError, kerberos.KerberosError) as exc:
                 # e.g. the password file vanished: say so, by name, not by value
                 raise ScrapeFailed(str(exc)) from None
             credential = fingerprint(creds.username, creds.password.get_secret_value())
@@ -238,8 +302,13 @@ class Scraper:
                 backoff.succeeded()
                 return cnxn
             except pyodbc.Error as exc:
-                if is_login_refused(exc):
+                ntlm = target.auth is not None and target.auth.ntlm
+                if is_login_refused(exc) or (ntlm and is_windows_login_refused(exc)):
                     backoff.refused(credential)
+                if kerberos_login is not None:
+                    failure = _kerberos_failure(target, exc, kerberos_login)
+                    if failure is not None:
+                        raise ScrapeFailed(failure) from None
                 # FreeTDS reports a failed TLS setup as a bare "Unable to connect to data source".
                 if "Unable to connect to data source" not in str(exc):
                     raise
@@ -262,6 +331,39 @@ class Scraper:
         with self._states_lock:
             for state in self._states.values():
                 state.connection.close()
+
+
+def _kerberos_spn(target: TargetConfig) -> str | None:
+    """The service principal FreeTDS asks a ticket for; None when not Kerberos or not known here (a
+    named instance's port comes from SQL Browser)."""
+    auth = target.auth
+    if auth is None or auth.kerberos is None:
+        return None
+    if target.spn is not None:
+        return target.spn
+    if target.instance is not None:
+        return None
+    return freetds_spn(target.host, target.port or 1433, auth.kerberos.realm)
+
+
+def _kerberos_login(target: TargetConfig) -> str | None:
+    """For a Kerberos target: who logs in and the service principal asked for, for error messages."""
+    auth = target.auth
+    if auth is None or auth.kerberos is None:
+        return None
+    spn = _kerberos_spn(target) or f"MSSQLSvc/{target.host}:<the port SQL Browser gives {target.instance}>"
+    return f"Kerberos login as {auth.kerberos.identity()} for service principal {spn}"
+
+
+def _kerberos_failure(target: TargetConfig, exc: pyodbc.Error, login: str) -> str | None:
+    """A failed Kerberos login in words a DBA can act on: who, which SPN (what `setspn -L` checks) and,
+    where FreeTDS only says "Unable to connect", the Kerberos library's own reason. None when the
+    library finds nothing wrong with the ticket: then it is the TLS set-up (explained by the caller)."""
+    if "Unable to connect to data source" not in str(exc):
+        return f"{describe(exc)}; {login}"  # the server answered: 18452, 18456, ...
+    spn = _kerberos_spn(target)
+    why = kerberos.diagnose(spn) if spn is not None else None
+    return f"{describe(exc)}; {login}; the Kerberos library says: {why}" if why else None
 
 
 def _freetds_ready(target: TargetConfig) -> str:

@@ -184,6 +184,10 @@ class CollectorRecord:
     defines: tuple[Section, ...] = ()
     # Its object in the one shared performance-counter section, if it reads perf counters.
     perf_object: PerfObject | None = None
+    # Collectors whose work this one reads (their sections' rows, or what they left in the memo this
+    # scrape); each must come earlier in COLLECTORS. When a needed collector is off, the scrape still
+    # sends its sections and runs it, but exports nothing of it (selection.py).
+    needs: tuple[str, ...] = ()
 
 
 def number(value: object, what: str) -> float | None:

@@ -102,5 +102,6 @@ COLLECTOR = CollectorRecord(
     name="hybrid_buffer_pool",
     sections=(CONFIG_TAG, DATABASES_TAG),
     collect=collect,
-    defines=SECTIONS,
+    # The shared file list says which data files sit on PMEM volumes (eligible bytes).
+    defines=(*SECTIONS, files.FILES_SECTION),
 )

@@ -109,4 +109,5 @@ COLLECTOR = CollectorRecord(
     sections=(CONFIG_TAG, MODEL_TAG, sys_info.TAG),
     collect=collect,
     defines=SECTIONS,
+    needs=("sys_info",),  # committed_kb and committed_target_kb come from its row
 )

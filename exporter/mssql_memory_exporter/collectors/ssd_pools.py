@@ -128,4 +128,5 @@ COLLECTOR = CollectorRecord(
     name="ssd_pools",
     sections=(file_stats.TAG,),
     collect=collect,
+    needs=("volumes",),  # the written bytes totals volumes computed this scrape, and its file catalog
 )

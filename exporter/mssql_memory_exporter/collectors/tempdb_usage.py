@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import tempdb_files
+from . import files, tempdb_files
 from .base import (
     CollectorRecord,
     FamilyBuilder,
@@ -73,5 +73,6 @@ COLLECTOR = CollectorRecord(
     name="tempdb_usage",
     sections=(TAG,),
     collect=collect,
-    defines=(SECTION,),
+    # The shared file list names and places its files (tempdb_files.labels_of).
+    defines=(SECTION, files.FILES_SECTION),
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from . import tempdb_files
+from . import files, tempdb_files
 from .base import (
     CollectorRecord,
     FamilyBuilder,
@@ -74,5 +74,6 @@ COLLECTOR = CollectorRecord(
     name="tempdb_volumes",
     sections=(TAG,),
     collect=collect,
-    defines=(SECTION,),
+    # The shared file list names and places its files (tempdb_files.labels_of).
+    defines=(SECTION, files.FILES_SECTION),
 )

@@ -242,4 +242,5 @@ COLLECTOR = CollectorRecord(
     sections=(file_stats.TAG,),
     collect=collect,
     defines=SECTIONS,
+    needs=("sys_info",),  # the start tick that tells a restart from a file reset
 )

@@ -2,9 +2,9 @@
 
 Modules, each with one job: `fields` (shared field types and constants), `auth` (auth modules and where
 passwords live), `volumes` (volume and disk syntax), `ssd` (SSD pools), `drives` (drive health),
-`models` (targets, the whole file, parse and load), `yaml_loading` (strict YAML reading), `errors` (the
-error type and the rewording of pydantic's messages), `odbc` (drivers and connection strings). Import from
-the package: its names below are the interface; the modules may move.
+`collectors` (which collectors run), `models` (targets, the whole file, parse and load), `yaml_loading`
+(strict YAML reading), `errors` (the error type and the rewording of pydantic's messages), `odbc` (drivers
+and connection strings). Import from the package: its names below are the interface; the modules may move.
 
 Everything an operator can get wrong is reported as one `ConfigError` line per problem, in the form
 `<file>: <dotted.field.path>: <what is wrong>`, so a failed start points at the line to fix.

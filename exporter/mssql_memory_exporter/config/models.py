@@ -18,6 +18,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .auth import AuthModule, Credentials
+from .collectors import ALL_COLLECTORS, CollectorsConfig
 from .drives import DriveHealthConfig
 from .errors import ConfigError, error_at, to_config_error
 from .fields import (
@@ -34,6 +35,7 @@ from .fields import (
 )
 from .ssd import SsdPool
 from .volumes import PoolName, VolumeLabel, list_twice, normalize_volume
+from .windows_auth import KerberosSettings
 from .yaml_loading import read_yaml
 
 
@@ -58,6 +60,9 @@ class TargetConfig(Strict):
     workload: Literal["oltp", "olap"] = "oltp"
     labels: dict[LabelName, LabelValue] = Field(default_factory=dict)
     auth_module: SqlName
+    # Kerberos only: the service principal to ask a ticket for, when not the one FreeTDS derives
+    # (MSSQLSvc/<canonical host>:<port>), e.g. for an alias or a load balancer in front of the server.
+    spn: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^\S+$")] | None = None
     # The exporter runs on this SQL Server's host, so it may read the host's mount table and disk counters.
     colocated: bool = False
     # File names and volume lookups (dm_os_volume_stats is costly per file) are refreshed this often;
@@ -69,8 +74,12 @@ class TargetConfig(Strict):
     # Volumes on PMEM/DAX, for when that cannot be detected (not co-located, or Windows).
     pmem_volumes: list[VolumeLabel] = Field(default_factory=list)
     ssd_pools: dict[PoolName, SsdPool] = Field(default_factory=dict)
+    # Which collectors run; without it the top-level `collectors` applies, and without that, all of them.
+    collectors: CollectorsConfig | None = None
     # Linked by ExporterConfig so a target can be turned into a connection string on its own.
     _auth: AuthModule | None = PrivateAttr(default=None)
+    # Set by ExporterConfig from the top-level `collectors` when the target has none of its own.
+    _default_collectors: CollectorsConfig | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -187,7 +196,20 @@ class TargetConfig(Strict):
 
     @property
     def username(self) -> str | None:
-        return self._auth.username if self._auth is not None else None
+        if self._auth is None:
+            return None
+        return "" if self._auth.kerberos is not None else self._auth.username
+
+    @property
+    def auth(self) -> AuthModule | None:
+        """The linked auth module (None until ExporterConfig links it)."""
+        return self._auth
+
+    @property
+    def enabled_collectors(self) -> frozenset[str]:
+        """The names of the collectors this target runs: its own setting, else the top-level one."""
+        chosen = self.collectors if self.collectors is not None else self._default_collectors
+        return chosen.enabled() if chosen is not None else ALL_COLLECTORS
 
 
 class ExporterConfig(Strict):
@@ -196,6 +218,8 @@ class ExporterConfig(Strict):
     targets: Annotated[dict[str, TargetConfig], Field(min_length=1)]
     # smartctl readings of this host's drives (host/drive_health.py); pools link to them by name.
     drive_health: DriveHealthConfig | None = None
+    # Every target's collectors unless it sets its own.
+    collectors: CollectorsConfig | None = None
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -224,7 +248,37 @@ class ExporterConfig(Strict):
                     f"no auth module named {target.auth_module!r} under auth_modules",
                 )
             target._auth = module
+            target._default_collectors = self.collectors
+            if target.spn is not None and module.kerberos is None:
+                raise error_at(("targets", key, "spn"), "only a kerberos auth module uses an SPN")
         return self
+
+    @model_validator(mode="after")
+    def _one_kerberos_identity(self) -> Self:
+        """FreeTDS takes Kerberos credentials from the process's one credential cache, so every
+        Kerberos module must name the same identity; a second one needs a second exporter."""
+        first: tuple[str, str] | None = None
+        for name, module in self.auth_modules.items():
+            if module.kerberos is None:
+                continue
+            identity = module.kerberos.identity()
+            if first is None:
+                first = (name, identity)
+            elif identity != first[1]:
+                raise error_at(
+                    ("auth_modules", name, "kerberos"),
+                    f"asks for {identity}, but auth_modules.{first[0]} asks for {first[1]}: FreeTDS logs "
+                    "in with one Kerberos identity per process; run one exporter per identity",
+                )
+        return self
+
+    def kerberos(self) -> KerberosSettings | None:
+        """The process's Kerberos settings, when a target uses a Kerberos module."""
+        for target in self.targets.values():
+            module = self.auth_modules.get(target.auth_module)
+            if module is not None and module.kerberos is not None:
+                return module.kerberos
+        return None
 
     @model_validator(mode="after")
     def _drive_links(self) -> Self:
@@ -271,8 +325,21 @@ class ExporterConfig(Strict):
     def credentials_for(self, target: TargetConfig | str) -> Credentials:
         """Username and password for a target, reading the password source at this moment."""
         name = target if isinstance(target, str) else target.name
-        module = self.auth_modules[self.targets[name].auth_module]
-        return Credentials(module.username, module.read_password())
+        return self.auth_modules[self.targets[name].auth_module].credentials()
+
+    def secret_warnings(self) -> list[str]:
+        """One line per password file or keytab that others can read or change (logged at start and
+        at reload)."""
+        return [
+            f"auth_modules.{name}.password_file: {warning}"
+            for name, module in self.auth_modules.items()
+            for warning in module.file_warnings()
+        ] + [
+            f"auth_modules.{name}.kerberos.keytab: {warning}"
+            for name, module in self.auth_modules.items()
+            if module.kerberos is not None
+            for warning in module.kerberos.keytab_warnings()
+        ]
 
 
 def parse_config(

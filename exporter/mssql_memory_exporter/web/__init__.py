@@ -1,7 +1,9 @@
-"""HTTP layer: /metrics, /probe?target=NAME, /-/healthy and an index page, on the stdlib server.
+"""HTTP layer: /metrics, /probe?target=NAME, /-/healthy, /-/ready and an index page.
 
-Modules: `requests` (limits, timeouts, parsing; no sockets), `server` (listening, TLS, deadlines),
-`handler` (one request: auth, routing, response, access log), `pages` (what is answered).
+Modules: `requests` (limits, timeouts, parsing; no sockets), `server` (listening, TLS set-up, readiness),
+`connections` (one thread and a selector for every connection not being answered: TLS handshakes,
+request heads by their deadline, idle keep-alive connections), `pool` (the bounded threads that answer),
+`handler` (one request: auth, routing, response, gzip, access log), `pages` (what is answered).
 
 The web layer never talks SQL. It validates the request, works out the scrape timeout Prometheus
 allows, and hands the configured target to an injected probe function; whatever families that returns
@@ -25,6 +27,7 @@ from .requests import (
     DEFAULT_TIMEOUT_SECONDS,
     HEADER_TIMEOUT_SECONDS,
     MAX_HEADER_BYTES,
+    MAX_HEADER_LINES,
     MAX_REQUEST_LINE,
     MAX_TIMEOUT_SECONDS,
     MAX_URL_LENGTH,
@@ -44,6 +47,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",
     "HEADER_TIMEOUT_SECONDS",
     "MAX_HEADER_BYTES",
+    "MAX_HEADER_LINES",
     "MAX_REQUEST_LINE",
     "MAX_TIMEOUT_SECONDS",
     "MAX_URL_LENGTH",

@@ -14,7 +14,7 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from mssql_memory_exporter import __version__
 from mssql_memory_exporter.config import ExporterConfig
@@ -38,6 +38,18 @@ def merge_families(*groups: Iterable[Metric]) -> list[Metric]:
             else:
                 raise ValueError(f"metric {family.name} is both a {mine.type} and a {family.type}")
     return list(merged.values())
+
+
+def http_worker_families(busy: int, idle: int) -> list[Metric]:
+    doc = (
+        "Threads that answer HTTP requests (at most 2 x targets + 16, at least 32). busy: answering one "
+        "now (a probe waits for its scrape); idle: waiting for the next request, exiting after two minutes "
+        "unused."
+    )
+    family = GaugeMetricFamily("mssql_exporter_http_workers", doc, labels=["state"])
+    family.add_metric(["busy"], float(busy))
+    family.add_metric(["idle"], float(idle))
+    return [family]
 
 
 def process_metrics_registry() -> CollectorRegistry:

@@ -1,5 +1,5 @@
-"""The listening server: TLS handshakes and plain HTTP on the TLS port, header deadlines, response
-headers, and what it logs for a failing connection."""
+"""The listening server: the listen queue, the connection loop and worker pool behind it, TLS set-up,
+plain HTTP on the TLS port, readiness, response headers, and what it logs for a failing connection."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ import socketserver
 import ssl
 import sys
 import time
-from http.server import ThreadingHTTPServer
+from http.server import HTTPServer
+from pathlib import Path
 from typing import Any
 
 from mssql_memory_exporter.config import ExporterConfig
 from mssql_memory_exporter.webconfig import BasicAuthChecker, WebConfigSource, WebState
 
+from .connections import Connection, ConnectionLoop
 from .handler import Handler
 from .requests import (
     CSP_DATA,
@@ -23,24 +25,40 @@ from .requests import (
     DRAIN_BYTES,
     DRAIN_SECONDS,
     HEADER_TIMEOUT_SECONDS,
+    IDLE_TIMEOUT_SECONDS,
     PLAIN_HTTP_TO_TLS,
     SECURITY_HEADERS,
+    SEND_TIMEOUT_SECONDS,
     TEXT,
-    TLS_HANDSHAKE_RECORD,
-    TLS_HANDSHAKE_TIMEOUT_SECONDS,
     OwnMetricsFn,
     ProbeFn,
+    worker_limit,
 )
 
 log = logging.getLogger(__name__)
 
+SOMAXCONN_FILE = Path("/proc/sys/net/core/somaxconn")
 
-class ExporterHTTPServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer that carries the config, probe function and web config for its handlers."""
 
-    daemon_threads = True
+def listen_backlog(path: Path = SOMAXCONN_FILE) -> int:
+    """The kernel's limit for a listen queue, as Go's net package takes it: socketserver's default of 5
+    dropped the SYNs of a burst (retried by clients after 1, 3, 7 ... s). Linux keeps the value in 16 bits
+    before 4.1, hence the cap; elsewhere the platform's SOMAXCONN."""
+    try:
+        value = int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return max(socket.SOMAXCONN, 128)
+    return max(1, min(value, 65535))
+
+
+class ExporterHTTPServer(HTTPServer):
+    """The HTTP server with the config, probe function and web config its handlers need. Accepted
+    connections go to a ConnectionLoop; their requests are answered on a bounded pool of threads."""
+
+    request_queue_size = listen_backlog()  # read by TCPServer.server_activate for listen()
     # Seconds for a request line and headers to arrive (see HEADER_TIMEOUT_SECONDS); tests shorten it.
     header_timeout: float = HEADER_TIMEOUT_SECONDS
+    idle_timeout: float = IDLE_TIMEOUT_SECONDS
 
     def __init__(
         self,
@@ -60,23 +78,48 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         self.own_metrics = own_metrics
         self.web = web
         self.basic_auth = BasicAuthChecker()
-        super().__init__(address, Handler)
+        # /-/ready: true while serve_forever runs, false before and from the moment shutdown() begins.
+        self.ready = False
+        self.connections = ConnectionLoop(self)
+        try:
+            super().__init__(address, Handler)
+        except BaseException:
+            self.connections.close()
+            raise
 
     @property
     def tls(self) -> bool:
         return self.web is not None and self.web.state.tls
 
+    def worker_limit(self) -> int:
+        return worker_limit(len(self.config.targets))
+
     def web_state(self) -> WebState | None:
         """The web config generation for this connection or request (re-read when due)."""
         return self.web.current() if self.web is not None else None
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        self.ready = True
+        try:
+            super().serve_forever(poll_interval)
+        finally:
+            self.ready = False
+
+    def shutdown(self) -> None:
+        self.ready = False  # before the wait: requests still being answered see 503 on /-/ready
+        super().shutdown()
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.connections.close()
 
     def get_request(self) -> tuple[socket.socket, Any]:
         sock, address = super().get_request()
         state = self.web_state()
         if state is not None and state.ssl_context is not None:
             # Each connection is wrapped with the context current at accept time, so a rotated certificate
-            # serves the next connection. The handshake runs later, on the connection's own thread, so a
-            # slow client cannot stall accept().
+            # serves the next connection. The handshake runs later, in the connection loop, so a slow
+            # client cannot stall accept().
             try:
                 sock = state.ssl_context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
             except (OSError, ValueError) as exc:
@@ -84,39 +127,28 @@ class ExporterHTTPServer(ThreadingHTTPServer):
                 raise OSError(f"cannot set up TLS: {exc}") from None  # TCPServer drops the connection
         return sock, address
 
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        if isinstance(request, ssl.SSLSocket):
-            if not self._starts_tls(request, client_address):
-                return
-            request.settimeout(TLS_HANDSHAKE_TIMEOUT_SECONDS)
-            try:
-                request.do_handshake()
-            except (OSError, ValueError) as exc:
-                # Port scanners, plain-HTTP clients, wrong or missing client certificates: not our error.
-                log.debug("TLS handshake failed", extra={"remote": client_address[0], "err": str(exc)})
-                return
-            state = self.web_state()
-            if state is not None and not state.client_san_allowed(request.getpeercert()):
-                log.debug("client certificate has no allowed SAN", extra={"remote": client_address[0]})
-                return
-        super().finish_request(request, client_address)
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.connections.add(request, client_address)
 
-    def _starts_tls(self, sock: ssl.SSLSocket, client_address: Any) -> bool:
-        """Peek at the client's first byte before the handshake: plain HTTP gets a 400 saying it reached
-        the TLS port (as Go exporters answer) instead of a silent close. False when the connection is
-        done with. The SSLSocket's own recv refuses flags, so the plain socket methods read the
-        not-yet-encrypted stream."""
-        sock.settimeout(self.header_timeout)
+    def answer(self, conn: Connection) -> None:
+        """Answers the request whose head is in `conn.buffer` (on a worker), then hands a kept-alive
+        connection back to the loop or closes it."""
+        keep = False
         try:
-            first = socket.socket.recv(sock, 1, socket.MSG_PEEK)
-        except OSError as exc:  # TimeoutError included: a client that never speaks
-            log.debug("no TLS handshake", extra={"remote": client_address[0], "err": str(exc) or "timed out"})
-            return False
-        if not first:
-            return False
-        if first[0] == TLS_HANDSHAKE_RECORD or not first.isalpha():
-            return True  # TLS, or something the handshake will refuse (and log) as before
-        log.debug("plain HTTP request on the TLS port", extra={"remote": client_address[0]})
+            conn.sock.settimeout(SEND_TIMEOUT_SECONDS)
+            handler = Handler(conn, conn.address, self)
+            keep = not handler.close_connection and not conn.eof
+            del conn.buffer[: handler.consumed]
+        except Exception:
+            self.handle_error(conn.sock, conn.address)
+        if keep:
+            self.connections.park(conn)
+        else:
+            self.shutdown_request(conn.sock)
+
+    def refuse_plain_http(self, conn: Connection) -> None:
+        """A 400 saying the request reached the TLS port (on a worker); then the connection is closed."""
+        sock = conn.sock
         body = (PLAIN_HTTP_TO_TLS + "\n").encode()
         head = [
             "HTTP/1.0 400 Bad Request",
@@ -126,10 +158,11 @@ class ExporterHTTPServer(ThreadingHTTPServer):
             *(f"{name}: {value}" for name, value in self.response_headers(html_page=False)),
         ]
         with contextlib.suppress(OSError):
+            sock.settimeout(SEND_TIMEOUT_SECONDS)
             socket.socket.sendall(sock, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
             socket.socket.shutdown(sock, socket.SHUT_WR)
             _drain(sock)
-        return False
+        self.shutdown_request(sock)
 
     def response_headers(self, *, html_page: bool) -> list[tuple[str, str]]:
         """Safe defaults, replaced by the web config's headers of the same name."""
