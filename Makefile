@@ -34,6 +34,9 @@ lint:
 bench:
 	@bash scripts/bootstrap.sh standin
 	PYTHONPATH=. $(PY) bench/bench_scrape.py
+	# (i) the capacity report over a year of 500 targets through Thanos Query (skipped without Thanos:
+	# bash scripts/thanos.sh, which the test bootstrap runs)
+	PYTHONPATH=. $(PY) -m bench.capacity_report --targets 500
 
 ## generate: rules, dashboards and the Kubernetes PrometheusRule from the one thresholds spec
 generate:

@@ -84,6 +84,8 @@ MODULE_TIERS: dict[str, str] = {
     "test_web_bursts": "integration",
     "test_web_protocol": "integration",
     "test_windows_auth": "integration",  # a KDC, Kerberos logins to the stand-in
+    "test_capacity_report": "integration",  # the console script over real HTTP; its Prometheus runs below
+    "test_scaling": "integration",  # scripts/thanos.sh against a stand-in go
     # promtool: rule unit tests and config checks by Prometheus' tools
     "test_alerting": "promtool",
     "test_coverage_tiers": "promtool",
@@ -97,11 +99,18 @@ MODULE_TIERS: dict[str, str] = {
     "test_demo": "e2e",
     "test_drive_e2e": "e2e",
     "test_http_e2e": "e2e",
+    "test_thanos_e2e": "e2e",
 }
 
 # Single tests whose module is of a lower tier (found by tests/tier_guard.py).
 TEST_TIERS: dict[str, str] = {
     "test_endurance_config.py::test_bad_known_written_exits_2_naming_the_field": "integration",
+    "test_capacity_report.py::test_backfilled_year_in_prometheus": "e2e",
+    "test_capacity_report.py::test_drives_read_without_the_recording_rule_say_so": "e2e",
+    "test_capacity_report.py::test_default_memory_share_is_the_rules_share": "unit",
+    "test_capacity_report.py::test_csv_header_starts_with_the_review_columns": "unit",
+    "test_capacity_report.py::test_micron_row_in_decimal_units": "unit",
+    "test_capacity_report.py::test_periods_cut_at_memory_changes_and_data_edges": "unit",
     "test_fuzz.py::test_fuzzed_expositions_pass_promtool": "promtool",
     "test_packaging.py::test_kubernetes_probes_use_ready_for_readiness_and_healthy_for_liveness": (
         "integration"  # probes a real exporter HTTP server
