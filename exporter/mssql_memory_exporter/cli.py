@@ -342,6 +342,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"error: {line}", file=sys.stderr)
         return EXIT_USAGE
     log.info("starting", extra={"version": __version__, "targets": len(config.targets)})
+    for warning in config.secret_warnings():
+        log.warning("secret file kept loosely", extra={"problem": warning})
     _warn_about_drivers(config)
     host, own_metrics = _make_host(config, args.collector_host)
     probe, scraper = _make_probe(config, host)

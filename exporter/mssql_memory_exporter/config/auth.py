@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from .errors import ENV_UNSET_MESSAGE, CredentialError
 from .fields import SqlName, Strict
+from .secret_file import SecretFile, SecretFileError, check_secret_file, read_secret_file
 
 
 class Credentials(NamedTuple):
@@ -41,26 +42,19 @@ class AuthModule(Strict):
 
     @field_validator("password_file")
     @classmethod
-    def _file_is_readable(cls, path: str | None, info: ValidationInfo) -> str | None:
+    def _file_is_a_secret(cls, path: str | None, info: ValidationInfo) -> str | None:
         if path is None:
             return None
         # Relative paths follow the config file, as in Prometheus, not the working directory.
         base = Path((info.context or {}).get("base_dir", "."))
         resolved = str((base / path).absolute())
-        try:
-            readable = os.path.isfile(resolved) and os.access(resolved, os.R_OK)
-        except ValueError:  # an embedded NUL byte
-            readable = False
-        if not readable:
-            raise PydanticCustomError(
-                "secret_source", "file {path} does not exist or is not readable", {"path": resolved}
-            )
         # Refused at start-up like an empty environment variable: an empty secret would only show up as
         # failed logins (and a lockout policy counts those). Read as read_password() reads it.
         try:
-            with open(resolved, encoding="utf-8") as fh:
-                empty = not fh.read().removesuffix("\n").removesuffix("\r")
-        except (OSError, UnicodeDecodeError):
+            empty = not _decoded(read_secret_file(resolved))
+        except SecretFileError as exc:
+            raise PydanticCustomError("secret_source", "{problem}", {"problem": str(exc)}) from None
+        except UnicodeDecodeError:
             empty = False  # read_password() names the problem on the first login
         if empty:
             raise PydanticCustomError("secret_source", "file {path} is empty", {"path": resolved})
@@ -81,13 +75,25 @@ class AuthModule(Strict):
             return SecretStr(value)
         assert self.password_file is not None  # guaranteed by _exactly_one_source
         try:
-            with open(self.password_file, encoding="utf-8") as fh:
-                value = fh.read()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-            raise CredentialError(f"cannot read password file {self.password_file}: {reason}") from None
-        # Secrets written by `echo` or an editor end in a newline that is not part of the password.
-        value = value.removesuffix("\n").removesuffix("\r")
+            value = _decoded(read_secret_file(self.password_file))
+        except SecretFileError as exc:
+            raise CredentialError(f"password file: {exc}") from None
+        except UnicodeDecodeError:
+            raise CredentialError(f"password file {self.password_file} is not UTF-8 text") from None
         if not value:
             raise CredentialError(f"password file {self.password_file} is empty")
         return SecretStr(value)
+
+    def file_warnings(self) -> list[str]:
+        """How the password file is kept, when others could read or change it (empty for password_env)."""
+        if self.password_file is None:
+            return []
+        try:
+            return check_secret_file(self.password_file)
+        except SecretFileError:
+            return []  # an error, not a warning: the first login reports it
+
+
+def _decoded(secret: SecretFile) -> str:
+    """The password in a file: UTF-8 text, without the newline `echo` or an editor leaves at the end."""
+    return secret.content.decode("utf-8").removesuffix("\n").removesuffix("\r")

@@ -274,6 +274,14 @@ class ExporterConfig(Strict):
         module = self.auth_modules[self.targets[name].auth_module]
         return Credentials(module.username, module.read_password())
 
+    def secret_warnings(self) -> list[str]:
+        """One line per password file that others can read or change (logged at start and at reload)."""
+        return [
+            f"auth_modules.{name}.password_file: {warning}"
+            for name, module in self.auth_modules.items()
+            for warning in module.file_warnings()
+        ]
+
 
 def parse_config(
     data: Any, source: str = "<config>", base_dir: str | os.PathLike[str] = "."
