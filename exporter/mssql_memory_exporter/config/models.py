@@ -27,6 +27,7 @@ from .fields import (
     InstanceName,
     LabelName,
     LabelValue,
+    PathText,
     Seconds,
     SqlName,
     Strict,
@@ -48,7 +49,7 @@ class TargetConfig(Strict):
     trust_server_certificate: bool = False
     # FreeTDS only: PEM CA certificates the server's certificate must chain to. Without it FreeTDS
     # checks against the system trust store (the Microsoft drivers always do).
-    ca_file: str | None = None
+    ca_file: PathText | None = None
     login_timeout_seconds: Seconds = 5.0
     query_timeout_seconds: Seconds = 10.0
     # After a refused login (18456) the next one waits this long, doubling up to the max: a lockout
