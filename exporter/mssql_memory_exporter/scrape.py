@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 
 
 DEFAULT_REFRESH_SECONDS = 300.0
+LOGIN_BACKOFF_REASON = (
+    "login refused earlier; not logging in again until the back-off ends (so a lockout policy is not "
+    "tripped; mssql_exporter_login_backoff_seconds says when; changing the password ends it)"
+)
 
 
 @dataclass
@@ -228,10 +232,9 @@ class Scraper:
             credential = fingerprint(creds.username, creds.password.get_secret_value())
             left = backoff.blocked_for(credential)
             if left > 0:
-                raise ScrapeFailed(
-                    f"login refused earlier; next login attempt in {math.ceil(left)} s (back-off, so a "
-                    "lockout policy is not tripped; changing the password ends it)"
-                )
+                # No countdown in the reason: it would make every scrape's line "new" to the repeat
+                # log (the seconds left are in mssql_exporter_login_backoff_seconds).
+                raise ScrapeFailed(LOGIN_BACKOFF_REASON)
             timeout = max(1, min(login_timeout, math.ceil(target.login_timeout_seconds)))
             try:
                 cnxn = pyodbc.connect(conn_str, timeout=timeout, autocommit=True)
