@@ -75,3 +75,10 @@ class RepeatLimitedLog:
             streak = self._streaks.pop((target, what), None)
         if streak is not None:
             self._log.info(msg, extra={"target": target, **extra, "failures": streak.failures})
+
+    def forget(self, target: str) -> None:
+        """Drop a target's streaks: it was removed or now points elsewhere (a reload), so its next
+        failure starts a new story and no recovery line speaks of the old one."""
+        with self._lock:
+            for key in [key for key in self._streaks if key[0] == target]:
+                del self._streaks[key]

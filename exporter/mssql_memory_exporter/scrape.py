@@ -56,10 +56,36 @@ LOGIN_BACKOFF_REASON = (
 
 @dataclass
 class _TargetState:
+    target: TargetConfig  # the config this state was built for
     connection: TargetConnection
     backoff: LoginBackoff
     memo: dict[str, object] = field(default_factory=dict)
     next_slow_at: float = 0.0  # monotonic time the slow sections are due again
+
+
+@dataclass
+class ReloadSummary:
+    """Target names by what a reload did to them, for the log line."""
+
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # new connection and state
+    kept_connection: list[str] = field(default_factory=list)  # same connection, state refreshed
+    unchanged: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        parts = [
+            f"{what} {','.join(names)}"
+            for what, names in (
+                ("added", self.added),
+                ("removed", self.removed),
+                ("reconnecting", self.changed),
+                ("refreshed", self.kept_connection),
+            )
+            if names
+        ]
+        parts.append(f"unchanged {len(self.unchanged)}")
+        return "; ".join(parts)
 
 
 class Scraper:
@@ -110,7 +136,7 @@ class Scraper:
     def probe(self, target: TargetConfig, timeout: float) -> list[Metric]:
         started = time.monotonic()
         out = FamilyBuilder(target.labels)
-        state = self._state(target)
+        state, one_off = self._state_for(target)
         up = 0.0
         sections = self._sections_for(state)
         try:
@@ -147,6 +173,8 @@ class Scraper:
             "Seconds the scrape of this target took.",
             time.monotonic() - started,
         )
+        if one_off:
+            state.connection.retire()
         return out.families()
 
     def _run_collector(
@@ -199,18 +227,29 @@ class Scraper:
         )
 
     def _state(self, target: TargetConfig) -> _TargetState:
+        return self._state_for(target)[0]
+
+    def _state_for(self, target: TargetConfig) -> tuple[_TargetState, bool]:
+        """The target's state, and whether it is a one-off: a probe that picked its target from the
+        config before a reload replaced or removed it runs on a connection of its own, closed after."""
         with self._states_lock:
             state = self._states.get(target.name)
-            if state is None:
-                backoff = LoginBackoff(
-                    target.name, target.login_backoff_seconds, target.login_backoff_max_seconds
-                )
-                opener = self._opener(target, backoff)
-                state = _TargetState(
-                    TargetConnection(target.name, opener, target.query_timeout_seconds), backoff
-                )
+            if state is not None and (
+                state.target is target or state.target.connection_key() == target.connection_key()
+            ):
+                return state, False
+            current = self._config.targets.get(target.name)
+            one_off = current is None or current.connection_key() != target.connection_key()
+            backoff = LoginBackoff(
+                target.name, target.login_backoff_seconds, target.login_backoff_max_seconds
+            )
+            opener = self._opener(target, backoff)
+            state = _TargetState(
+                target, TargetConnection(target.name, opener, target.query_timeout_seconds), backoff
+            )
+            if not one_off:
                 self._states[target.name] = state
-            return state
+            return state, one_off
 
     def _opener(self, target: TargetConfig, backoff: LoginBackoff):  # noqa: ANN202 - connection.OpenFn
         def open_connection(login_timeout: int) -> pyodbc.Connection:
@@ -219,7 +258,7 @@ class Scraper:
                 driver = resolve_driver(target.driver, pyodbc.drivers(), encryption=target.encryption)
                 if driver_kind(driver) == "freetds" and freetds_verifies(target):
                     checked_against = _freetds_ready(target)
-                creds = self._config.credentials_for(target)
+                creds = target.credentials()
                 if driver_kind(driver) == "freetds":
                     # Checked again here: the password file may have changed since start-up.
                     unsendable = unsendable_password_reason(driver, creds.password.get_secret_value())
@@ -261,10 +300,48 @@ class Scraper:
 
         return open_connection
 
+    def reload(self, config: ExporterConfig) -> ReloadSummary:
+        """Serve `config` from now on. A target whose connection settings (host, port, login, password
+        source, driver, TLS, timeouts) are unchanged keeps its connection and back-off; its cached
+        readings (memo: per-file volume lookups, SSD pool totals, the slow sections' schedule) are kept
+        only when nothing at all changed in it. A changed or removed target's connection is retired
+        (closed once a scrape in flight on it ends) and its state dropped. Probes in flight keep the
+        state they started with."""
+        summary = ReloadSummary()
+        # Before any login on the new config may run: it writes new targets' freetds.conf sections.
+        freetds.prepare(config.targets.values())
+        retired: list[_TargetState] = []
+        with self._states_lock:
+            self._config = config
+            kept: dict[str, _TargetState] = {}
+            for name, state in self._states.items():
+                new = config.targets.get(name)
+                if new is None:
+                    summary.removed.append(name)
+                    retired.append(state)
+                elif new.connection_key() != state.target.connection_key():
+                    summary.changed.append(name)
+                    retired.append(state)
+                elif new != state.target:
+                    summary.kept_connection.append(name)
+                    kept[name] = _TargetState(new, state.connection, state.backoff)
+                else:
+                    summary.unchanged.append(name)
+                    state.target = new
+                    kept[name] = state
+            summary.added = sorted(set(config.targets) - set(self._states))
+            self._states = kept
+        for state in retired:
+            state.connection.retire()
+            self.repeat_log.forget(state.target.name)
+        return summary
+
     def close(self) -> None:
+        """Close every connection without waiting for scrapes stuck in the driver (a hung server must not
+        delay a stop); their connections close when their scrapes end, or with the process."""
         with self._states_lock:
             for state in self._states.values():
-                state.connection.close()
+                state.connection.retire()
 
 
 def _freetds_ready(target: TargetConfig) -> str:

@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from .auth import AuthModule, Credentials
 from .drives import DriveHealthConfig
-from .errors import ConfigError, error_at, to_config_error
+from .errors import ConfigError, CredentialError, error_at, to_config_error
 from .fields import (
     DriverChoice,
     Encryption,
@@ -36,6 +36,25 @@ from .fields import (
 from .ssd import SsdPool
 from .volumes import PoolName, VolumeLabel, list_twice, normalize_volume
 from .yaml_loading import read_yaml
+
+# The fields of a target that shape its connection (with its auth module's username and password source).
+CONNECTION_FIELDS = frozenset(
+    {
+        "host",
+        "port",
+        "instance",
+        "database",
+        "driver",
+        "encryption",
+        "trust_server_certificate",
+        "ca_file",
+        "login_timeout_seconds",
+        "query_timeout_seconds",
+        "login_backoff_seconds",
+        "login_backoff_max_seconds",
+        "auth_module",
+    }
+)
 
 
 class TargetConfig(Strict):
@@ -190,6 +209,20 @@ class TargetConfig(Strict):
     def username(self) -> str | None:
         return self._auth.username if self._auth is not None else None
 
+    def credentials(self) -> Credentials:
+        """Username and password from this target's own auth module, reading the password now. A probe
+        that started before a reload keeps using the module of the config it started with."""
+        if self._auth is None:
+            raise CredentialError(f"target {self.name} is not linked to an auth module")
+        return Credentials(self._auth.username, self._auth.read_password())
+
+    def connection_key(self) -> tuple[object, ...]:
+        """Everything that decides which server is logged in to, as whom, and how: a reload that changes
+        any of it drops the target's connection and its state; other changes keep the connection."""
+        fields = self.model_dump(include=CONNECTION_FIELDS)
+        auth = self._auth.model_dump() if self._auth is not None else None
+        return (tuple(sorted(fields.items())), tuple(sorted(auth.items())) if auth else None)
+
 
 class ExporterConfig(Strict):
     default_target: str | None = None
@@ -272,8 +305,7 @@ class ExporterConfig(Strict):
     def credentials_for(self, target: TargetConfig | str) -> Credentials:
         """Username and password for a target, reading the password source at this moment."""
         name = target if isinstance(target, str) else target.name
-        module = self.auth_modules[self.targets[name].auth_module]
-        return Credentials(module.username, module.read_password())
+        return self.targets[name].credentials()
 
     def secret_warnings(self) -> list[str]:
         """One line per password file that others can read or change (logged at start and at reload)."""

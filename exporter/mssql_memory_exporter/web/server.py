@@ -10,6 +10,7 @@ import socketserver
 import ssl
 import sys
 import time
+from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from typing import Any
 
@@ -60,6 +61,8 @@ class ExporterHTTPServer(ThreadingHTTPServer):
         self.own_metrics = own_metrics
         self.web = web
         self.basic_auth = BasicAuthChecker()
+        # POST /-/reload calls this (the CLI sets it: reload.ConfigReloader.reload); None answers 404.
+        self.reload: Callable[[str], str] | None = None
         super().__init__(address, Handler)
 
     @property
