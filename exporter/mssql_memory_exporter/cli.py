@@ -427,7 +427,7 @@ def _run(args: argparse.Namespace) -> int:
     config, web = checked
     raise_open_files_limit(len(config.targets))
     log.info(
-        "starting", extra={"version": __version__, "revision": revision(), "targets": len(config.targets)}
+        "starting", extra={"version": __version__, "targets": len(config.targets), "revision": revision()}
     )
     for warning in config.secret_warnings():
         log.warning("secret file kept loosely", extra={"problem": warning})
