@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,19 @@ def test_healthcheck_on_a_configured_port(running):
     assert "healthy" in result.stdout
     # The port the old HEALTHCHECK hard-coded is not the one served: that check would fail.
     assert cli("--healthcheck", "--web.listen-address", "127.0.0.1:1").returncode == 1
+
+
+def test_a_wheel_built_from_a_checkout_carries_its_revision(tmp_path: Path):
+    """An installed package has no git beside it: the build (setup.py's build_py hook) writes the commit
+    into the package, where build_info.revision() reads it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    [wheel] = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("mssql_memory_exporter/REVISION").decode().strip() == git_head()
