@@ -85,20 +85,21 @@ def own(port: int) -> dict:
     return samples_of(body)
 
 
-@pytest.mark.parametrize("query_timeout", [10, 60])
-def test_sigterm_with_a_probe_stuck_in_a_hung_batch_stops_within_seconds(
-    start, standin, tmp_path: Path, query_timeout: int
+@pytest.mark.parametrize(
+    ("fault", "query_timeout"), [("hang_batch", 10), ("hang_batch", 60), ("hang_login", 60)]
+)
+def test_sigterm_with_a_probe_stuck_on_a_hung_server_stops_within_seconds(
+    start, standin, tmp_path: Path, fault: str, query_timeout: int
 ):
     s = standin("healthy-oltp")
-    config = write(
-        tmp_path / "c.yml",
-        {"sql": standin_target(s.port, query_timeout_seconds=query_timeout), "tls": VERIFYING},
-    )
+    timeouts = {"query_timeout_seconds": query_timeout, "login_timeout_seconds": query_timeout}
+    config = write(tmp_path / "c.yml", {"sql": standin_target(s.port, **timeouts), "tls": VERIFYING})
     run, port = launch(start, config)
-    assert value(probe(port), "mssql_up") == 1  # logged in: the hang below is in the batch
+    if fault == "hang_batch":
+        assert value(probe(port), "mssql_up") == 1  # logged in: the hang below is in the batch
     (private,) = run.leftovers()
     assert private.startswith(PREFIX)
-    s.handler.faults.hang_batch = True
+    setattr(s.handler.faults, fault, True)
 
     def stuck_probe() -> None:
         with contextlib.suppress(OSError, http.client.HTTPException):  # the exporter goes away under it
