@@ -385,7 +385,10 @@ class Reloads:
     def _send(self, kind: str, delay: float) -> None:
         time.sleep(delay)  # into the stretch, so scrapes are in flight
         if kind == "labels":
-            self.rack += 1
+            # Back and forth between two values, as a config edited and reverted: a new value on every
+            # reload would make every series new each time, filling the exposition's series cache
+            # (bounded, 50,000 entries) rather than showing what a reload keeps or leaks.
+            self.rack = 1 - self.rack
         elif kind == "reconnect":
             self.slow_login = not self.slow_login
         good = self.soak.config(self.rack, self.slow_login)
