@@ -34,7 +34,7 @@ generate:
 	$(PY) -m dashboards.generate
 	$(PY) -m deploy.prometheusrule
 
-## soak: 20,000 scrapes of the real exporter across stand-ins with injected faults; prints RSS, fds, connections
+## soak: 20,000 scrapes of the real exporter across stand-ins with injected faults and reloads; prints RSS, fds, connections
 soak:
 	@bash scripts/bootstrap.sh standin
 	PYTHONPATH=. $(PY) -m tests.soak --scrapes 20000
