@@ -22,9 +22,15 @@ ARG REVISION=unknown
 COPY pyproject.toml setup.py README.md ./
 COPY requirements/constraints.txt requirements/constraints.txt
 COPY exporter/ exporter/
-RUN printf '%s\n' "$REVISION" > exporter/mssql_memory_exporter/REVISION \
- && python -m venv /opt/mssql-memory-exporter \
- && /opt/mssql-memory-exporter/bin/pip install -c requirements/constraints.txt .
+# The `kerberos` extra (python-gssapi, for Kerberos logins from a keytab) has no Linux wheel: it builds
+# here against MIT Kerberos's headers; the runtime stage has the library itself (tdsodbc depends on it).
+RUN set -eux; \
+    printf '%s\n' "$REVISION" > exporter/mssql_memory_exporter/REVISION; \
+    apt-get update; \
+    apt-get install -y --no-install-recommends gcc libkrb5-dev; \
+    rm -rf /var/lib/apt/lists/*; \
+    python -m venv /opt/mssql-memory-exporter; \
+    /opt/mssql-memory-exporter/bin/pip install -c requirements/constraints.txt ".[kerberos]"
 
 # ---- runtime
 FROM python:3.11.15-slim-bookworm
@@ -76,6 +82,7 @@ ENV PATH=/opt/mssql-memory-exporter/bin:$PATH \
 # by the names the exporter looks for.
 RUN set -eu; \
     mssql-memory-exporter --version; \
+    python -c "import gssapi"; \
     drivers=$(python -c "import pyodbc; print('|'.join(pyodbc.drivers()))"); \
     echo "ODBC drivers: $drivers"; \
     case "$drivers" in *FreeTDS*) ;; *) echo "FreeTDS is not registered" >&2; exit 1 ;; esac; \

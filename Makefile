@@ -1,5 +1,5 @@
 # The front door. Every target installs what it needs on a fresh Debian 12 machine (scripts/bootstrap.sh).
-.PHONY: run test lint bench generate soak bootstrap clean dashboards-look
+.PHONY: run test lint bench generate mixin soak bootstrap clean dashboards-look
 
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -33,6 +33,13 @@ generate:
 	$(PY) -m alerts.generate
 	$(PY) -m dashboards.generate
 	$(PY) -m deploy.prometheusrule
+
+## mixin: a site's copy of the rules, dashboards and PrometheusRules in OUT, from the spec with the site's
+## partial OVERRIDES file merged over it (docs/mixin.md); a bad key exits 2 naming it, leaving OUT as it was
+mixin:
+	@test -n "$(OUT)" || { echo "make mixin: OUT=directory is required (OVERRIDES=site.yml optional)" >&2; exit 2; }
+	@bash scripts/bootstrap.sh runtime
+	$(PY) -m deploy.mixin --out "$(OUT)" $(if $(OVERRIDES),--overrides "$(OVERRIDES)")
 
 ## soak: 20,000 scrapes of the real exporter across stand-ins with injected faults and reloads; prints RSS, fds, connections
 soak:

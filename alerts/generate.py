@@ -34,6 +34,7 @@ from .names import (
 )
 from .rule_parts import INSTANCE
 from .rule_parts import alert as _alert
+from .rule_parts import life_left as _life_left
 from .rule_parts import metric as _m
 from .spec import Spec, duration_seconds, load, number, prometheus_duration
 
@@ -473,11 +474,7 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
         f"  {RuleNames.from_spec(spec).pool(window)}{COVERAGE_SUFFIX} >= {number(min_coverage)}"
     )
     # Seconds until the end of the pool's planned life: wearing out after that is no concern.
-    life_left = (
-        f"(\n    {_m(spec, 'mssql_ssd_pool_in_service_timestamp_seconds')}\n"
-        f"    + on ({pool}) group_left () {_m(spec, 'mssql_ssd_pool_planned_lifetime_seconds')}\n"
-        "    - time()\n  )"
-    )
+    life_left = _life_left(lambda name: _m(spec, name))
     rules = [
         _alert(
             spec,

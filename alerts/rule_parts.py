@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .spec import Spec
@@ -38,7 +39,8 @@ def alert(
         rule["for"] = spec.duration(for_)
     if keep_firing is not None:
         rule["keep_firing_for"] = spec.duration(keep_firing)
-    rule["labels"] = {"severity": severity}
+    # The site's own labels (team, routing: docs/mixin.md) after the severity, which they cannot replace.
+    rule["labels"] = {"severity": severity, **spec.alert_labels}
     rule["annotations"] = {"summary": summary, "description": description, "runbook_url": spec.runbook(name)}
     return rule
 
@@ -53,3 +55,14 @@ def instance_value(rule: str, fmt: str, unit: str = "") -> str:
     """Template text quoting the instance's own value of `rule`, or "unknown" when it has no such series."""
     shown = f"{{{{ . | first | value | {fmt} }}}}{unit}"
     return f"{with_instance_series(rule)}{shown}{{{{ else }}}}unknown{{{{ end }}}}"
+
+
+def life_left(series: Callable[[str], str]) -> str:
+    """Seconds until each SSD pool's planned retirement (in-service date + planned life - now), negative
+    once the pool is kept past it: what the remaining alert and the dashboards' time-left verdict weigh a
+    pool's time left against. `series(name)` selects a pool metric."""
+    return (
+        f"(\n    {series('mssql_ssd_pool_in_service_timestamp_seconds')}\n"
+        f"    + on ({INSTANCE}, pool) group_left () {series('mssql_ssd_pool_planned_lifetime_seconds')}\n"
+        "    - time()\n  )"
+    )

@@ -5,6 +5,9 @@ models mirror the file key for key: a key the models do not know, a missing one,
 a duration Prometheus would not read stops `make generate` with the key's path named, before a rule is
 written. Generators read attributes (`spec.memory.lazy_writes_per_second.max`), so a misspelt key is a
 type error rather than a string that fails at run time.
+
+A site's partial file (`make mixin`, docs/mixin.md) is merged over the shipped file by `load_site` and
+checked by these same models: there is no second schema for overrides.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pydantic import (
     PrivateAttr,
     StrictFloat,
     StrictInt,
+    StrictStr,
     ValidationError,
 )
 
@@ -79,12 +83,37 @@ def _ratio(value: float) -> float:
     return value
 
 
+_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+# Labels every alert gets from its rule or its series: a site label of the same name would replace them
+# (severity drives alerts/alertmanager.yml's routing; job and instance say where it fired).
+RESERVED_ALERT_LABELS = frozenset({"alertname", "severity", "job", "instance"})
+_GRAFANA_UID = re.compile(r"^[A-Za-z0-9_-]*$")
+GRAFANA_UID_MAX = 40  # Grafana refuses longer dashboard, folder and datasource uids
+
+
+def _alert_labels(labels: dict[str, str]) -> dict[str, str]:
+    for name in labels:
+        if not _LABEL_NAME.match(name) or name.startswith("__"):
+            raise ValueError(f"{name!r} is not a label name Prometheus allows on an alert")
+        if name in RESERVED_ALERT_LABELS:
+            raise ValueError(f"{name!r} is set by the rules themselves; pick another label name")
+    return labels
+
+
+def _grafana_uid(text: str) -> str:
+    if not _GRAFANA_UID.match(text) or len(text) > GRAFANA_UID_MAX:
+        raise ValueError(f"a Grafana uid is at most {GRAFANA_UID_MAX} of A-Z a-z 0-9 - _, got {text!r}")
+    return text
+
+
 # A duration as Prometheus spells it ("5m", "1d"), kept as written: rule names carry it.
 Duration = Annotated[str, AfterValidator(_duration)]
 Ratio = Annotated[float, AfterValidator(_ratio)]
 # Numbers stay as YAML gave them (int or float): `number()` prints 300, not 300.0, either way.
 Number = StrictInt | StrictFloat
 Positive = Annotated[StrictInt | StrictFloat, AfterValidator(_positive)]
+AlertLabels = Annotated[dict[str, StrictStr], AfterValidator(_alert_labels)]
+GrafanaUid = Annotated[StrictStr, AfterValidator(_grafana_uid)]
 
 
 class _Section(BaseModel):
@@ -228,6 +257,15 @@ class DrivesSpec(_Section):
     disagreement_for: Duration
 
 
+class GrafanaSpec(_Section):
+    """Where the dashboards go in a site's Grafana. An empty datasource_uid keeps the dashboards' own
+    Data source variable; a uid pins every query to that datasource."""
+
+    datasource_uid: GrafanaUid
+    uid_prefix: GrafanaUid
+    folder: StrictStr = Field(min_length=1)
+
+
 class Spec(_Section):
     """alerts/thresholds.yml. `for_override`/`window_override` (tests that cannot wait minutes) replace
     every `for:` and every rate window the generators ask for through `duration()` and `window()`; the
@@ -245,6 +283,8 @@ class Spec(_Section):
     tempdb: TempdbSpec
     io_latency: IoLatencySpec
     drives: DrivesSpec
+    alert_labels: AlertLabels
+    grafana: GrafanaSpec
 
     _for_override: str | None = PrivateAttr(default=None)
     _window_override: str | None = PrivateAttr(default=None)
@@ -255,11 +295,7 @@ class Spec(_Section):
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
-            problems = [
-                f"{'.'.join(str(p) for p in error['loc']) or '(top)'}: {error['msg']}"
-                for error in exc.errors()
-            ]
-            raise SpecError(f"{source}: " + "; ".join(problems)) from None
+            raise SpecError(f"{source}: " + "; ".join(_problems(exc))) from None
 
     def with_overrides(self, for_override: str | None = None, window_override: str | None = None) -> Spec:
         for override in (for_override, window_override):
@@ -289,6 +325,113 @@ class Spec(_Section):
 
     def runbook(self, alert: str) -> str:
         return f"{self.runbook_base_url.rstrip('/')}/{alert}.md"
+
+
+# What each pydantic error type expected, in the words of a YAML file's author.
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "a number",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "model_attributes_type": "a mapping",
+    "tuple_type": "a list",
+    "list_type": "a list",
+}
+
+
+def _problems(exc: ValidationError) -> list[str]:
+    """One line per bad key, by its dotted path as the YAML spells it. A number that may be an int or a
+    float fails both branches of the union; the branch names (`int`, `float`) are not keys, so they are
+    dropped and the two failures read as one "expected a number"."""
+    by_path: dict[str, list[str]] = {}
+    for error in exc.errors():
+        loc = [str(p) for p in error["loc"]]
+        while loc and (loc[-1] in ("int", "float", "str") or loc[-1].startswith("function-")):
+            loc.pop()
+        path = ".".join(loc) or "(top)"
+        kind = error["type"]
+        if kind in _EXPECTED:
+            text = f"expected {_EXPECTED[kind]}, got {_shown(error.get('input'))}"
+        elif kind == "extra_forbidden":
+            text = "unknown key (misspelt, or not a setting of this file)"
+        elif kind == "missing":
+            text = "missing"
+        else:
+            text = error["msg"].removeprefix("Value error, ")
+        if text not in by_path.setdefault(path, []):
+            by_path[path].append(text)
+    return [f"{path}: {' or '.join(texts)}" for path, texts in by_path.items()]
+
+
+def _shown(value: Any) -> str:
+    kind = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "nothing"}
+    name = kind.get(type(value), type(value).__name__)
+    if isinstance(value, dict | list):
+        return name
+    text = repr(value)
+    return f"{name} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def merged(base: Any, overrides: Any) -> Any:
+    """A site's partial file over the spec: mappings merge key by key, all the way down; anything else in
+    the overrides (a number, a string, a list, null) replaces the value it stands for. Lists are replaced
+    whole (endurance.coverage_tiers is the only one): merged by position, a list of three over one of four
+    would keep a stale fourth tier nobody wrote. Unknown keys are kept, so the spec refuses them by name."""
+    if isinstance(base, dict) and isinstance(overrides, dict):
+        out = dict(base)
+        for key, value in overrides.items():
+            out[key] = merged(base[key], value) if key in base else value
+        return out
+    return overrides
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A key given twice in one mapping is refused: YAML would keep the second silently, and a second
+    `memory:` in a site file would drop every setting written under the first."""
+
+
+class _DuplicateKey(yaml.constructor.ConstructorError):
+    pass
+
+
+def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise _DuplicateKey(None, None, f"{key!r} is given twice in one mapping", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
+def load_site(overrides: Path | None, base: Path = SPEC_PATH) -> Spec:
+    """The shipped spec with a site's partial file merged over it (`make mixin`, docs/mixin.md), checked
+    by the same models as the spec itself. None or an empty file: the shipped spec unchanged."""
+    if overrides is None:
+        return load(base)
+    try:
+        text = overrides.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"{overrides}: cannot read it ({exc.strerror})") from None
+    try:
+        site = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+    except yaml.MarkedYAMLError as exc:
+        where = f", line {exc.problem_mark.line + 1}" if exc.problem_mark else ""
+        kind = "" if isinstance(exc, _DuplicateKey) else "not YAML: "
+        raise SpecError(f"{overrides}{where}: {kind}{exc.problem}") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{overrides}: not YAML: {exc}") from None
+    if site is None:
+        site = {}
+    if not isinstance(site, dict):
+        raise SpecError(f"{overrides}: expected a mapping of settings, got {_shown(site)}")
+    raw = yaml.safe_load(base.read_text(encoding="utf-8"))
+    return Spec.parse(merged(raw, site), f"{overrides} (over {base.name})")
 
 
 def load(path: Path = SPEC_PATH, for_override: str | None = None, window_override: str | None = None) -> Spec:

@@ -160,6 +160,14 @@ def override(name: str, *properties: tuple[str, Any], regex: bool = False) -> Js
     }
 
 
+def override_query(ref_id: str, *properties: tuple[str, Any]) -> Json:
+    """Field override for the series of one query (its refId): two queries of one panel judged apart."""
+    return {
+        "matcher": {"id": "byFrameRefID", "options": ref_id},
+        "properties": [{"id": key, "value": value} for key, value in properties],
+    }
+
+
 def value_map(mapping: dict[int, tuple[str, str]]) -> list[Json]:
     """Value-to-text mappings: {value: (text, color)}."""
     options = {
@@ -360,6 +368,19 @@ def datasource_variable() -> Json:
         "skipUrlSync": False,
         "type": "datasource",
     }
+
+
+def pin_datasource(node: Any, uid: str) -> Any:
+    """`node` (a dashboard's JSON) with every reference to the Data source variable replaced by the
+    Prometheus datasource `uid`: a site that names its datasource (alerts/thresholds.yml grafana.
+    datasource_uid) needs no variable."""
+    if node == DS:
+        return {"type": DS["type"], "uid": uid}
+    if isinstance(node, dict):
+        return {key: pin_datasource(value, uid) for key, value in node.items()}
+    if isinstance(node, list):
+        return [pin_datasource(value, uid) for value in node]
+    return node
 
 
 def query_variable(

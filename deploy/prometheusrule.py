@@ -85,9 +85,13 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _str)
 
 
+def dump(data: dict[str, Any]) -> str:
+    """A Kubernetes object as these files write it (also the mixin's dashboard ConfigMaps)."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+
+
 def render(rules_dir: Path = RULES_DIR) -> str:
-    body = yaml.dump(resource(rules_dir), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
-    return HEADER + body
+    return HEADER + dump(resource(rules_dir))
 
 
 def render_all(rules_dir: Path = RULES_DIR) -> dict[str, str]:
@@ -95,8 +99,7 @@ def render_all(rules_dir: Path = RULES_DIR) -> dict[str, str]:
     files = {OUTPUT.name: render(rules_dir)}
     for path in optional_rule_files(rules_dir):
         name = optional_name(path)
-        data = resource(rules_dir, [path], f"mssql-memory-exporter-{name}")
-        body = yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+        body = dump(resource(rules_dir, [path], f"mssql-memory-exporter-{name}"))
         header = HEADER.replace("alerts/rules/*.rules.yml", f"alerts/rules/optional/{path.name}", 1)
         files[f"optional/{name}.prometheusrule.yaml"] = header + "# Opt-in: apply it yourself.\n" + body
     return files

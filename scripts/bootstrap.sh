@@ -3,8 +3,9 @@
 #
 #   bootstrap.sh runtime   the exporter: FreeTDS ODBC driver, unixODBC, python3-venv, the venv (`make run
 #                          CONFIG=...`, `make generate`)
-#   bootstrap.sh standin   + the stand-in's Python packages (sqlfluff, ...): the demo, `make bench`, `make soak`
-#   bootstrap.sh test      + Prometheus, promtool, Alertmanager, amtool, systemd-analyze and Prometheus
+#   bootstrap.sh standin   + the stand-in's Python packages (sqlfluff, python-gssapi built with gcc and
+#                          libkrb5-dev, ...): the demo, `make bench`, `make soak`
+#   bootstrap.sh test      + Prometheus, promtool, Alertmanager, amtool, systemd-analyze, an MIT KDC and Prometheus
 #                          3.13.3 (scripts/prometheus3.sh): `make test`, `make lint`
 #   bootstrap.sh --list MODE   print the Debian packages MODE needs, install nothing
 #
@@ -24,10 +25,17 @@ runtime_packages=(tdsodbc unixodbc python3-venv)
 # prometheus: promtool and the Prometheus the alerting tests run; prometheus-alertmanager: amtool and
 # Alertmanager; systemd: systemd-analyze, which checks the shipped unit file (minimal images lack it);
 # smartmontools: the real smartctl the drive-health tests run (its --scan and a read of a missing device).
-test_packages=(prometheus prometheus-alertmanager systemd smartmontools)
+# krb5-kdc, krb5-admin-server (kadmin.local), krb5-user (kinit, klist): the real MIT KDC the Windows-login
+# tests run; faketime: libfaketime, which skews one process's clock for the clock-skew test.
+test_packages=(prometheus prometheus-alertmanager systemd smartmontools
+    krb5-kdc krb5-admin-server krb5-user faketime)
+# The test extras hold python-gssapi (the stand-in's Kerberos acceptor), which has no Linux wheel and
+# builds against MIT Kerberos's headers.
+build_packages=(libkrb5-dev gcc)
 case "$mode" in
-    runtime | standin) packages=("${runtime_packages[@]}"); extras="" ;;
-    test) packages=("${runtime_packages[@]}" "${test_packages[@]}"); extras="[test]" ;;
+    runtime) packages=("${runtime_packages[@]}"); extras="" ;;
+    standin) packages=("${runtime_packages[@]}" "${build_packages[@]}"); extras="" ;;
+    test) packages=("${runtime_packages[@]}" "${build_packages[@]}" "${test_packages[@]}"); extras="[test]" ;;
     *) echo "bootstrap.sh: unknown mode '$mode' (runtime, standin or test)" >&2; exit 2 ;;
 esac
 [ "$mode" = standin ] && extras="[test]"  # the stand-in's packages are the test extras
@@ -48,9 +56,10 @@ if [ "${#need[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
     # Debian enables and starts the Prometheus and Alertmanager services on install. The tests run their
     # own instances; a system-wide Prometheus left running on :9090 is not what a developer asked for.
-    # smartmontools brings smartd, a disk monitor the tests do not want polling this machine's drives.
+    # smartmontools brings smartd, a disk monitor the tests do not want polling this machine's drives;
+    # the Kerberos tests start their own KDC, in a throwaway realm, not the system's.
     if [ -d /run/systemd/system ]; then
-        for unit in prometheus prometheus-alertmanager smartmontools; do
+        for unit in prometheus prometheus-alertmanager smartmontools krb5-kdc krb5-admin-server; do
             if printf '%s\n' "${need[@]}" | grep -qx "$unit"; then
                 $sudo_cmd systemctl disable --now "$unit" >/dev/null 2>&1 || true
             fi

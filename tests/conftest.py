@@ -34,7 +34,9 @@ PASSWORD_ENV = "MSSQL_STANDIN_TEST_PASSWORD"
 
 # Libraries that narrate at DEBUG and never see a secret: the stand-in's SQL parser alone would write
 # megabytes per test and slow every scrape down.
-QUIET_LOGGERS = ("sqlfluff", "asyncio", "urllib3", "filelock", "hypothesis", "docker", "parso")
+# pyspnego (the stand-in's NTLM acceptor) logs every NTLM message, answers derived from the password
+# included.
+QUIET_LOGGERS = ("sqlfluff", "asyncio", "urllib3", "filelock", "hypothesis", "docker", "parso", "spnego")
 
 
 # --- hooks for the secret check (tests/secret_check.py) ----------------------------------------------

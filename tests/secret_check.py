@@ -35,11 +35,14 @@ def default_secrets() -> dict[str, str]:
     from tests.conftest import TEST_PASSWORD
     from tests.test_config import PASSWORD as CONFIG_PASSWORD
     from tests.test_webconfig import NEW_PASSWORD, PASSWORD, WRONG_PASSWORD
+    from tests.test_windows_auth import NTLM_PASSWORD, WRONG_NTLM_PASSWORD
 
     secrets = {
         "stand-in SQL login password (tests.conftest.TEST_PASSWORD)": TEST_PASSWORD,
         "connection-string quoting password (tests.test_config.PASSWORD)": CONFIG_PASSWORD,
         **FIXTURE_SECRETS,
+        "NTLM login password (tests.test_windows_auth.NTLM_PASSWORD)": NTLM_PASSWORD,
+        "wrong NTLM password (tests.test_windows_auth.WRONG_NTLM_PASSWORD)": WRONG_NTLM_PASSWORD,
     }
     web = {"PASSWORD": PASSWORD, "NEW_PASSWORD": NEW_PASSWORD, "WRONG_PASSWORD": WRONG_PASSWORD}
     for name, value in web.items():

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import json
 import re
 import subprocess
 from collections.abc import Iterator
@@ -28,10 +27,11 @@ from typing import Any
 import pytest
 import yaml
 
-from alerts.spec import Spec
+from alerts.spec import Spec, number
 from alerts.spec import load as load_spec
-from dashboards import generate
+from dashboards import fleet, frame, generate, limits, queries
 from dashboards.grafana import CORE_PANEL_TYPES, DS, GRID_COLUMNS, SCHEMA_VERSION
+from dashboards.panels import ANY, AT_FLOOR
 from tests import tools
 from tests.lint.dashboards import (
     ALL_QUERIES,
@@ -81,7 +81,7 @@ def test_committed_dashboards_are_not_stale():
 def test_check_mode_notices_a_stale_file(tmp_path):
     assert generate.main(["--out", str(tmp_path)]) == 0
     assert generate.main(["--out", str(tmp_path), "--check"]) == 0
-    victim = tmp_path / generate.FILES[generate.MEMORY_UID]
+    victim = tmp_path / generate.FILES[frame.MEMORY_UID]
     victim.write_text(victim.read_text().replace('"editable": false', '"editable": true'))
     assert generate.main(["--out", str(tmp_path), "--check"]) == 1
 
@@ -90,7 +90,7 @@ def test_check_mode_notices_a_stale_file(tmp_path):
 
 
 def test_uids_are_stable_and_unique():
-    assert list(BOARDS) == [generate.MEMORY_UID, generate.ENDURANCE_UID, generate.FLEET_UID]
+    assert list(BOARDS) == [frame.MEMORY_UID, frame.ENDURANCE_UID, frame.FLEET_UID]
     titles = [board["title"] for board in BOARDS.values()]
     assert len(set(titles)) == len(titles)
     for uid, board in BOARDS.items():
@@ -335,11 +335,10 @@ def spelled_thresholds(paths: list[Path], spec: Spec, allowed: dict[float, str] 
 
 # Unit constants of the dashboards package that happen to equal a spec number (the coverage minimums).
 DASHBOARDS_UNIT_CONSTANTS = {
-    "generate.py": {
-        86400: "seconds per day",
-        3600: "seconds per hour",
+    "limits.py": {86400: "seconds per day", 3600: "seconds per hour"},
+    "panels.py": {
         1.5: "GAUGE_HEADROOM: the share gauge's scale past its exhaustion mark (drives.disagreement_factor)",
-    }
+    },
 }
 
 
@@ -350,6 +349,16 @@ def test_no_threshold_or_window_is_spelled_in_the_dashboards_source():
         for problem in spelled_thresholds([path], load_spec(), DASHBOARDS_UNIT_CONSTANTS.get(path.name))
     ]
     assert not problems, "take these from alerts/thresholds.yml (alerts.spec.load()):\n" + "\n".join(problems)
+
+
+MAX_MODULE_LINES = 600  # the developers' guide: no dashboards module over 600 lines
+
+
+def test_every_dashboards_module_stays_small():
+    """One module per dashboard and per row area (docs/architecture.md): none grows back into one file."""
+    sizes = {path.name: len(path.read_text().splitlines()) for path in DASHBOARDS.glob("*.py")}
+    assert {"generate.py", "memory.py", "endurance.py", "fleet.py", "grafana.py"} <= set(sizes)
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 
 
 # Unit and scale constants of the alerts package that happen to equal a spec number, per file.
@@ -461,17 +470,18 @@ def threshold_steps(boards: dict[str, dict[str, Any]]) -> dict[StepKey, list[Any
 
 TITLES = {(uid, panel["id"]): panel["title"] for uid, board in BOARDS.items() for panel in panels(board)}
 
-# Threshold steps that are no spec number, by (panel title, column or series): dashboards/generate.py's
+# Threshold steps that are no spec number, by (panel title, column or series): dashboards/panels.py's
 # named constants. A value divided by its own floor is healthy from 100% (AT_FLOOR), and of a count of
 # firing alerts, of minutes under pressure or of pressure signals on, one is already too many (ANY).
 CONSTANT_STEPS = {
-    ("Signals of pressure from outside", None): generate.ANY,
-    ("Worst PLE ÷ floor", None): generate.AT_FLOOR,
-    ("Firing alerts", None): generate.ANY,
-    ("Instances", "PLE ÷ floor"): generate.AT_FLOOR,
-    ("Instances", "Under pressure"): generate.ANY,
-    ("Lowest node PLE ÷ floor, per instance", None): generate.AT_FLOOR,
-    ("tempdb layout checks failing", None): generate.ANY,
+    ("Signals of pressure from outside", None): ANY,
+    ("Worst PLE ÷ floor", None): AT_FLOOR,
+    ("Firing alerts", None): ANY,
+    ("Firing alerts", "A"): ANY,  # its query of firing (or only pending) alerts
+    ("Instances", "PLE ÷ floor"): AT_FLOOR,
+    ("Instances", "Under pressure"): ANY,
+    ("Lowest node PLE ÷ floor, per instance", None): AT_FLOOR,
+    ("tempdb layout checks failing", None): ANY,
 }
 
 
@@ -516,11 +526,22 @@ def test_the_perturbation_check_sees_a_hard_coded_step():
     assert unchanged_steps(before, after) == expected
     # A constant may stay put, but only where it is listed.
     constant = next(k for k in before if TITLES[k[:2]] == "Firing alerts")
-    assert before[constant] == after[constant] == [None, generate.ANY]
+    assert before[constant] == after[constant] == [None, ANY]
     lazy = next(k for k in after if TITLES[k[:2]] == "Lazy writes" and k[2] is None)
-    after[lazy] = [None, generate.ANY]
-    before[lazy] = [None, generate.ANY]
+    after[lazy] = [None, ANY]
+    before[lazy] = [None, ANY]
     assert len(unchanged_steps(before, after)) == 2
+
+
+def _strings(node: Any) -> Iterator[str]:
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _strings(value)
 
 
 def test_recording_rule_names_follow_the_spec_windows():
@@ -530,7 +551,8 @@ def test_recording_rule_names_follow_the_spec_windows():
     raw["tempdb"]["long_rate_window"] = "2d"
     raw["endurance"]["projection_rate_window"] = "14d"
     moved = Spec.parse(raw)
-    text = json.dumps(generate.build(moved))
+    # The strings themselves, not their JSON escapes: "(\\ninstance:..." must not read as "ninstance:...".
+    text = "\n".join(_strings(generate.build(moved)))
     used = set(re.findall(r"\b[a-z_]+:[a-z0-9_]+:[a-z0-9_]+\b", text))
     assert used <= recorded_names(moved), sorted(used - recorded_names(moved))
     assert "rate10m" in text and "rate2d" in text and "rate14d" in text
@@ -584,8 +606,8 @@ def _as_words(window: str) -> str:
 
 def doc_figures(spec: Spec) -> list[str]:
     """The phrases of docs/dashboards.md that quote the spec, rebuilt from the spec."""
-    lim = generate.Limits.from_spec(spec)
-    num, pct = generate.num, generate.pct
+    lim = limits.Limits.from_spec(spec)
+    num, pct = number, limits.pct
     rate_window = _as_adjective(spec.rate_window)
     mem, ple, end = spec.memory, spec.memory.page_life_expectancy, spec.endurance
     hit = mem.buffer_cache_hit_ratio
@@ -601,8 +623,8 @@ def doc_figures(spec: Spec) -> list[str]:
         f"each pool's write rate over {_as_words(lim.pool_short_window)} and "
         f"{_as_words(lim.pool_long_window)}",
         f"marks at {pct(end.budget_high_share)} (budget) and {pct(end.exhaustion_share)} (worn out",
-        f"(orange under {generate.duration(end.remaining_warning_seconds)}, red under "
-        f"{generate.duration(end.remaining_critical_seconds)})",
+        f"(orange under {limits.duration(end.remaining_warning_seconds)}, red under "
+        f"{limits.duration(end.remaining_critical_seconds)})",
         f"lazy writes, free list stalls and lookups per batch ({rate_window} averages)",
         f"tempdb write rate ({_as_adjective(lim.tempdb_long_window)} average)",
         f"(`{spec.selector}` in `alerts/thresholds.yml`)",
@@ -680,7 +702,7 @@ def test_each_workload_is_coloured_by_its_own_range(title, oltp, olap):
     """An OLTP target is judged by the OLTP figure, an OLAP one by the OLAP figure, or by none where Dell
     and the alert give none (lookups per batch is an OLTP rule)."""
     spec = load_spec()
-    panel = _panel(generate.MEMORY_UID, title)
+    panel = _panel(frame.MEMORY_UID, title)
     for target in panel["targets"]:
         assert "group_left (workload)" in target["expr"] and "{{workload}}" in target["legendFormat"], title
         for workload, key in (("oltp", oltp), ("olap", olap)):
@@ -693,7 +715,7 @@ def test_each_workload_is_coloured_by_its_own_range(title, oltp, olap):
 
 
 def test_the_fleet_judges_lookups_per_batch_of_oltp_targets_only():
-    table = _panel(generate.FLEET_UID, "Instances")
+    table = _panel(frame.FLEET_UID, "Instances")
     [target] = [t for t in table["targets"] if "lookups_per_batch" in t["expr"]]
     selector = load_spec().selector
     oltp = f'mssql_target_info{{{selector}, job=~"$job", instance=~"$instance", workload="oltp"}}'
@@ -704,32 +726,32 @@ def test_the_fleet_judges_lookups_per_batch_of_oltp_targets_only():
 
 
 def test_the_host_variable_starts_at_none_since_nothing_ties_it_to_the_instance():
-    variables = {v["name"]: v for v in BOARDS[generate.ENDURANCE_UID]["templating"]["list"]}
+    variables = {v["name"]: v for v in BOARDS[frame.ENDURANCE_UID]["templating"]["list"]}
     host = variables["host"]
     expr, label = variable_promql(host["query"])
-    assert label == "instance" and f'"{generate.NO_HOST}"' in expr
+    assert label == "instance" and f'"{queries.NO_HOST}"' in expr
     assert host["sort"] == 1 and not host["multi"] and not host["includeAll"]
     assert (
-        re.search(host["regex"].strip("/"), f'{{instance="{generate.NO_HOST}"}}').group(1) == generate.NO_HOST
+        re.search(host["regex"].strip("/"), f'{{instance="{queries.NO_HOST}"}}').group(1) == queries.NO_HOST
     )
     # Grafana selects the first option when none is chosen: alphabetically, NO_HOST comes before any
     # exporter address (host:port, a name or a number) ...
     addresses = ["0.0.0.0:9399", "10.1.2.3:9399", "AAA:1", "db-host.example:9399", "[::1]:9399"]
-    assert sorted([*addresses, generate.NO_HOST])[0] == generate.NO_HOST
+    assert sorted([*addresses, queries.NO_HOST])[0] == queries.NO_HOST
     # ... and, as the panel's regex matcher (anchored, as Prometheus anchors it), matches none of them.
-    assert not any(re.fullmatch(generate.NO_HOST, address) for address in addresses)
-    panel = _panel(generate.ENDURANCE_UID, "Host disk writes")
+    assert not any(re.fullmatch(queries.NO_HOST, address) for address in addresses)
+    panel = _panel(frame.ENDURANCE_UID, "Host disk writes")
     assert 'instance=~"$host"' in panel["targets"][0]["expr"]
     assert (
-        "not tied to the chosen instance" in panel["description"] and generate.NO_HOST in panel["description"]
+        "not tied to the chosen instance" in panel["description"] and queries.NO_HOST in panel["description"]
     )
 
 
 def test_the_fleet_says_where_to_find_the_worst_pool():
-    instances = _panel(generate.FLEET_UID, "Instances")
-    pools = _panel(generate.FLEET_UID, generate.FLEET_POOLS_TITLE)
+    instances = _panel(frame.FLEET_UID, "Instances")
+    pools = _panel(frame.FLEET_UID, fleet.FLEET_POOLS_TITLE)
     assert "Worst pool share" in instances["transformations"][1]["options"]["renameByName"].values()
-    assert repr(generate.FLEET_POOLS_TITLE) in instances["description"]
+    assert repr(fleet.FLEET_POOLS_TITLE) in instances["description"]
     columns = pools["transformations"][1]["options"]["indexByName"]
     assert {"instance", "pool", "Share of rating"} <= set(columns)
     assert pools["options"]["sortBy"] == [{"desc": True, "displayName": "Share of rating"}]
@@ -753,7 +775,7 @@ def value_time_marks(points: list[tuple[float, float]], step_ms: float) -> list[
 
 def restart_annotation() -> dict[str, Any]:
     [annotation] = [
-        a for a in BOARDS[generate.MEMORY_UID]["annotations"]["list"] if a["name"] == "SQL Server restarts"
+        a for a in BOARDS[frame.MEMORY_UID]["annotations"]["list"] if a["name"] == "SQL Server restarts"
     ]
     return annotation
 

@@ -179,6 +179,27 @@ def _unsendable_passwords(config: ExporterConfig) -> list[str]:
     return problems
 
 
+def _kerberos_unavailable(config: ExporterConfig) -> list[str]:
+    """A keytab or ccache needs python-gssapi (the `kerberos` extra): without it no login could work."""
+    settings = config.kerberos()
+    if settings is None or (settings.keytab is None and settings.ccache is None):
+        return []
+    try:
+        import gssapi  # noqa: F401
+    except ImportError:
+        return [
+            "auth_modules: kerberos with a keytab or ccache needs the python-gssapi package; install the "
+            "exporter with its `kerberos` extra (pip install 'mssql-memory-exporter[kerberos]', which "
+            "builds against libkrb5-dev)"
+        ]
+    return []
+
+
+def _start_up_refusals(config: ExporterConfig) -> list[str]:
+    """What start-up (and a reload) refuses beyond the file's own validation."""
+    return _unsendable_passwords(config) + _kerberos_unavailable(config)
+
+
 def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, object]:
     # Imported here so the CLI, the config and the web layer stay usable on their own (tests, --version).
     from mssql_memory_exporter.scrape import Scraper
@@ -399,7 +420,7 @@ def _validated(args: argparse.Namespace) -> tuple[ExporterConfig, WebConfigSourc
         except ConfigError as exc:
             problems += exc.lines
     if config is not None:
-        problems += _unsendable_passwords(config)
+        problems += _start_up_refusals(config)
     if problems or config is None:
         for line in problems:
             print(f"error: {line}", file=sys.stderr)
@@ -443,7 +464,7 @@ def _run(args: argparse.Namespace) -> int:
         _warn_about_drivers(new)
         return summary.text()
 
-    reloader = ConfigReloader(args.config_file, config, apply, _unsendable_passwords)
+    reloader = ConfigReloader(args.config_file, config, apply, _start_up_refusals)
     try:
         server = make_server(config, probe, args.listen_address, _own_metrics(own_metrics, reloader), web=web)
     except OSError as exc:

@@ -167,6 +167,25 @@ def remove_directory() -> None:
 atexit.register(remove_directory)
 
 
+def private_directory_path() -> Path:
+    """Where the private directory is (or will be), without making it."""
+    return _the_conf().directory
+
+
+def private_directory(*, reopen: bool = False) -> Path:
+    """The exporter's private directory (mode 0700, this user's), made if needed; the Kerberos
+    credential cache lives here too, so it goes with the directory when the exporter stops. `reopen`
+    as in prepare(): a new Scraper after remove_directory()."""
+    conf = _the_conf()
+    with conf.lock:
+        if reopen:
+            conf.closed = False
+        if conf.closed:
+            raise FreeTdsConfError(f"{conf.directory} was removed: the exporter is stopping")
+        conf._own_directory()
+    return conf.directory
+
+
 def prepare(targets: Iterable[TargetConfig]) -> Path | None:
     """Write the sections of every target FreeTDS would have to verify and point FREETDSCONF at the
     file. Call before any connection is opened. Returns the file, or None if no target needs it."""

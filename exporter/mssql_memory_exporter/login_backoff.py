@@ -31,6 +31,12 @@ def is_login_refused(exc: Exception) -> bool:
     return bool(args) and (args[0] == _LOGIN_REFUSED_STATE or any(_LOGIN_REFUSED_NATIVE in a for a in args))
 
 
+def is_windows_login_refused(exc: Exception) -> bool:
+    """18452: the server could not authenticate a Windows login; for NTLM that is a wrong password,
+    which a domain's lockout policy counts like any other."""
+    return any("(18452)" in str(arg) for arg in getattr(exc, "args", ()))
+
+
 def fingerprint(username: str, password: str) -> bytes:
     """Tells a changed credential from the refused one without keeping the password itself around."""
     return hashlib.sha256(f"{username}\0{password}".encode()).digest()

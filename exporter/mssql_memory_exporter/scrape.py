@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pyodbc
 from prometheus_client.core import Metric
 
-from . import freetds
+from . import freetds, kerberos
 from .batch import BatchShapeError, render_batch, route, sections_of
 from .collectors import COLLECTORS
 from .collectors.base import (
@@ -39,9 +39,10 @@ from .config import (
     freetds_verifies,
     resolve_driver,
 )
+from .config.windows_auth import freetds_spn
 from .connection import ScrapeFailed, TargetConnection, describe
 from .driver_version import unsendable_password_reason
-from .login_backoff import LoginBackoff, fingerprint, is_login_refused
+from .login_backoff import LoginBackoff, fingerprint, is_login_refused, is_windows_login_refused
 from .repeat_log import RepeatLimitedLog
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,8 @@ class Scraper:
         self.repeat_log = RepeatLimitedLog(log)  # repeated failures logged once, then counted
         # Here, before any worker thread exists: it may set FREETDSCONF (see freetds.py).
         freetds.prepare(config.targets.values())
+        # Likewise KRB5CCNAME, and the first tickets from a keytab (kerberos.py).
+        self._kerberos = kerberos.prepare(config)
 
     @property
     def batch_sql(self) -> str:
@@ -259,13 +262,16 @@ class Scraper:
                 if driver_kind(driver) == "freetds" and freetds_verifies(target):
                     checked_against = _freetds_ready(target)
                 creds = target.credentials()
+                kerberos_login = _kerberos_login(target)
+                if kerberos_login is not None and self._kerberos is not None:
+                    self._kerberos.ready()  # renew from the keytab, or find the given cache expired
                 if driver_kind(driver) == "freetds":
                     # Checked again here: the password file may have changed since start-up.
                     unsendable = unsendable_password_reason(driver, creds.password.get_secret_value())
                     if unsendable is not None:
                         raise ScrapeFailed(f"target {target.name}: {unsendable}")
                 conn_str = build_connection_string(target, driver, creds.password, username=creds.username)
-            except (ConfigError, freetds.FreeTdsConfError) as exc:
+            except (ConfigError, freetds.FreeTdsConfError, kerberos.KerberosError) as exc:
                 # e.g. the password file vanished: say so, by name, not by value
                 raise ScrapeFailed(str(exc)) from None
             credential = fingerprint(creds.username, creds.password.get_secret_value())
@@ -280,8 +286,13 @@ class Scraper:
                 backoff.succeeded()
                 return cnxn
             except pyodbc.Error as exc:
-                if is_login_refused(exc):
+                ntlm = target.auth is not None and target.auth.ntlm
+                if is_login_refused(exc) or (ntlm and is_windows_login_refused(exc)):
                     backoff.refused(credential)
+                if kerberos_login is not None:
+                    failure = _kerberos_failure(target, exc, kerberos_login)
+                    if failure is not None:
+                        raise ScrapeFailed(failure) from None
                 # FreeTDS reports a failed TLS setup as a bare "Unable to connect to data source".
                 if "Unable to connect to data source" not in str(exc):
                     raise
@@ -308,8 +319,10 @@ class Scraper:
         (closed once a scrape in flight on it ends) and its state dropped. Probes in flight keep the
         state they started with."""
         summary = ReloadSummary()
-        # Before any login on the new config may run: it writes new targets' freetds.conf sections.
+        # Before any login on the new config may run: it writes new targets' freetds.conf sections, and
+        # a changed Kerberos identity gets its own ticket keeper (the same settings keep the running one).
         freetds.prepare(config.targets.values())
+        self._kerberos = kerberos.prepare(config)
         retired: list[_TargetState] = []
         with self._states_lock:
             self._config = config
@@ -342,6 +355,39 @@ class Scraper:
         with self._states_lock:
             for state in self._states.values():
                 state.connection.retire()
+
+
+def _kerberos_spn(target: TargetConfig) -> str | None:
+    """The service principal FreeTDS asks a ticket for; None when not Kerberos or not known here (a
+    named instance's port comes from SQL Browser)."""
+    auth = target.auth
+    if auth is None or auth.kerberos is None:
+        return None
+    if target.spn is not None:
+        return target.spn
+    if target.instance is not None:
+        return None
+    return freetds_spn(target.host, target.port or 1433, auth.kerberos.realm)
+
+
+def _kerberos_login(target: TargetConfig) -> str | None:
+    """For a Kerberos target: who logs in and the service principal asked for, for error messages."""
+    auth = target.auth
+    if auth is None or auth.kerberos is None:
+        return None
+    spn = _kerberos_spn(target) or f"MSSQLSvc/{target.host}:<the port SQL Browser gives {target.instance}>"
+    return f"Kerberos login as {auth.kerberos.identity()} for service principal {spn}"
+
+
+def _kerberos_failure(target: TargetConfig, exc: pyodbc.Error, login: str) -> str | None:
+    """A failed Kerberos login in words a DBA can act on: who, which SPN (what `setspn -L` checks) and,
+    where FreeTDS only says "Unable to connect", the Kerberos library's own reason. None when the
+    library finds nothing wrong with the ticket: then it is the TLS set-up (explained by the caller)."""
+    if "Unable to connect to data source" not in str(exc):
+        return f"{describe(exc)}; {login}"  # the server answered: 18452, 18456, ...
+    spn = _kerberos_spn(target)
+    why = kerberos.diagnose(spn) if spn is not None else None
+    return f"{describe(exc)}; {login}; the Kerberos library says: {why}" if why else None
 
 
 def _freetds_ready(target: TargetConfig) -> str:

@@ -98,7 +98,10 @@ class ScenarioHandler:
             self.login_attempts += 1
         if self.faults.hang_login:
             return Hang()
-        if self.faults.bad_login or login.user != self.user or login.password != self._password:
+        # An integrated login was checked by the server's SSPI acceptor (sspi.py) before it got here.
+        wrong = login.user != self.user or login.password != self._password
+        sql_login_wrong = not login.integrated and wrong
+        if self.faults.bad_login or sql_login_wrong:
             return SqlError(18456, f"Login failed for user '{login.user}'.", severity=14)
         with self._lock:
             self.logins += 1

@@ -94,7 +94,7 @@ from collections import deque
 from types import TracebackType
 from typing import Any, Protocol
 
-from tests.standin import tds
+from tests.standin import sspi, tds
 from tests.standin.tds import (
     Column,
     Delay,
@@ -299,6 +299,12 @@ class _Connection:
 
     def _login(self, login: LoginInfo) -> None:
         self._session.login = login
+        sspi_answer = b""
+        if login.sspi:
+            refusal, sspi_answer = self._integrated_login(login)
+            if refusal is not None:
+                self._send(tds.encode_login_failure(refusal))
+                raise _Closed
         verdict = self._handler.on_login(login)
         if isinstance(verdict, Hang):
             self._hang(verdict.seconds)
@@ -306,8 +312,31 @@ class _Connection:
             # SQL Server closes the connection after a failed login; so do we.
             self._send(tds.encode_login_failure(verdict))
             raise _Closed
-        self._send(tds.encode_login_ack(login))
+        # Kerberos's AP-REP (mutual authentication) travels in the same message as the login answer.
+        answer = tds.encode_sspi(sspi_answer) if sspi_answer else b""
+        self._send(answer + tds.encode_login_ack(login))
         self._session.logged_in = True
+
+    def _integrated_login(self, login: LoginInfo) -> tuple[SqlError | None, bytes]:
+        """The SSPI exchange of a Windows login (sspi.py): (refusal or None, last token to send)."""
+        windows = self._server.windows
+        if windows is None:
+            return sspi.UNTRUSTED_DOMAIN, b""
+        mechanism = "ntlm" if login.sspi.startswith(sspi.NTLM_SIGNATURE) else "kerberos"
+        try:
+            exchange = windows.start(login.sspi)
+            answer = exchange.step(login.sspi)
+            while not exchange.complete:
+                self._send(tds.encode_sspi(answer))  # NTLM's CHALLENGE, alone in its message
+                message = self._receive()
+                if message.type != PacketType.SSPI:
+                    raise tds.ProtocolError(f"expected an SSPI packet, got type {message.type:#04x}")
+                answer = exchange.step(message.payload)
+        except sspi.SspiRefused as exc:
+            return windows.verdict(mechanism, None, str(exc)), b""
+        login.user = exchange.user or ""
+        login.integrated = True
+        return windows.verdict(mechanism, exchange.user), answer
 
     # ---- requests --------------------------------------------------------------------------------
 
@@ -465,9 +494,15 @@ class StandInServer:
     """Listens on ``host:port`` (port 0 picks a free one; ``start()`` returns the real port)."""
 
     def __init__(
-        self, handler: Handler, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+        self,
+        handler: Handler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tls: ssl.SSLContext | None = None,
+        windows: sspi.WindowsLogins | None = None,
     ) -> None:
         self.handler = handler
+        self.windows = windows  # integrated logins (Kerberos, NTLM); None refuses them with 18452
         self.tls = tls  # offer TLS (see tls_context()); None answers every client ENCRYPT_NOT_SUP
         self.host = host
         self.port = port

@@ -130,6 +130,10 @@ class LoginInfo:
     app_name: str
     hostname: str
     tds_version: int  # as the client sent it, e.g. 0x74000004 for TDS 7.4
+    # The first SSPI token of an integrated (Windows) login: Kerberos or NTLM, empty for a SQL login.
+    sspi: bytes = b""
+    # Set by the server once the SSPI exchange authenticated `user` (a Windows login: no password).
+    integrated: bool = False
 
 
 # --------------------------------------------------------------------------------------------------
@@ -159,6 +163,7 @@ class PacketType(IntEnum):
     ATTENTION = 0x06
     TRANSACTION_MANAGER = 0x0E
     LOGIN7 = 0x10
+    SSPI = 0x11  # a client's further SSPI token of an integrated login (NTLM's AUTHENTICATE message)
     PRELOGIN = 0x12
 
 
@@ -169,6 +174,7 @@ class Token(IntEnum):
     LOGINACK = 0xAD
     ROW = 0xD1
     ENVCHANGE = 0xE3
+    SSPI = 0xED
     DONE = 0xFD
     DONEPROC = 0xFE
 
@@ -388,6 +394,8 @@ _LOGIN_FIELDS = {
     "database": 68,
 }
 _LOGIN_FIXED_SIZE = 94
+_LOGIN_SSPI = 78  # ibSSPI, cbSSPI (bytes, not characters); cbSSPILong at 90 when cbSSPI is 0xFFFF
+_LOGIN_SSPI_LONG = 90
 
 
 def obfuscate_password(password: str) -> bytes:
@@ -409,6 +417,9 @@ def parse_login7(payload: bytes) -> LoginInfo:
     if len(payload) < _LOGIN_FIXED_SIZE:
         raise ProtocolError(f"LOGIN7 of {len(payload)} bytes is shorter than its fixed part")
     fields = {name: _login_field(payload, at) for name, at in _LOGIN_FIELDS.items()}
+    sspi_offset, sspi_length = struct.unpack_from("<HH", payload, _LOGIN_SSPI)
+    if sspi_length == 0xFFFF:
+        sspi_length = struct.unpack_from("<I", payload, _LOGIN_SSPI_LONG)[0]
     return LoginInfo(
         user=fields["user"].decode("utf-16-le"),
         password=deobfuscate_password(fields["password"]),
@@ -416,6 +427,7 @@ def parse_login7(payload: bytes) -> LoginInfo:
         app_name=fields["app_name"].decode("utf-16-le"),
         hostname=fields["hostname"].decode("utf-16-le"),
         tds_version=struct.unpack_from("<I", payload, 4)[0],
+        sspi=payload[sspi_offset : sspi_offset + sspi_length],
     )
 
 
@@ -462,6 +474,11 @@ def encode_login_ack(login: LoginInfo) -> bytes:
 
 def login_failed_error(user: str) -> SqlError:
     return SqlError(18456, f"Login failed for user '{user}'.", severity=14, state=1)
+
+
+def encode_sspi(token: bytes) -> bytes:
+    """The server's SSPI token: Kerberos's AP-REP, NTLM's CHALLENGE (MS-TDS 2.2.7.22)."""
+    return _with_length(Token.SSPI, token)
 
 
 def encode_login_failure(error: SqlError) -> bytes:

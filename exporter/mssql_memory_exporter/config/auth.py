@@ -1,10 +1,11 @@
-"""Auth modules: a username and where its password lives (never in the file, read at each login)."""
+"""Auth modules: a username and where its password lives (never in the file, read at each login), or
+Kerberos settings (windows_auth.py). A username `DOMAIN\\user` is an NTLM login (FreeTDS only)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, NamedTuple, Self
+from typing import Annotated, Any, NamedTuple, Self
 
 from pydantic import (
     Field,
@@ -18,6 +19,7 @@ from pydantic_core import PydanticCustomError
 from .errors import ENV_UNSET_MESSAGE, CredentialError
 from .fields import PathText, SqlName, Strict
 from .secret_file import SecretFile, SecretFileError, check_secret_file, read_secret_file
+from .windows_auth import KerberosSettings, is_ntlm_user, refuse_entra
 
 
 class Credentials(NamedTuple):
@@ -27,9 +29,19 @@ class Credentials(NamedTuple):
 
 
 class AuthModule(Strict):
-    username: SqlName
+    # Absent only for Kerberos, which logs in as the ticket's principal.
+    username: SqlName | None = None
     password_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     password_file: PathText | None = None
+    kerberos: KerberosSettings | None = None
+    # Accepted by the parser only to be refused with the reason (windows_auth.ENTRA_REFUSED).
+    entra: Any = None
+
+    @field_validator("entra")
+    @classmethod
+    def _no_entra(cls, value: Any) -> Any:
+        refuse_entra(value)
+        return value
 
     @field_validator("password_env")
     @classmethod
@@ -64,9 +76,31 @@ class AuthModule(Strict):
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> Self:
+        if self.kerberos is not None:
+            given = [f for f in ("username", "password_env", "password_file") if getattr(self, f) is not None]
+            if given:
+                raise PydanticCustomError(
+                    "kerberos",
+                    "a kerberos module logs in as its ticket's principal; leave out {fields}",
+                    {"fields": ", ".join(given)},
+                )
+            return self
+        if self.username is None:
+            raise PydanticCustomError("secret_source", "set username (or kerberos for a Kerberos login)")
         if (self.password_env is None) == (self.password_file is None):
             raise PydanticCustomError("secret_source", "set exactly one of password_env or password_file")
         return self
+
+    @property
+    def ntlm(self) -> bool:
+        return is_ntlm_user(self.username)
+
+    def credentials(self) -> Credentials:
+        """Username and password read now; Kerberos sends neither (FreeTDS uses the ticket cache)."""
+        if self.kerberos is not None:
+            return Credentials("", SecretStr(""))
+        assert self.username is not None  # guaranteed by _exactly_one_source
+        return Credentials(self.username, self.read_password())
 
     def read_password(self) -> SecretStr:
         """Read the secret now; an error names its source and never its content."""

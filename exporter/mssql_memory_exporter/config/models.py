@@ -35,6 +35,7 @@ from .fields import (
 )
 from .ssd import SsdPool
 from .volumes import PoolName, VolumeLabel, list_twice, normalize_volume
+from .windows_auth import KerberosSettings
 from .yaml_loading import read_yaml
 
 # The fields of a target that shape its connection (with its auth module's username and password source).
@@ -78,6 +79,9 @@ class TargetConfig(Strict):
     workload: Literal["oltp", "olap"] = "oltp"
     labels: dict[LabelName, LabelValue] = Field(default_factory=dict)
     auth_module: SqlName
+    # Kerberos only: the service principal to ask a ticket for, when not the one FreeTDS derives
+    # (MSSQLSvc/<canonical host>:<port>), e.g. for an alias or a load balancer in front of the server.
+    spn: Annotated[str, Field(min_length=1, max_length=255, pattern=r"^\S+$")] | None = None
     # The exporter runs on this SQL Server's host, so it may read the host's mount table and disk counters.
     colocated: bool = False
     # File names and volume lookups (dm_os_volume_stats is costly per file) are refreshed this often;
@@ -207,14 +211,21 @@ class TargetConfig(Strict):
 
     @property
     def username(self) -> str | None:
-        return self._auth.username if self._auth is not None else None
+        if self._auth is None:
+            return None
+        return "" if self._auth.kerberos is not None else self._auth.username
+
+    @property
+    def auth(self) -> AuthModule | None:
+        """The linked auth module (None until ExporterConfig links it)."""
+        return self._auth
 
     def credentials(self) -> Credentials:
         """Username and password from this target's own auth module, reading the password now. A probe
         that started before a reload keeps using the module of the config it started with."""
         if self._auth is None:
             raise CredentialError(f"target {self.name} is not linked to an auth module")
-        return Credentials(self._auth.username, self._auth.read_password())
+        return self._auth.credentials()
 
     def connection_key(self) -> tuple[object, ...]:
         """Everything that decides which server is logged in to, as whom, and how: a reload that changes
@@ -258,7 +269,36 @@ class ExporterConfig(Strict):
                     f"no auth module named {target.auth_module!r} under auth_modules",
                 )
             target._auth = module
+            if target.spn is not None and module.kerberos is None:
+                raise error_at(("targets", key, "spn"), "only a kerberos auth module uses an SPN")
         return self
+
+    @model_validator(mode="after")
+    def _one_kerberos_identity(self) -> Self:
+        """FreeTDS takes Kerberos credentials from the process's one credential cache, so every
+        Kerberos module must name the same identity; a second one needs a second exporter."""
+        first: tuple[str, str] | None = None
+        for name, module in self.auth_modules.items():
+            if module.kerberos is None:
+                continue
+            identity = module.kerberos.identity()
+            if first is None:
+                first = (name, identity)
+            elif identity != first[1]:
+                raise error_at(
+                    ("auth_modules", name, "kerberos"),
+                    f"asks for {identity}, but auth_modules.{first[0]} asks for {first[1]}: FreeTDS logs "
+                    "in with one Kerberos identity per process; run one exporter per identity",
+                )
+        return self
+
+    def kerberos(self) -> KerberosSettings | None:
+        """The process's Kerberos settings, when a target uses a Kerberos module."""
+        for target in self.targets.values():
+            module = self.auth_modules.get(target.auth_module)
+            if module is not None and module.kerberos is not None:
+                return module.kerberos
+        return None
 
     @model_validator(mode="after")
     def _drive_links(self) -> Self:
@@ -308,11 +348,17 @@ class ExporterConfig(Strict):
         return self.targets[name].credentials()
 
     def secret_warnings(self) -> list[str]:
-        """One line per password file that others can read or change (logged at start and at reload)."""
+        """One line per password file or keytab that others can read or change (logged at start and
+        at reload)."""
         return [
             f"auth_modules.{name}.password_file: {warning}"
             for name, module in self.auth_modules.items()
             for warning in module.file_warnings()
+        ] + [
+            f"auth_modules.{name}.kerberos.keytab: {warning}"
+            for name, module in self.auth_modules.items()
+            if module.kerberos is not None
+            for warning in module.kerberos.keytab_warnings()
         ]
 
 

@@ -12,6 +12,7 @@ from pydantic import (
 from .errors import ConfigError, DriverError
 from .fields import FREETDS, ODBC17, ODBC18, DriverKind
 from .models import TargetConfig
+from .windows_auth import is_ntlm_user
 
 
 def driver_kind(driver: str) -> DriverKind:
@@ -126,9 +127,33 @@ def _connection_pairs(
         ("Database", target.database),
         *dialect,
         ("APP", "mssql-memory-exporter"),
-        ("UID", username),
-        ("PWD", password),
+        *_login_pairs(target, kind, username, password),
     ]
+
+
+def _login_pairs(
+    target: TargetConfig, kind: DriverKind, username: str, password: str
+) -> list[tuple[str, str]]:
+    """How the driver logs in: a SQL login, NTLM (DOMAIN\\user, FreeTDS) or Kerberos (the ticket cache)."""
+    auth = target.auth
+    if auth is not None and auth.kerberos is not None:
+        # Trusted_Connection=yes empties FreeTDS's user name, which is what selects GSSAPI; Microsoft's
+        # drivers take the same key (on Windows: the service account's own logon).
+        pairs = [("Trusted_Connection", "yes")]
+        if target.spn is not None:
+            pairs.append(("ServerSPN", target.spn))
+        if auth.kerberos.realm is not None and kind == "freetds":
+            pairs.append(("REALM", auth.kerberos.realm))
+        return pairs
+    pairs = [("UID", username), ("PWD", password)]
+    if is_ntlm_user(username):
+        if kind != "freetds":
+            raise DriverError(
+                f"target {target.name}: NTLM logins (DOMAIN\\user with a password) need FreeTDS; set "
+                "driver: freetds (Microsoft's drivers log in to Windows accounts only with Kerberos)"
+            )
+        pairs.append(("UseNTLMv2", "yes"))  # never the older NTLMv1/LM answers
+    return pairs
 
 
 def _join(pairs: list[tuple[str, str]]) -> str:

@@ -1,0 +1,54 @@
+"""Capacity review pieces beside the capacity rules (alerts/capacity.py): memory changes marked on the
+time series, and tempdb's writes against the buffer pool over weeks."""
+
+from __future__ import annotations
+
+from .grafana import PURPLE, Json, Panel, Query, Row, override, prometheus_annotation
+from .limits import Limits, pct
+from .queries import m
+
+
+def memory_change_annotation(lim: Limits) -> Json:
+    """Marks where max server memory, physical memory or target memory changed: Micron's brief shows
+    tempdb writes rising when memory is added, so the change belongs next to the write rate."""
+    share = pct(lim.spec.tempdb.memory_change_target_share)
+    return prometheus_annotation(
+        "Memory changes",
+        m(lim.rule("memory_sizing_change")),
+        PURPLE,
+        "{{memory}} changed",
+        f"{{{{instance}}}}: {{{{memory}}}} changed within {lim.window} (max server memory or physical "
+        f"memory: any change; target memory: more than {share}). Compare tempdb's writes before and after.",
+        "instance,memory",
+    )
+
+
+def endurance_row_capacity(lim: Limits) -> list[Panel | Row]:
+    """tempdb's writes against the buffer pool over weeks, with memory changes marked (Micron)."""
+    long_w = lim.tempdb_long_window
+    tempdb_legend = f"tempdb writes ({long_w} average)"
+    pool_legend = f"buffer pool ({long_w} average)"
+    return [
+        Row("Capacity review: tempdb writes and memory"),
+        Panel(
+            "timeseries",
+            "tempdb writes against the buffer pool, last 8 weeks",
+            f"tempdb's write rate ({lim.rule('tempdb_long')}, left axis) and the buffer pool's size "
+            f"(Database Cache Memory, {lim.rule('buffer_pool_long')}, right axis), both averaged over "
+            f"{long_w}, for the last 8 weeks whatever the dashboard's range. The purple marks are memory "
+            "changes. Micron measured tempdb writes rising when SQL Server got more memory: after a mark, "
+            "a higher write rate with a larger buffer pool is that effect, and it shortens the SSDs' life "
+            "(see the pools below). No healthy range: compare before and after. Over 8 weeks Grafana "
+            "plots a point every half hour or more, so a Prometheus younger than that shows nothing here "
+            "yet; the tempdb rows above cover the dashboard's own range.",
+            "Bps",
+            [
+                Query(m(lim.rule("tempdb_long")), tempdb_legend),
+                Query(m(lim.rule("buffer_pool_long")), pool_legend),
+            ],
+            width=24,
+            min=0,
+            overrides=[override(pool_legend, ("unit", "bytes"), ("custom.axisPlacement", "right"))],
+            time_from="8w",
+        ),
+    ]

@@ -1,0 +1,211 @@
+"""Kerberos tickets for FreeTDS's GSSAPI logins.
+
+FreeTDS takes its Kerberos credentials from the process's default credential cache (KRB5CCNAME), so
+the variable is set once, from the thread that builds the Scraper, before any connection is opened
+(setenv while another thread is inside the driver's getenv is not safe; see freetds.py).
+
+With a keytab the exporter keeps its own cache, in its private directory (freetds.private_directory):
+tickets are fetched from the keytab through MIT's GSSAPI library (python-gssapi, the `kerberos`
+extra), like `kinit -k` but with nothing on a command line, into a new cache file that then replaces
+the old one whole, so a login never sees a half-written cache. They are fetched again at the first
+login after half of their lifetime has passed, so a KDC that is down for a while does not stop logins
+while the old ticket lasts. With `ccache` someone else keeps the cache fresh (k5start, sssd); an
+expired one is reported before FreeTDS is asked to log in.
+
+Nothing here reads key material: the keytab's path goes to the library, never its content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import threading
+import time
+from pathlib import Path
+
+from . import freetds
+from .config import ExporterConfig
+from .config.windows_auth import KerberosSettings
+
+log = logging.getLogger(__name__)
+
+ENV = "KRB5CCNAME"
+CCACHE_NAME = "krb5cc"
+RENEW_AFTER = 0.5  # of a ticket's lifetime, as MIT's own refresh does
+
+
+class KerberosError(Exception):
+    """No usable ticket; the message names the principal, the cache or the KDC, never a key."""
+
+
+def _gssapi():  # noqa: ANN202 - the module, imported when Kerberos is configured
+    try:
+        import gssapi
+    except ImportError:
+        raise KerberosError(
+            "Kerberos logins from a keytab need the python-gssapi package: install the exporter with "
+            "its `kerberos` extra (it builds against libkrb5-dev)"
+        ) from None
+    return gssapi
+
+
+def kdc_description(realm: str) -> str:
+    """Where krb5.conf says the realm's KDCs are, for a log line a DBA can act on."""
+    files = os.environ.get("KRB5_CONFIG", "/etc/krb5.conf").split(":")
+    for name in files:
+        try:
+            text = Path(name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        block = re.search(rf"^\s*{re.escape(realm)}\s*=\s*\{{(.*?)\}}", text, re.MULTILINE | re.DOTALL)
+        if block:
+            kdcs = re.findall(r"^\s*kdc\s*=\s*(\S+)", block.group(1), re.MULTILINE)
+            if kdcs:
+                return f"KDC {', '.join(kdcs)} of realm {realm} (from {name})"
+    return f"the KDC of realm {realm} (found through DNS or krb5.conf)"
+
+
+def _realm_of(principal: str | None) -> str:
+    return principal.rpartition("@")[2] if principal and "@" in principal else "the default realm"
+
+
+class TicketKeeper:
+    """Keeps the process's credential cache usable for the configured Kerberos identity."""
+
+    def __init__(self, settings: KerberosSettings) -> None:
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._renew_at = 0.0  # monotonic; 0: fetch at the first chance
+        self._expires_at = 0.0
+        self.cache: str | None = settings.ccache
+
+    def prepare(self) -> None:
+        """Point KRB5CCNAME at the cache and, with a keytab, fetch the first tickets. A KDC that cannot
+        be reached is logged, not fatal: each login tries again, and says why it cannot log in."""
+        if self.settings.keytab is not None:
+            # The directory's name is fixed for the process; it is made (again) at each fetch.
+            self.cache = f"FILE:{freetds.private_directory_path() / CCACHE_NAME}"
+        if self.cache is not None and os.environ.get(ENV) != self.cache:
+            os.environ[ENV] = self.cache
+        if self.settings.keytab is not None:
+            try:
+                freetds.private_directory(reopen=True)
+                self.ready()
+            except (KerberosError, freetds.FreeTdsConfError) as exc:
+                log.warning("no Kerberos ticket at start-up", extra={"err": str(exc)})
+
+    def ready(self) -> None:
+        """Called before each login: renew from the keytab when due, or check the given cache."""
+        if self.settings.keytab is not None:
+            with self._lock:
+                if time.monotonic() >= self._renew_at:
+                    self._renew()
+        elif self.settings.ccache is not None:
+            self._check_cache()
+
+    def _renew(self) -> None:
+        gssapi = _gssapi()
+        settings = self.settings
+        assert settings.keytab is not None and settings.principal is not None
+        directory = freetds.private_directory()
+        target = directory / CCACHE_NAME
+        fresh = directory / f".{CCACHE_NAME}.{os.getpid()}.{threading.get_ident()}"
+        name = gssapi.Name(settings.principal, gssapi.NameType.kerberos_principal)
+        # A new, empty cache each time: given one that still holds tickets, the library would hand
+        # those back instead of asking the KDC. It fills it from the keytab, and it then replaces the
+        # cache FreeTDS reads whole.
+        with contextlib.suppress(FileNotFoundError):
+            fresh.unlink()
+        try:
+            creds = gssapi.Credentials(
+                name=name,
+                usage="initiate",
+                store={"client_keytab": settings.keytab, "ccache": f"FILE:{fresh}"},
+            )
+            lifetime = creds.lifetime
+            os.replace(fresh, target)
+        except gssapi.exceptions.GSSError as exc:
+            with contextlib.suppress(OSError):
+                fresh.unlink()
+            still = self._expires_at - time.monotonic()
+            message = (
+                f"cannot get a Kerberos ticket for {settings.principal} with keytab {settings.keytab} from "
+                f"{kdc_description(_realm_of(settings.principal))}: {_reason(exc)}"
+            )
+            if still > 0:
+                # The old ticket still works: try again at the next login, not only when it is gone.
+                log.warning(message, extra={"valid_for_seconds": round(still)})
+                return
+            raise KerberosError(message) from None
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                fresh.unlink()
+            reason = exc.strerror or exc
+            raise KerberosError(f"cannot write the credential cache {target}: {reason}") from None
+        now = time.monotonic()
+        self._expires_at = now + lifetime
+        self._renew_at = now + lifetime * RENEW_AFTER
+        log.info(
+            "Kerberos ticket fetched from the keytab",
+            extra={"principal": settings.principal, "lifetime_seconds": lifetime, "ccache": target},
+        )
+
+    def _check_cache(self) -> None:
+        gssapi = _gssapi()
+        try:
+            creds = gssapi.Credentials(usage="initiate", store={"ccache": self.settings.ccache})
+            left = creds.lifetime
+        except gssapi.exceptions.GSSError as exc:
+            raise KerberosError(
+                f"no usable Kerberos ticket in {self.settings.ccache}: {_reason(exc)} (renew it with "
+                "kinit, or give the exporter a keytab)"
+            ) from None
+        if left is not None and left <= 0:
+            raise KerberosError(f"the Kerberos ticket in {self.settings.ccache} has expired")
+
+
+def diagnose(spn: str) -> str | None:
+    """Why a service ticket for `spn` cannot be had, asked of the same library and cache FreeTDS uses:
+    FreeTDS reports a failed GSSAPI step only as "Unable to connect to data source". One request to
+    the KDC, made only after a failed login; None when the ticket can be had (or nothing can be said)."""
+    try:
+        gssapi = _gssapi()
+    except KerberosError:
+        return None
+    try:
+        name = gssapi.Name(spn, gssapi.NameType.kerberos_principal)
+        gssapi.SecurityContext(name=name, usage="initiate", mech=gssapi.MechType.kerberos).step()
+    except gssapi.exceptions.GSSError as exc:
+        return _reason(exc)
+    return None
+
+
+def _reason(exc: Exception) -> str:
+    """The library's minor message (the useful part: 'Cannot contact any KDC ...', 'Clock skew ...')."""
+    text = str(exc)
+    minor = re.search(r"Minor \(\d+\): (.*)$", text)
+    if minor and minor.group(1).strip() not in ("", "Success", "Unknown error"):
+        return minor.group(1)
+    # No minor reason (an expired cache says "Success" there): the major status says it.
+    major = re.search(r"Major \(\d+\): (.*?)(?:, Minor \(|$)", text)
+    return major.group(1) if major else text
+
+
+_keeper: TicketKeeper | None = None
+_keeper_lock = threading.Lock()
+
+
+def prepare(config: ExporterConfig) -> TicketKeeper | None:
+    """Set up the process's Kerberos identity (config allows one); call before any connection opens."""
+    global _keeper
+    settings = config.kerberos()
+    if settings is None:
+        return None
+    with _keeper_lock:
+        if _keeper is None or _keeper.settings != settings:
+            _keeper = TicketKeeper(settings)
+        keeper = _keeper
+    keeper.prepare()
+    return keeper
