@@ -339,7 +339,9 @@ class Soak:
             self._down(t)
 
 
-def run(scrapes: int, targets: int = 4, seed: int = 7, workers: int = 4, warmup: int = 200) -> Report:
+def run(
+    scrapes: int, targets: int = 4, seed: int = 7, workers: int = 4, warmup: int = 200, reloads: bool = True
+) -> Report:
     soak = Soak(targets, seed)
     report = Report(targets=targets)
     ports = {t.port for t in soak.targets}
@@ -351,6 +353,7 @@ def run(scrapes: int, targets: int = 4, seed: int = 7, workers: int = 4, warmup:
             process = stack.process("exporter")
             exporter = psutil.Process(process.popen.pid)
             reloader = Reloads(soak, report, base, stack.workdir / "exporter.yml")
+            reloader.enabled = reloads
             _drive(soak, report, base, exporter, ports, scrapes, workers, warmup, reloader)
             report.password_leaked = TEST_PASSWORD in process.log.read_text(errors="replace")
     finally:
@@ -375,7 +378,13 @@ class Reloads:
         tmp.write_text(config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False))
         tmp.replace(self.path)
 
+    enabled = True  # --no-reloads: the same run without them, to compare
+
     def during(self, delay: float) -> threading.Thread:
+        if not self.enabled:
+            thread = threading.Thread(target=lambda: None, daemon=True)
+            thread.start()
+            return thread
         kind = self.KINDS[self.count % len(self.KINDS)]
         self.count += 1
         thread = threading.Thread(target=self._send, args=(kind, delay), daemon=True)
@@ -500,8 +509,9 @@ def main() -> int:
     parser.add_argument("--scrapes", type=int, default=20000)
     parser.add_argument("--targets", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-reloads", dest="reloads", action="store_false", help="no config reloads")
     args = parser.parse_args()
-    report = run(args.scrapes, args.targets, args.seed)
+    report = run(args.scrapes, args.targets, args.seed, reloads=args.reloads)
     for line in report.lines():
         print(line)
     for bad in report.bad_answers[:10]:
