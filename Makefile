@@ -52,7 +52,7 @@ mixin:
 	@bash scripts/bootstrap.sh runtime
 	$(PY) -m deploy.mixin --out "$(OUT)" $(if $(OVERRIDES),--overrides "$(OVERRIDES)")
 
-## soak: 20,000 scrapes of the real exporter across stand-ins with injected faults; prints RSS, fds, connections
+## soak: 20,000 scrapes of the real exporter across stand-ins with injected faults and reloads; prints RSS, fds, connections
 soak:
 	@bash scripts/bootstrap.sh standin
 	PYTHONPATH=. $(PY) -m tests.soak --scrapes 20000

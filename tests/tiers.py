@@ -52,6 +52,9 @@ MODULE_TIERS: dict[str, str] = {
     "test_bench": "integration",
     "test_bootstrap": "integration",
     "test_cli": "integration",
+    "test_lifecycle": "integration",  # the CLI in a subprocess under signals and reloads
+    "test_process_cli": "integration",  # the CLI in a subprocess: --version, --config.check, healthcheck
+    "test_scraper_reload": "integration",  # reloads against stand-ins
     "test_collectors": "integration",
     "test_compose": "integration",  # check-jsonschema, git and sh as subprocesses
     "test_drive_failures": "integration",
