@@ -315,7 +315,10 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             # A share of failed scrapes, not a run of them: a collector failing every other scrape is broken.
             f"avg_over_time({_m(spec, 'mssql_exporter_collector_success')}"
             f"[{spec.window(spec.target.collector_failing_window)}])\n"
-            f"< {number(1 - spec.target.collector_failing_share)}",
+            f"< {number(1 - spec.target.collector_failing_share)}\n"
+            # A collector the site turned off (its enabled series 0) stops counting at once, not when its
+            # failures leave the window: turning a failing collector off is how a site resolves this.
+            f"unless on ({INSTANCE}, collector) {_m(spec, 'mssql_exporter_collector_enabled')} == 0",
             spec.target.collector_failing_for,
             "warning",
             "Collector {{ $labels.collector }} fails on {{ $labels.instance }}",
