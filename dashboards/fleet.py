@@ -9,12 +9,14 @@ from alerts.spec import number as num
 from .frame import FLEET_UID, TAGS, annotations, header_links, instance_links, variables
 from .grafana import (
     GREEN,
+    HIDDEN_COLUMN,
     RED,
     Dashboard,
     Panel,
     Query,
     Row,
     Thresholds,
+    cell_colour,
     merge_and_organize,
     override,
     value_map,
@@ -107,11 +109,11 @@ def fleet_instances_table(lim: Limits) -> Panel:
             continue
         props: list[tuple[str, object]] = [("unit", unit)]
         if thresholds is not None:
-            props += [("thresholds", thresholds.json()), ("custom.displayMode", "color-background")]
+            props += [("thresholds", thresholds.json()), cell_colour(background=True)]
         overrides.append(override(name, *props))
     overrides.append(override("Up", ("mappings", value_map({0: ("down", RED), 1: ("up", GREEN)}))))
     overrides.append(instance_links())
-    overrides.append(override("job", ("custom.hidden", True)))  # the links use it; one job is usual
+    overrides.append(override("job", HIDDEN_COLUMN))  # the links use it; one job is usual
     return Panel(
         "table",
         "Instances",

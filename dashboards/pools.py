@@ -10,6 +10,7 @@ from alerts.spec import number as num
 from .frame import instance_links
 from .grafana import (
     GREEN,
+    HIDDEN_COLUMN,
     ORANGE,
     RED,
     TEXT,
@@ -19,6 +20,7 @@ from .grafana import (
     Row,
     Step,
     Thresholds,
+    cell_colour,
     merge_and_organize,
     override,
     override_query,
@@ -182,26 +184,26 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         override(
             "Share of rating",
             ("thresholds", share_ranges(lim).json()),
-            ("custom.displayMode", "color-background"),
+            cell_colour(background=True),
         )
     )
     overrides.append(
         override(
             "Rating used up in",
             ("thresholds", soon_ranges(lim).json()),
-            ("custom.displayMode", "color-text"),
+            cell_colour(background=False),
         )
     )
     overrides.append(
         override(
             "Rate rests on",
             ("thresholds", coverage_thresholds(lim).json()),
-            ("custom.displayMode", "color-text"),
+            cell_colour(background=False),
         )
     )
     if per_instance:
         overrides.append(instance_links())
-        overrides.append(override("job", ("custom.hidden", True)))  # kept for the links, not shown
+        overrides.append(override("job", HIDDEN_COLUMN))  # kept for the links, not shown
     description = (
         "Micron's Table 4, per pool and source, in decimal units (1 TB = 10^12 B): the "
         f"{lim.pool_long_window} write rate, the bytes it projects over the pool's planned life (rate x "

@@ -5,7 +5,7 @@
   query, variable and annotation (no datasource uid of anyone's Grafana); job and instance variables used
   by every selector; `$__rate_interval` in every rate() and raw counters only through rate(); a unit and
   a description (saying what is healthy) on every panel; unique uids and panel ids; core panel types only;
-  the schema version of Grafana 9.3.
+  the schema version of Grafana 12.4 (the floor) and none of the options it renamed.
 - No threshold is written in dashboards/ (the spec is the one place), and each one follows the spec.
 - Every query, with Grafana's variables substituted, is parsed by promtool and then executed against the
   real Prometheus of the end-to-end harness (tests/e2e_stack.py) while stand-ins play the panel's
@@ -49,7 +49,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
 PROVISIONING = DASHBOARDS / "provisioning"
 DOCS = ROOT / "docs" / "dashboards.md"
-NINE_THREE_SCHEMA = 37  # the dashboard schema version Grafana 9.3 writes (9.1 to 9.4)
+# The dashboard schema Grafana 12.4 writes: LATEST_VERSION in its
+# apps/dashboard/pkg/migration/schemaversion/migrations.go (and what a dashboard saved by 12.4 carries).
+FLOOR = "12.4.0"
+FLOOR_SCHEMA = 42
 
 JOB = "mssql"  # the rules' selector job="mssql", as the production job name
 HOST_JOB = "mssql-exporter"  # the scrape of the exporter's /metrics (host collector), as in the docs
@@ -99,16 +102,76 @@ def test_uids_are_stable_and_unique():
 
 
 @pytest.mark.parametrize("uid", list(BOARDS))
-def test_dashboard_settings_for_grafana_9_3(uid):
+def test_dashboard_settings_for_grafana_12_4(uid):
     board = BOARDS[uid]
-    assert SCHEMA_VERSION == NINE_THREE_SCHEMA
-    assert board["schemaVersion"] == NINE_THREE_SCHEMA, "one JSON for Grafana 9.3 and later"
+    assert SCHEMA_VERSION == FLOOR_SCHEMA
+    assert board["schemaVersion"] == FLOOR_SCHEMA, "the schema Grafana 12.4 writes: no migration on load"
     assert board["editable"] is False
     assert board["id"] is None, "an id would clash with the importing Grafana's own"
     grafana = [r for r in board["__requires"] if r["type"] == "grafana"]
-    assert grafana == [{"id": "grafana", "name": "Grafana", "type": "grafana", "version": "9.3.0"}]
-    assert generate.MIN_GRAFANA_VERSION == "9.3.0"
+    assert grafana == [{"id": "grafana", "name": "Grafana", "type": "grafana", "version": FLOOR}]
+    assert generate.MIN_GRAFANA_VERSION == FLOOR
     assert board["description"] and "mssql" in board["tags"]
+
+
+def _renamed_by_12_4(board: dict[str, Any]) -> Iterator[str]:
+    """Options of schema 37 that Grafana 12.4 renames or drops when it loads a dashboard (schema
+    migrations 38-42 and the table panel's migration handler): what a dashboard saved by 12.4 never has."""
+    if "style" in board:
+        yield "dashboard style (gone from the 12.x model)"
+    if "time_options" in board.get("timepicker", {}):
+        yield "timepicker.time_options (schema 41)"
+    if not isinstance(board.get("refresh"), str):
+        yield "a refresh that is not a string (schema 40)"
+    for panel in panels(board):
+        title = panel.get("title", "?")
+        field_config = panel.get("fieldConfig", {"defaults": {}, "overrides": []})
+        custom = field_config["defaults"].get("custom", {})
+        if panel["type"] == "table":
+            if "displayMode" in custom:
+                yield f"{title}: custom.displayMode (schema 38: custom.cellOptions)"
+            if "footer" in panel.get("options", {}):
+                yield f"{title}: options.footer (12.x: custom.footer.reducers)"
+        hide_from = custom.get("hideFrom", {})
+        if hide_from.get("viz") and not hide_from.get("tooltip"):
+            yield f"{title}: hideFrom.viz without tooltip (schema 42)"
+        for item in field_config["overrides"]:
+            for prop in item["properties"]:
+                if prop["id"] in ("custom.displayMode", "custom.hidden"):
+                    yield f"{title}: override {prop['id']} (custom.cellOptions / custom.hideFrom.viz)"
+                if prop["id"] == "custom.hideFrom" and prop["value"].get("viz") and not prop["value"].get(
+                    "tooltip"
+                ):
+                    yield f"{title}: override hideFrom.viz without tooltip (schema 42)"
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_no_option_grafana_12_4_renamed(uid):
+    assert list(_renamed_by_12_4(BOARDS[uid])) == []
+
+
+def test_renamed_options_are_noticed():
+    """The check above on a schema-37 table and dashboard (what this bundle wrote for Grafana 9.3)."""
+    old = {
+        "style": "dark",
+        "refresh": False,
+        "timepicker": {"time_options": ["5m"]},
+        "panels": [
+            {
+                "type": "table",
+                "title": "T",
+                "options": {"footer": {"show": False}},
+                "fieldConfig": {
+                    "defaults": {"custom": {"displayMode": "auto"}},
+                    "overrides": [
+                        {"matcher": {}, "properties": [{"id": "custom.hidden", "value": True}]},
+                        {"matcher": {}, "properties": [{"id": "custom.hideFrom", "value": {"viz": True}}]},
+                    ],
+                },
+            }
+        ],
+    }
+    assert len(list(_renamed_by_12_4(old))) == 7
 
 
 @pytest.mark.parametrize("uid", list(BOARDS))
@@ -647,7 +710,7 @@ def test_docs_quote_the_shipped_spec():
 def test_docs_name_the_versions_and_every_dashboard():
     docs = DOCS.read_text()
     assert generate.GRAFANA_VERSION_FILE.read_text().strip() in docs
-    assert "9.3" in docs and str(NINE_THREE_SCHEMA) in docs
+    assert f"Grafana {FLOOR}" in docs and f"schema version {FLOOR_SCHEMA}" in docs
     for uid, board in BOARDS.items():
         assert board["title"] in docs and uid in docs, uid
 
