@@ -23,7 +23,7 @@ from .grafana import (
 )
 from .limits import Limits, duration, pct, ple_floor_text
 from .panels import ANY, AT_FLOOR, GAUGE_HEADROOM, UNIT_PAGES, UNIT_STALLS
-from .pools import enough_data, pool_table, share_ranges
+from .pools import enough_data, enough_instance_data, pool_table, share_ranges, shown_after
 from .queries import INSTANCE, m
 
 FLEET_POOLS_TITLE = "SSD pools of every instance"
@@ -83,7 +83,12 @@ def fleet_columns(lim: Limits) -> list[FleetColumn]:
             "suffix: /batch",  # "lookups/batch" in header and cell did not fit an 80 px column
             Thresholds.healthy_below(lim.memory.page_lookups_per_batch_request.max),
         ),
-        (f"tempdb ({lim.tempdb_long_window})", f"{by} ({m(lim.rule('tempdb_long'))})", "Bps", None),
+        (
+            f"tempdb ({lim.tempdb_long_window})",
+            f"{by} (\n  {enough_instance_data(lim, m(lim.rule('tempdb_long')))}\n)",
+            "Bps",
+            None,
+        ),
         (
             "Worst pool share",
             f"{by} (\n  {enough_data(lim, m(lim.rule('share')), '')}\n)",
@@ -126,7 +131,9 @@ def fleet_instances_table(lim: Limits) -> Panel:
         f"under {num(lim.memory.page_lookups_per_batch_request.max)} (Dell Table 4, {w} averages; lookups of "
         "OLTP targets only, as the "
         "alert: an OLAP target's cell is empty). tempdb: writes to tempdb, "
-        f"{lim.tempdb_long_window} average. Worst pool share: the projected share of rated endurance "
+        f"{lim.tempdb_long_window} average, shown (as every long-window figure) once it rests on "
+        f"{duration(lim.endurance.projection_min_coverage_seconds)} of data. Worst pool share: the "
+        "projected share of rated endurance "
         f"of the instance's worst SSD pool; healthy under {pct(lim.endurance.budget_high_share)}, red from "
         f"{pct(lim.endurance.exhaustion_share)}, once its rate rests on "
         f"{duration(lim.endurance.projection_min_coverage_seconds)} of "
@@ -180,8 +187,9 @@ def fleet_trends(lim: Limits) -> list[Panel | Row]:
             "the steady wear each puts on its tempdb drives. No desired range of its own; compare with the "
             "pools' ratings.",
             "Bps",
-            [Query(m(lim.rule("tempdb_long")), "{{instance}}")],
+            [Query(enough_instance_data(lim, m(lim.rule("tempdb_long"))), "{{instance}}")],
             min=0,
+            no_value=shown_after(lim),
         ),
         Panel(
             "bargauge",

@@ -252,6 +252,13 @@ class Panel:
         if self.type == "timeseries":
             mode = "line+area" if self.thresholds is not None else "off"
             defaults["custom"]["thresholdsStyle"] = {"mode": mode}
+            steps = self.thresholds.steps if self.thresholds else ()
+            limits = [step.value for step in steps if step.value is not None]
+            if limits and self.max is None and "axisSoftMax" not in self.custom:
+                # The highest limit is always on the axis (a soft maximum: higher values still widen it).
+                # Without it, a chart of zeros got an axis up to 100 (10000% for a ratio) painted red above
+                # its limit.
+                defaults["custom"]["axisSoftMax"] = max(limits)
             # Per-series ranges too: only the unhealthy side is painted.
             ranges = [p for o in overrides for p in o.get("properties", []) if p.get("id") == "thresholds"]
             for step in (step for prop in ranges for step in prop["value"]["steps"]):

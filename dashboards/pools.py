@@ -45,6 +45,30 @@ def enough_data(lim: Limits, expr: str, pool: str = POOL) -> str:
     )
 
 
+def enough_instance_data(lim: Limits, expr: str) -> str:
+    """An instance's long-window figure (tempdb's or the buffer pool's day average) under the same rule
+    as the pools' `enough_data`: shown where the instance's data covers endurance.projection_min_coverage.
+    Drawn from the first minutes, a day's average of a young Prometheus spiked and decayed while the stat
+    beside it waited."""
+    return (
+        f"{expr}\nand on (job, instance) {m(lim.rule('tempdb_long_coverage'))}"
+        f" >= {num(lim.endurance.projection_min_coverage_seconds)}"
+    )
+
+
+def shown_after(lim: Limits) -> str:
+    """What a long-window figure says while its data is too young (its panel's no-data text)."""
+    return f"Shown after {duration(lim.endurance.projection_min_coverage_seconds)} of data"
+
+
+def young_pools(lim: Limits) -> str:
+    """No-data text of a pool figure that waits for the coverage: young pools, or none configured."""
+    return (
+        f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet "
+        "(pools: ssd_pools in the exporter's config)"
+    )
+
+
 def coverage_thresholds(lim: Limits) -> Thresholds:
     # Orange, not red: a young pool is not a fault, only too new to project.
     return Thresholds((Step(ORANGE, None), Step(GREEN, lim.endurance.projection_min_coverage_seconds)))
@@ -145,7 +169,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         )
 
     columns = [
-        ("Write rate", f"max by ({POOL_LABELS}) ({long_rate})", "Bps"),
+        ("Write rate", f"max by ({POOL_LABELS}) ({enough_data(lim, long_rate, pool)})", "Bps"),
         ("Planned life", per_source("mssql_ssd_pool_planned_lifetime_seconds"), "s"),
         (
             "Projected writes",  # over the planned life: the full header was cut at 1,600 px
@@ -220,7 +244,9 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         "writes are not NAND writes: where the "
         "exporter reads the drives (drive_health), 'Drives imply' is the endurance their own wear implies "
         "(host bytes ÷ life used) and 'Drives at 100% in' when they will say they are worn out, at the "
-        f"{lim.pool_long_window} rate of their own counters; empty without drive health."
+        f"{lim.pool_long_window} rate of their own counters; empty without drive health. The write rate "
+        "and the figures from it stay empty until the rate rests on "
+        f"{duration(lim.endurance.projection_min_coverage_seconds)} of data ('Rate rests on')."
     )
     return Panel(
         "table",
@@ -267,20 +293,24 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             f"Bytes per second written to each SSD pool, per source (sqlserver: SQL Server's database files "
             f"on the pool's volumes; host: the host's counters of the pool's disks), averaged over "
             f"{lim.pool_short_window} and {lim.pool_long_window}. The {lim.pool_long_window} rate drives the "
-            f"projection; a short window overstates bursty loads. While Prometheus holds less than the "
-            f"window (a new install, a new pool), each average is over the span it does hold: see "
-            f"'Data the projection rests on'. Healthy: a rate the gauge beside it keeps "
-            f"under {pct(lim.endurance.budget_high_share)} of the rating.",
+            f"projection; a short window overstates bursty loads. Each average is drawn once it rests on "
+            f"{duration(lim.endurance.projection_min_coverage_seconds)} of data, as every long-window figure "
+            f"of these dashboards (see 'Data the projection rests on'). Healthy: a rate the gauge beside it "
+            f"keeps under {pct(lim.endurance.budget_high_share)} of the rating.",
             "Bps",
             [
                 Query(
-                    m(lim.rule("pool_short"), POOL), f"{{{{pool}}}} {{{{source}}}}, {lim.pool_short_window}"
+                    enough_data(lim, m(lim.rule("pool_short"), POOL)),
+                    f"{{{{pool}}}} {{{{source}}}}, {lim.pool_short_window}",
                 ),
-                Query(m(lim.rule("pool_long"), POOL), f"{{{{pool}}}} {{{{source}}}}, {lim.pool_long_window}"),
+                Query(
+                    enough_data(lim, m(lim.rule("pool_long"), POOL)),
+                    f"{{{{pool}}}} {{{{source}}}}, {lim.pool_long_window}",
+                ),
             ],
             width=8,
             min=0,
-            no_value=NO_POOLS,
+            no_value=young_pools(lim),
         ),
         Panel(
             "gauge",

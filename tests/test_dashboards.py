@@ -38,6 +38,8 @@ from tests.lint.dashboards import (
     BOARDS,
     PROMQL,
     alert_names,
+    coverage_minimums,
+    long_window_figures,
     panels,
     recorded_names,
     substitute,
@@ -226,6 +228,66 @@ def test_panels(uid):
                 )
             else:
                 assert target["range"] and not target["instant"], f"{title}/{target['refId']}"
+
+
+# --- what a DBA reads in Grafana 12.4 (issue 26 item 5) ----------------------------------------------
+
+LONG_WINDOW_QUERIES = [q for q in ALL_QUERIES if long_window_figures(q.expr)]
+
+
+def test_the_long_window_rules_are_recognised():
+    assert {q.where for q in LONG_WINDOW_QUERIES} >= {
+        "tempdb writes (1d average)",
+        "tempdb writes per volume",
+        "tempdb writes per instance (1d average)",
+        "Pool write rate, 1d and 7d averages",
+        "Instances",
+    }
+    # A rule used only for its labels (`rule * 0`) is no figure; a coverage rule is not one either.
+    assert long_window_figures('pool:mssql_ssd_written_bytes:rate7d{pool="x"} * 0 + 1') == []
+    assert long_window_figures("instance:mssql_tempdb_written_bytes:rate1d_coverage_seconds") == []
+
+
+@pytest.mark.parametrize("q", LONG_WINDOW_QUERIES, ids=str)
+def test_every_long_window_figure_waits_for_the_same_coverage(q):
+    """One coverage rule: a 1d or 7d figure is shown once it rests on
+    endurance.projection_min_coverage_seconds of data, in a stat, a table cell or a graph alike (a
+    graph drew the 1d average from the first minutes while the stat beside it waited), and its panel
+    says so in its no-data text or, where other series fill the panel, in its description."""
+    seconds = load_spec().endurance.projection_min_coverage_seconds
+    gates = coverage_minimums(q.expr)
+    assert gates and set(gates) == {int(seconds)}, f"{q}: no coverage gate of {seconds} s in\n{q.expr}"
+    assert q.panel is not None
+    said = q.panel["fieldConfig"]["defaults"].get("noValue", "") + " " + q.panel["description"]
+    assert f"{limits.duration(seconds)} of data" in " ".join(said.split()), q
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_every_axis_says_its_unit(uid):
+    """A time series axis of bare numbers ("Waits for memory and I/O": seconds of wait per second?) has a
+    unit that prints one, or an axis label saying what it counts."""
+    bare = []
+    for panel in panels(BOARDS[uid]):
+        if panel["type"] != "timeseries":
+            continue
+        defaults = panel["fieldConfig"]["defaults"]
+        if defaults["unit"] in ("", "none", "short") and not defaults["custom"].get("axisLabel"):
+            bare.append(panel["title"])
+    assert bare == []
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_every_drawn_limit_stays_on_the_axis(uid):
+    """A chart with a desired range keeps its highest limit on the axis (soft maximum): with every series
+    at 0 Grafana otherwise chose an axis up to 100 (10000% for a ratio) and painted it red above the
+    limit."""
+    for panel in panels(BOARDS[uid]):
+        defaults = panel.get("fieldConfig", {}).get("defaults", {})
+        if panel["type"] != "timeseries" or defaults["custom"]["thresholdsStyle"]["mode"] == "off":
+            continue
+        highest = max(s["value"] for s in defaults["thresholds"]["steps"] if s["value"] is not None)
+        top = defaults.get("max", defaults["custom"].get("axisSoftMax"))
+        assert top is not None and top >= highest, (panel["title"], top, highest)
 
 
 def _datasource_refs(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
