@@ -353,7 +353,14 @@ _DEFAULT_CUSTOM: dict[str, Json] = {
         "spanNulls": False,
         "stacking": {"group": "A", "mode": "none"},
     },
-    "table": {"align": "auto", "cellOptions": {"type": "auto"}, "filterable": False, "inspect": False},
+    # A header wider than its column wraps: right-aligned headers were clipped on the left ("azy writes").
+    "table": {
+        "align": "auto",
+        "cellOptions": {"type": "auto"},
+        "filterable": False,
+        "inspect": False,
+        "wrapHeaderText": True,
+    },
 }
 
 
