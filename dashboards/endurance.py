@@ -85,7 +85,7 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
         ),
         Panel(
             "stat",
-            "Highest projected share of rated endurance",
+            "Highest projected share",
             f"The worst pool's projected share of its rated endurance over its planned life, at the "
             f"{lim.pool_long_window} write rate. {share_text} Never green while a pool wears out in service "
             "(the time left beside says which): the bytes already written can use a rating up before "

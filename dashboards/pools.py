@@ -334,7 +334,7 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
         ),
         Panel(
             "stat",
-            "Time until the rated bytes are written",
+            "Rating used up in",
             "Per pool and source: (rated endurance - bytes written so far: known reading + counted + "
             "extrapolated over the gaps) ÷ the "
             f"{lim.pool_long_window} write rate. {worn_text(lim)} Healthy: green. Infinite when "

@@ -247,7 +247,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
         ),
         Panel(
             "stat",
-            "tempdb layout checks failing",
+            "Layout checks failing",
             "How many of the layout checks fail: data files fewer than min(logical CPUs, "
             f"{num(t.advised_max_data_files)}), unequal sizes, unequal growth, files growing by a "
             "percentage, files on the system volume (the table beside says which). Healthy: 0.",

@@ -328,7 +328,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         # Issue 26 on the live stack: micron's pool wears out before its planned retirement (133% of its
         # rating), so its time left comes from the query judged as wearing out in service (never green;
         # tests/test_dashboard_verdicts.py colours it), not from the one for pools retired first.
-        for title in ("Time until a rating is used up", "Highest projected share of rated endurance"):
+        for title in ("Time until a rating is used up", "Highest projected share"):
             assert results[(e, title, "A", "micron")] and not results[(e, title, "B", "micron")], title
 
         # The host variable offers the exporter with --collector.host, and NO_HOST only where there is none
