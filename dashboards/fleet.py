@@ -29,6 +29,7 @@ from .queries import INSTANCE, m
 FLEET_POOLS_TITLE = "SSD pools of every instance"
 
 MIN_COLUMN_PX = 80  # fits the widest value of each numeric column
+EDITION_COLUMN_PX = 200
 
 
 def fleet_ple_ratio(lim: Limits) -> str:
@@ -117,6 +118,8 @@ def fleet_instances_table(lim: Limits) -> Panel:
             props += [("thresholds", thresholds.json()), cell_colour(background=True)]
         overrides.append(override(name, *props))
     overrides.append(override("Up", ("mappings", value_map({0: ("down", RED), 1: ("up", GREEN)}))))
+    # "Standard Edition (64-bit)" and "Enterprise Edition: Core-based Licensing (64-bit)": 12.4 clipped them.
+    overrides.append(override("edition", ("custom.minWidth", EDITION_COLUMN_PX)))
     overrides.append(instance_links())
     overrides.append(override("job", HIDDEN_COLUMN))  # the links use it; one job is usual
     return Panel(
@@ -142,7 +145,7 @@ def fleet_instances_table(lim: Limits) -> Panel:
         "short",
         [Query(expr, instant=True, table=True) for _, expr, _, _ in columns],
         width=24,
-        height=10,
+        height=8,  # the header and six instances; at 10, a few instances left half of it empty in 12.4
         overrides=overrides,
         transformations=merge_and_organize(renames, order, ("Time", "__name__", build_value)),
         options={"sortBy": [{"desc": False, "displayName": "PLE ÷ floor"}]},
