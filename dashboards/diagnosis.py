@@ -159,7 +159,7 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
         Row("Pressure from outside"),
         Panel(
             "timeseries",
-            "The box's memory: SQL Server, other processes, available",
+            "The box's memory and who uses it",
             "Physical memory of the box split into what SQL Server's process holds (working set, locked "
             "and large pages), what everything else holds (other processes, the OS, a VM balloon) and "
             "what is available. Healthy: available comfortably above zero and the other processes "

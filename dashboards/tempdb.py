@@ -216,7 +216,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
         ),
         headroom_stat(
             lim,
-            "tempdb headroom",
+            "Headroom",
             "Free inside tempdb's data files plus what autogrowth can still add, as a share of that plus "
             "what is allocated.",
             "queries needing tempdb are about to fail with error 1105",
@@ -247,7 +247,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
         ),
         Panel(
             "stat",
-            "Layout checks failing",
+            "Layout faults",
             "How many of the layout checks fail: data files fewer than min(logical CPUs, "
             f"{num(t.advised_max_data_files)}), unequal sizes, unequal growth, files growing by a "
             "percentage, files on the system volume (the table beside says which). Healthy: 0.",

@@ -218,14 +218,14 @@ SCENARIOS: dict[str, tuple[list[dict[str, str]], list[Check]]] = {
             gauge(LIM.rule("tempdb_headroom_ratio"), TEMPDB.headroom_critical_share / 2),
             gauge(LIM.rule("tempdb_exhausted_in"), TEMPDB.projection_horizon_seconds * 3),
         ],
-        [("tempdb headroom", None, {RED: 1}), ("tempdb full in", None, {ORANGE: 1})],
+        [("Headroom", None, {RED: 1}), ("tempdb full in", None, {ORANGE: 1})],
     ),
     "tempdb roomy, filling fast": (
         [
             gauge(LIM.rule("tempdb_headroom_ratio"), 0.5),
             gauge(LIM.rule("tempdb_exhausted_in"), TEMPDB.projection_horizon_seconds / 2),
         ],
-        [("tempdb headroom", None, {ORANGE: 1}), ("tempdb full in", None, {RED: 1})],
+        [("Headroom", None, {ORANGE: 1}), ("tempdb full in", None, {RED: 1})],
     ),
 }
 

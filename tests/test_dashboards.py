@@ -606,7 +606,7 @@ CONSTANT_STEPS = {
     ("Instances", "PLE ÷ floor"): AT_FLOOR,
     ("Instances", "Under pressure"): ANY,
     ("Lowest node PLE ÷ floor, per instance", None): AT_FLOOR,
-    ("Layout checks failing", None): ANY,
+    ("Layout faults", None): ANY,
 }
 
 
