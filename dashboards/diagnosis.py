@@ -196,7 +196,7 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             width=8,
             min=0,
             max=1,
-            custom={"axisLabel": "signal on (1) or off (0)"},
+            custom={"axisLabel": "on (1), off (0)"},
             links=[lim.runbook(EXTERNAL_PRESSURE)],
         ),
         Panel(
