@@ -57,8 +57,8 @@ soak:
 	@bash scripts/bootstrap.sh standin
 	PYTHONPATH=. $(PY) -m tests.soak --scrapes 20000
 
-## dashboards-look: render every dashboard in a real Grafana 9.3.2 against a live demo stack (a developer
-## check, not CI: needs a Grafana build, see docs/dashboards.md); PNGs and a summary in build/dashboards-look
+## dashboards-look: render every dashboard in a real Grafana 12.4 against a live demo stack (a developer
+## check, not CI: needs a Grafana 12.4 installation at GRAFANA_HOME); PNGs and a summary in build/dashboards-look
 dashboards-look:
 	bash scripts/dashboards-look.sh
 

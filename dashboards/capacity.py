@@ -4,7 +4,8 @@ time series, and tempdb's writes against the buffer pool over weeks."""
 from __future__ import annotations
 
 from .grafana import PURPLE, Json, Panel, Query, Row, override, prometheus_annotation
-from .limits import Limits, pct
+from .limits import Limits, duration, pct
+from .pools import enough_instance_data, shown_after
 from .queries import m
 
 # The panel's own range: what the bundle's smallest store keeps. compose's single Prometheus keeps 30 days
@@ -48,15 +49,17 @@ def endurance_row_capacity(lim: Limits) -> list[Panel | Row]:
             "a higher write rate with a larger buffer pool is that effect, and it shortens the SSDs' life "
             "(see the pools below). No healthy range: compare before and after. Over 4 weeks Grafana "
             "plots a point every 15 minutes or more, so a Prometheus younger than that shows nothing here "
-            "yet; the tempdb rows above cover the dashboard's own range.",
+            "yet; the tempdb rows above cover the dashboard's own range. Both averages are drawn once they "
+            f"rest on {duration(lim.endurance.projection_min_coverage_seconds)} of data.",
             "Bps",
             [
-                Query(m(lim.rule("tempdb_long")), tempdb_legend),
-                Query(m(lim.rule("buffer_pool_long")), pool_legend),
+                Query(enough_instance_data(lim, m(lim.rule("tempdb_long"))), tempdb_legend),
+                Query(enough_instance_data(lim, m(lim.rule("buffer_pool_long"))), pool_legend),
             ],
             width=24,
             min=0,
             overrides=[override(pool_legend, ("unit", "bytes"), ("custom.axisPlacement", "right"))],
             time_from=REVIEW_RANGE,
+            no_value=shown_after(lim),
         ),
     ]

@@ -91,10 +91,11 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             f"{num(lim.memory.grant_waits.max_waiting_queries)} at once); PAGEIOLATCH_*: reads of pages "
             "not in the buffer pool; WRITELOG: the log disk; CMEMTHREAD and SOS_VIRTUALMEMORY_LOW: memory "
             "allocation itself; THREADPOOL: no worker threads.",
-            "short",
+            "suffix: s/s",
             [Query(f"{rate('mssql_wait_seconds_total')} > 0", "{{wait_type}}")],
             width=24,
             min=0,
+            custom={"axisLabel": "seconds waited per second"},
             links=[lim.runbook(GRANT_WAITS)],
         ),
         Panel(
@@ -158,7 +159,7 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
         Row("Pressure from outside"),
         Panel(
             "timeseries",
-            "The box's memory: SQL Server, other processes, available",
+            "The box's memory and who uses it",
             "Physical memory of the box split into what SQL Server's process holds (working set, locked "
             "and large pages), what everything else holds (other processes, the OS, a VM balloon) and "
             "what is available. Healthy: available comfortably above zero and the other processes "
@@ -189,12 +190,13 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             "committed target under what it has committed (sys.dm_os_sys_info). Healthy: all 0. "
             f"{EXTERNAL_PRESSURE} fires after {lim.memory.external_pressure.for_} with any of them on; "
             f"{MEMORY_PRESSURE}'s description then says the pressure comes from outside.",
-            "short",
+            "none",
             [Query(expr, name) for name, expr in signals.items()],
             thresholds=Thresholds.healthy_below(ANY),
             width=8,
             min=0,
             max=1,
+            custom={"axisLabel": "on (1), off (0)"},
             links=[lim.runbook(EXTERNAL_PRESSURE)],
         ),
         Panel(

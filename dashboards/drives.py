@@ -20,6 +20,8 @@ from .pools import (
 )
 from .queries import HOST, m
 
+MODEL_COLUMN_PX = 260  # "Micron_7300_MTFDHBE960TDF", "INTEL SSDSC2BB016T4" and their kin
+
 
 def drive_coverage(lim: Limits, expr: str) -> str:
     """`expr` (a pool figure without `source`) once the drives' own write rate rests on enough data."""
@@ -165,7 +167,11 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
                 for _, metric, _ in columns
             ],
             width=24,
-            overrides=[override(name, ("unit", unit)) for name, _, unit in columns],
+            overrides=[
+                *(override(name, ("unit", unit)) for name, _, unit in columns),
+                # Room for a whole model name (Grafana 12.4 clips a cell without an ellipsis).
+                override("model", ("custom.minWidth", MODEL_COLUMN_PX)),
+            ],
             transformations=merge_and_organize(
                 renames,
                 ["device", "model", "pool"] + [name for name, _, _ in columns],

@@ -4,7 +4,6 @@ from dashboards/tempdb.py, capacity.py, pools.py and drives.py."""
 from __future__ import annotations
 
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, ENDURANCE_REMAINING
-from alerts.spec import number as num
 
 from .capacity import endurance_row_capacity, memory_change_annotation
 from .drives import endurance_row_drives
@@ -16,7 +15,9 @@ from .pools import (
     RETIRED_FIRST,
     endurance_row_ssd_pools,
     enough_data,
+    enough_instance_data,
     share_ranges,
+    shown_after,
     worn_apart,
     worn_pools,
     worn_ranges,
@@ -76,20 +77,15 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             # The same minimum of data as the pools' projections: a few minutes of a young Prometheus read
             # 13 % high in the demo (increase() extrapolates over the first scrape interval).
             [
-                Query(
-                    f"{m(lim.rule('tempdb_long'))}\nand on ({INSTANCE_LABELS}) "
-                    f"{m(lim.rule('tempdb_long_coverage'))} >= "
-                    f"{num(lim.endurance.projection_min_coverage_seconds)}",
-                    instant=True,
-                )
+                Query(enough_instance_data(lim, m(lim.rule("tempdb_long"))), instant=True)
             ],
             width=6,
             height=4,
-            no_value=f"Shown after {duration(lim.endurance.projection_min_coverage_seconds)} of data",
+            no_value=shown_after(lim),
         ),
         Panel(
             "stat",
-            "Highest projected share of rated endurance",
+            "Highest projected share",
             f"The worst pool's projected share of its rated endurance over its planned life, at the "
             f"{lim.pool_long_window} write rate. {share_text} Never green while a pool wears out in service "
             "(the time left beside says which): the bytes already written can use a rating up before "

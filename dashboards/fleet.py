@@ -9,24 +9,27 @@ from alerts.spec import number as num
 from .frame import FLEET_UID, TAGS, annotations, header_links, instance_links, variables
 from .grafana import (
     GREEN,
+    HIDDEN_COLUMN,
     RED,
     Dashboard,
     Panel,
     Query,
     Row,
     Thresholds,
+    cell_colour,
     merge_and_organize,
     override,
     value_map,
 )
 from .limits import Limits, duration, pct, ple_floor_text
 from .panels import ANY, AT_FLOOR, GAUGE_HEADROOM, UNIT_PAGES, UNIT_STALLS
-from .pools import enough_data, pool_table, share_ranges
+from .pools import enough_data, enough_instance_data, pool_table, share_ranges, shown_after
 from .queries import instance, m
 
 FLEET_POOLS_TITLE = "SSD pools of every instance"
 
 MIN_COLUMN_PX = 80  # fits the widest value of each numeric column
+EDITION_COLUMN_PX = 200
 
 
 def fleet_ple_ratio(lim: Limits) -> str:
@@ -81,7 +84,12 @@ def fleet_columns(lim: Limits) -> list[FleetColumn]:
             "suffix: /batch",  # "lookups/batch" in header and cell did not fit an 80 px column
             Thresholds.healthy_below(lim.memory.page_lookups_per_batch_request.max),
         ),
-        (f"tempdb ({lim.tempdb_long_window})", f"{by} ({m(lim.rule('tempdb_long'))})", "Bps", None),
+        (
+            f"tempdb ({lim.tempdb_long_window})",
+            f"{by} (\n  {enough_instance_data(lim, m(lim.rule('tempdb_long')))}\n)",
+            "Bps",
+            None,
+        ),
         (
             "Worst pool share",
             f"{by} (\n  {enough_data(lim, m(lim.rule('share')), '')}\n)",
@@ -107,11 +115,13 @@ def fleet_instances_table(lim: Limits) -> Panel:
             continue
         props: list[tuple[str, object]] = [("unit", unit)]
         if thresholds is not None:
-            props += [("thresholds", thresholds.json()), ("custom.displayMode", "color-background")]
+            props += [("thresholds", thresholds.json()), cell_colour(background=True)]
         overrides.append(override(name, *props))
     overrides.append(override("Up", ("mappings", value_map({0: ("down", RED), 1: ("up", GREEN)}))))
+    # "Standard Edition (64-bit)" and "Enterprise Edition: Core-based Licensing (64-bit)": 12.4 clipped them.
+    overrides.append(override("edition", ("custom.minWidth", EDITION_COLUMN_PX)))
     overrides.append(instance_links())
-    overrides.append(override("job", ("custom.hidden", True)))  # the links use it; one job is usual
+    overrides.append(override("job", HIDDEN_COLUMN))  # the links use it; one job is usual
     return Panel(
         "table",
         "Instances",
@@ -124,7 +134,9 @@ def fleet_instances_table(lim: Limits) -> Panel:
         f"under {num(lim.memory.page_lookups_per_batch_request.max)} (Dell Table 4, {w} averages; lookups of "
         "OLTP targets only, as the "
         "alert: an OLAP target's cell is empty). tempdb: writes to tempdb, "
-        f"{lim.tempdb_long_window} average. Worst pool share: the projected share of rated endurance "
+        f"{lim.tempdb_long_window} average, shown (as every long-window figure) once it rests on "
+        f"{duration(lim.endurance.projection_min_coverage_seconds)} of data. Worst pool share: the "
+        "projected share of rated endurance "
         f"of the instance's worst SSD pool; healthy under {pct(lim.endurance.budget_high_share)}, red from "
         f"{pct(lim.endurance.exhaustion_share)}, once its rate rests on "
         f"{duration(lim.endurance.projection_min_coverage_seconds)} of "
@@ -133,7 +145,7 @@ def fleet_instances_table(lim: Limits) -> Panel:
         "short",
         [Query(expr, instant=True, table=True) for _, expr, _, _ in columns],
         width=24,
-        height=10,
+        height=8,  # the header and six instances; at 10, a few instances left half of it empty in 12.4
         overrides=overrides,
         transformations=merge_and_organize(renames, order, ("Time", "__name__", build_value)),
         options={"sortBy": [{"desc": False, "displayName": "PLE ÷ floor"}]},
@@ -178,8 +190,9 @@ def fleet_trends(lim: Limits) -> list[Panel | Row]:
             "the steady wear each puts on its tempdb drives. No desired range of its own; compare with the "
             "pools' ratings.",
             "Bps",
-            [Query(m(lim.rule("tempdb_long")), "{{instance}}")],
+            [Query(enough_instance_data(lim, m(lim.rule("tempdb_long"))), "{{instance}}")],
             min=0,
+            no_value=shown_after(lim),
         ),
         Panel(
             "bargauge",

@@ -37,7 +37,7 @@ from .queries import building
 
 DASHBOARDS_DIR = Path(__file__).resolve().parent
 
-MIN_GRAFANA_VERSION = "9.3.0"  # the version the dashboards are built for: schema 37, core panels only
+MIN_GRAFANA_VERSION = "12.4.0"  # the version the dashboards are built for: schema 42, core panels only
 
 # The current Grafana release the compose bundle runs; one line, read by compose and the docs' tests.
 GRAFANA_VERSION_FILE = DASHBOARDS_DIR / "grafana_version.txt"

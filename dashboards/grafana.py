@@ -1,11 +1,10 @@
-"""A small, typed builder for Grafana dashboard JSON that loads unchanged in Grafana 9.3 and later.
+"""A small, typed builder for Grafana dashboard JSON for Grafana 12.4 and later.
 
-Only what the three dashboards use: the core panel types that exist since Grafana 9 (timeseries, stat,
-gauge, bar gauge, table; rows to group them), Prometheus queries through a datasource template variable,
-thresholds, overrides, links and annotations, in the JSON model of dashboard schema 37 (Grafana 9.3).
-Newer Grafana releases migrate that model forward when they load it (schema 38 turns the table's
-`displayMode` into `cellOptions`; Grafana 12+ converts to its v2 schema in memory); nothing here needs a
-newer option, so one file serves both ends.
+Only what the three dashboards use: the core panel types (timeseries, stat, gauge, bar gauge, table, text;
+rows to group them), Prometheus queries through a datasource template variable, thresholds, overrides,
+links and annotations, in the JSON model of dashboard schema 42, the one Grafana 12.4 writes: tables
+colour cells through `custom.cellOptions` and hide a column with `custom.hideFrom.viz` (schema 37's
+`displayMode` and `custom.hidden`), and have no `footer` option; dashboards have no `style`.
 
 No threshold lives here: callers pass every number, read from the spec.
 """
@@ -16,7 +15,11 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-SCHEMA_VERSION = 37  # the dashboard JSON schema of Grafana 9.3 (9.1 through 9.4)
+# The dashboard JSON schema Grafana 12.4 writes and migrates every older dashboard to: LATEST_VERSION in
+# apps/dashboard/pkg/migration/schemaversion/migrations.go and DASHBOARD_SCHEMA_VERSION in
+# public/app/features/dashboard/state/DashboardMigrator.ts of the 12.4.0 source (both 42), as in the
+# dashboards it saves (devenv/dev-dashboards/panel-table/table_footer.json).
+SCHEMA_VERSION = 42
 GRID_COLUMNS = 24
 DATASOURCE_VARIABLE = "datasource"
 # Every panel, query, variable and annotation names the datasource through the template variable:
@@ -168,6 +171,17 @@ def override_query(ref_id: str, *properties: tuple[str, Any]) -> Json:
     }
 
 
+def cell_colour(background: bool) -> tuple[str, Json]:
+    """A table column coloured by its thresholds: the whole cell (a verdict column) or only its text."""
+    if background:
+        return ("custom.cellOptions", {"type": "color-background", "mode": "basic"})
+    return ("custom.cellOptions", {"type": "color-text"})
+
+
+# A column kept in the frame (the links read it) but not shown.
+HIDDEN_COLUMN: tuple[str, Any] = ("custom.hideFrom.viz", True)
+
+
 def value_map(mapping: dict[int, tuple[str, str]]) -> list[Json]:
     """Value-to-text mappings: {value: (text, color)}."""
     options = {
@@ -238,6 +252,13 @@ class Panel:
         if self.type == "timeseries":
             mode = "line+area" if self.thresholds is not None else "off"
             defaults["custom"]["thresholdsStyle"] = {"mode": mode}
+            steps = self.thresholds.steps if self.thresholds else ()
+            limits = [step.value for step in steps if step.value is not None]
+            if limits and self.max is None and "axisSoftMax" not in self.custom:
+                # The highest limit is always on the axis (a soft maximum: higher values still widen it).
+                # Without it, a chart of zeros got an axis up to 100 (10000% for a ratio) painted red above
+                # its limit.
+                defaults["custom"]["axisSoftMax"] = max(limits)
             # Per-series ranges too: only the unhealthy side is painted.
             ranges = [p for o in overrides for p in o.get("properties", []) if p.get("id") == "thresholds"]
             for step in (step for prop in ranges for step in prop["value"]["steps"]):
@@ -314,10 +335,7 @@ _DEFAULT_OPTIONS: dict[str, Json] = {
         "reduceOptions": _REDUCE_LAST,
         "showUnfilled": True,
     },
-    "table": {
-        "footer": {"fields": "", "reducer": ["sum"], "show": False},
-        "showHeader": True,
-    },
+    "table": {"cellHeight": "sm", "showHeader": True},
 }
 _DEFAULT_CUSTOM: dict[str, Json] = {
     "timeseries": {
@@ -335,8 +353,14 @@ _DEFAULT_CUSTOM: dict[str, Json] = {
         "spanNulls": False,
         "stacking": {"group": "A", "mode": "none"},
     },
-    # Schema 37 spelling; Grafana 10+ migrates it to cellOptions on load.
-    "table": {"align": "auto", "displayMode": "auto", "filterable": False, "inspect": False},
+    # A header wider than its column wraps: right-aligned headers were clipped on the left ("azy writes").
+    "table": {
+        "align": "auto",
+        "cellOptions": {"type": "auto"},
+        "filterable": False,
+        "inspect": False,
+        "wrapHeaderText": True,
+    },
 }
 
 
@@ -468,7 +492,7 @@ class Dashboard:
     links: list[Json]
     time_from: str = "now-6h"
     refresh: str = ""
-    requires_grafana: str = "9.3.0"
+    requires_grafana: str = "12.4.0"
 
     def json(self) -> Json:
         panels, types = self._layout()
@@ -490,7 +514,6 @@ class Dashboard:
             "panels": panels,
             "refresh": self.refresh,
             "schemaVersion": SCHEMA_VERSION,
-            "style": "dark",
             "tags": list(self.tags),
             "templating": {"list": copy.deepcopy(self.variables)},
             "time": {"from": self.time_from, "to": "now"},

@@ -35,7 +35,7 @@ from .grafana import (
     value_map,
 )
 from .limits import Limits, pct, ple_floor_text
-from .panels import ANY, AT_FLOOR, UNIT_PAGES, UNIT_STALLS, now_stat, per_workload
+from .panels import ANY, AT_FLOOR, NOW_WIDTH, UNIT_PAGES, UNIT_STALLS, now_stat, per_workload
 from .queries import instance, m, rate, with_workload
 
 
@@ -103,7 +103,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             "While it is down no other panel gets new data, and every other alert of the target is silenced.",
             "bool_yes_no",
             [Query(m("mssql_up"), instant=True)],
-            width=3,
+            width=NOW_WIDTH,
             height=4,
             mappings=value_map({0: ("down", RED), 1: ("up", GREEN)}),
             links=[lim.runbook(TARGET_DOWN)],
@@ -135,7 +135,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
                 ),
                 Query(warm_ratio, instant=True),
             ],
-            width=3,
+            width=NOW_WIDTH,
             height=4,
             thresholds=Thresholds.healthy_above(AT_FLOOR),
             overrides=[override_query("A", ("thresholds", Thresholds.neutral().json()))],
@@ -169,7 +169,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             "targets scan by design and the alert ignores them. Empty while the instance runs no batches.",
             "short",
             [Query(with_workload(m(lim.rule("lookups_ratio"))), "{{workload}} target", instant=True)],
-            width=3,
+            width=NOW_WIDTH,
             height=4,
             thresholds=Thresholds.healthy_below(lim.memory.page_lookups_per_batch_request.max),
             overrides=per_workload(
@@ -206,7 +206,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
                 ),
                 Query(f"vector(0) unless on () count(ALERTS{{{instance()}}})", instant=True),
             ],
-            width=3,
+            width=NOW_WIDTH,
             height=4,
             thresholds=Thresholds.healthy_below(ANY),
             overrides=[override_query("A", ("thresholds", PENDING_OR_FIRING.json()))],
@@ -405,7 +405,7 @@ def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
             f"{num(lim.memory.memory_grants_pending.max)} pending; the red area starts above that. Pending "
             "grants mean queries "
             "wait for memory before they can even start.",
-            "short",
+            "suffix: queries",
             [
                 Query(m("mssql_memory_grants_pending"), "pending"),
                 Query(m("mssql_memory_grants_outstanding"), "outstanding"),

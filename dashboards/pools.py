@@ -10,6 +10,7 @@ from alerts.spec import number as num
 from .frame import instance_links
 from .grafana import (
     GREEN,
+    HIDDEN_COLUMN,
     ORANGE,
     RED,
     TEXT,
@@ -19,6 +20,7 @@ from .grafana import (
     Row,
     Step,
     Thresholds,
+    cell_colour,
     merge_and_organize,
     override,
     override_query,
@@ -40,6 +42,30 @@ def enough_data(lim: Limits, expr: str, pool: str = POOL) -> str:
     return (
         f"{expr}\nand on ({POOL_LABELS}) {m(lim.rule('pool_long_coverage'), pool)}"
         f" >= {num(lim.endurance.projection_min_coverage_seconds)}"
+    )
+
+
+def enough_instance_data(lim: Limits, expr: str) -> str:
+    """An instance's long-window figure (tempdb's or the buffer pool's day average) under the same rule
+    as the pools' `enough_data`: shown where the instance's data covers endurance.projection_min_coverage.
+    Drawn from the first minutes, a day's average of a young Prometheus spiked and decayed while the stat
+    beside it waited."""
+    return (
+        f"{expr}\nand on (job, instance) {m(lim.rule('tempdb_long_coverage'))}"
+        f" >= {num(lim.endurance.projection_min_coverage_seconds)}"
+    )
+
+
+def shown_after(lim: Limits) -> str:
+    """What a long-window figure says while its data is too young (its panel's no-data text)."""
+    return f"Shown after {duration(lim.endurance.projection_min_coverage_seconds)} of data"
+
+
+def young_pools(lim: Limits) -> str:
+    """No-data text of a pool figure that waits for the coverage: young pools, or none configured."""
+    return (
+        f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet "
+        "(pools: ssd_pools in the exporter's config)"
     )
 
 
@@ -143,7 +169,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         )
 
     columns = [
-        ("Write rate", f"max by ({POOL_LABELS}) ({long_rate})", "Bps"),
+        ("Write rate", f"max by ({POOL_LABELS}) ({enough_data(lim, long_rate, pool)})", "Bps"),
         ("Planned life", per_source("mssql_ssd_pool_planned_lifetime_seconds"), "s"),
         (
             "Projected writes",  # over the planned life: the full header was cut at 1,600 px
@@ -182,26 +208,26 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         override(
             "Share of rating",
             ("thresholds", share_ranges(lim).json()),
-            ("custom.displayMode", "color-background"),
+            cell_colour(background=True),
         )
     )
     overrides.append(
         override(
             "Rating used up in",
             ("thresholds", soon_ranges(lim).json()),
-            ("custom.displayMode", "color-text"),
+            cell_colour(background=False),
         )
     )
     overrides.append(
         override(
             "Rate rests on",
             ("thresholds", coverage_thresholds(lim).json()),
-            ("custom.displayMode", "color-text"),
+            cell_colour(background=False),
         )
     )
     if per_instance:
         overrides.append(instance_links())
-        overrides.append(override("job", ("custom.hidden", True)))  # kept for the links, not shown
+        overrides.append(override("job", HIDDEN_COLUMN))  # kept for the links, not shown
     description = (
         "Micron's Table 4, per pool and source, in decimal units (1 TB = 10^12 B): the "
         f"{lim.pool_long_window} write rate, the bytes it projects over the pool's planned life (rate x "
@@ -218,7 +244,9 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         "writes are not NAND writes: where the "
         "exporter reads the drives (drive_health), 'Drives imply' is the endurance their own wear implies "
         "(host bytes ÷ life used) and 'Drives at 100% in' when they will say they are worn out, at the "
-        f"{lim.pool_long_window} rate of their own counters; empty without drive health."
+        f"{lim.pool_long_window} rate of their own counters; empty without drive health. The write rate "
+        "and the figures from it stay empty until the rate rests on "
+        f"{duration(lim.endurance.projection_min_coverage_seconds)} of data ('Rate rests on')."
     )
     return Panel(
         "table",
@@ -265,20 +293,24 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             f"Bytes per second written to each SSD pool, per source (sqlserver: SQL Server's database files "
             f"on the pool's volumes; host: the host's counters of the pool's disks), averaged over "
             f"{lim.pool_short_window} and {lim.pool_long_window}. The {lim.pool_long_window} rate drives the "
-            f"projection; a short window overstates bursty loads. While Prometheus holds less than the "
-            f"window (a new install, a new pool), each average is over the span it does hold: see "
-            f"'Data the projection rests on'. Healthy: a rate the gauge beside it keeps "
-            f"under {pct(lim.endurance.budget_high_share)} of the rating.",
+            f"projection; a short window overstates bursty loads. Each average is drawn once it rests on "
+            f"{duration(lim.endurance.projection_min_coverage_seconds)} of data, as every long-window figure "
+            f"of these dashboards (see 'Data the projection rests on'). Healthy: a rate the gauge beside it "
+            f"keeps under {pct(lim.endurance.budget_high_share)} of the rating.",
             "Bps",
             [
                 Query(
-                    m(lim.rule("pool_short"), POOL), f"{{{{pool}}}} {{{{source}}}}, {lim.pool_short_window}"
+                    enough_data(lim, m(lim.rule("pool_short"), POOL)),
+                    f"{{{{pool}}}} {{{{source}}}}, {lim.pool_short_window}",
                 ),
-                Query(m(lim.rule("pool_long"), POOL), f"{{{{pool}}}} {{{{source}}}}, {lim.pool_long_window}"),
+                Query(
+                    enough_data(lim, m(lim.rule("pool_long"), POOL)),
+                    f"{{{{pool}}}} {{{{source}}}}, {lim.pool_long_window}",
+                ),
             ],
             width=8,
             min=0,
-            no_value=NO_POOLS,
+            no_value=young_pools(lim),
         ),
         Panel(
             "gauge",
@@ -302,7 +334,7 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
         ),
         Panel(
             "stat",
-            "Time until the rated bytes are written",
+            "Rating used up in",
             "Per pool and source: (rated endurance - bytes written so far: known reading + counted + "
             "extrapolated over the gaps) ÷ the "
             f"{lim.pool_long_window} write rate. {worn_text(lim)} Healthy: green. Infinite when "

@@ -21,6 +21,7 @@ from .grafana import (
 )
 from .limits import Limits, duration, pct
 from .panels import ANY, STACKED, UNSTACKED
+from .pools import enough_instance_data
 from .queries import HOST, NO_HOST, m, rate
 
 
@@ -51,13 +52,18 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "timeseries",
             "tempdb writes per volume",
             f"tempdb writes summed per volume, with this instance's tempdb total averaged over {short_w} and "
-            f"{lim.tempdb_long_window}. No healthy range of its own: the volumes are where the wear lands, "
-            "so put them in SSD pools to weigh it against the drives' rating.",
+            f"{lim.tempdb_long_window} (drawn once it rests on "
+            f"{duration(lim.endurance.projection_min_coverage_seconds)} of data, as the stat above). No "
+            "healthy range of its own: the volumes are where the wear lands, so put them in SSD pools to "
+            "weigh it against the drives' rating.",
             "Bps",
             [
                 Query(f"sum by (volume) ({rate('mssql_tempdb_file_written_bytes_total')})", "{{volume}}"),
                 Query(m(lim.rule("tempdb_short")), f"all tempdb files, {short_w} average"),
-                Query(m(lim.rule("tempdb_long")), f"all tempdb files, {lim.tempdb_long_window} average"),
+                Query(
+                    enough_instance_data(lim, m(lim.rule("tempdb_long"))),
+                    f"all tempdb files, {lim.tempdb_long_window} average",
+                ),
             ],
             min=0,
         ),
@@ -210,7 +216,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
         ),
         headroom_stat(
             lim,
-            "tempdb headroom",
+            "Headroom",
             "Free inside tempdb's data files plus what autogrowth can still add, as a share of that plus "
             "what is allocated.",
             "queries needing tempdb are about to fail with error 1105",
@@ -241,7 +247,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
         ),
         Panel(
             "stat",
-            "tempdb layout checks failing",
+            "Layout faults",
             "How many of the layout checks fail: data files fewer than min(logical CPUs, "
             f"{num(t.advised_max_data_files)}), unequal sizes, unequal growth, files growing by a "
             "percentage, files on the system volume (the table beside says which). Healthy: 0.",

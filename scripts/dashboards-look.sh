@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# `make dashboards-look`: look at the dashboards in a real Grafana 9.3.2 against a live demo stack.
+# `make dashboards-look`: look at the dashboards in a real Grafana 12.4 against a live demo stack.
 #
-# A developer check, not CI: it needs a Grafana 9.3.2 built from source (about 15-25 minutes, once per
-# machine) and a few minutes of data. It starts two SQL Server stand-ins (memory-pressure and
-# micron-960gb-8stream), one exporter for each (the micron one with --collector.host and an SSD pool),
-# and Debian's Prometheus scraping them with the bundle's rules, waits WAIT_S seconds, renders every
-# dashboard to PNG with ../shared/tools/grafana/render.sh into OUT, prints OUT/summary.txt (panels with
-# errors or no data) and stops everything it started, on every exit path.
+# A developer check, not CI: it needs a Grafana 12.4 installation at GRAFANA_HOME (bin/linux-amd64/grafana
+# and public/build/; Grafana is a tool here and lives outside the repository) and some data. It starts two
+# SQL Server stand-ins (memory-pressure and micron-960gb-8stream), one exporter for each (the micron one
+# with --collector.host and an SSD pool), and Debian's Prometheus scraping them with the bundle's rules,
+# waits WAIT_S seconds, renders every dashboard to PNG with ../shared/tools/grafana-modern/render.sh into
+# OUT, prints OUT/summary.txt (panels with errors or no data) and stops everything it started, on every
+# exit path. With GRAFANA9_HOME set (a Grafana 9.3.2 build) it renders them there too, with
+# ../shared/tools/grafana/render.sh, into OUT/grafana-9 (an optional second look).
 #
-#   bash scripts/dashboards-look.sh            # stack, wait, render, summary, stop
-#   bash scripts/dashboards-look.sh --serve    # stack only, until Ctrl-C (render against it by hand)
-#   PROM_URL=http://127.0.0.1:19290 bash scripts/dashboards-look.sh   # render against a running stack
+#   GRAFANA_HOME=... bash scripts/dashboards-look.sh            # stack, wait, render, summary, stop
+#   bash scripts/dashboards-look.sh --serve                     # stack only, until Ctrl-C
+#   PROM_URL=http://127.0.0.1:19290 GRAFANA_HOME=... bash scripts/dashboards-look.sh   # a running stack
 #
-# Env: GRAFANA_HOME (/var/tmp/grafana-9.3.2), GRAFANA_TOOLS (../shared/tools/grafana from the repo),
-# OUT (build/dashboards-look), WAIT_S (300), PORT_BASE (19200: uses PORT_BASE+1..+99), EXTRA_RULES (more
-# rule files for Prometheus, a glob), VARS_MEMORY (var-instance=pressure), FROM/TO/VARS/WIDTH (render.sh).
+# Env: GRAFANA_HOME (required to render), GRAFANA_TOOLS (../shared/tools/grafana-modern from the repo),
+# GRAFANA9_HOME and GRAFANA9_TOOLS (../shared/tools/grafana), OUT (build/dashboards-look), WAIT_S (300),
+# PORT_BASE (19200: uses PORT_BASE+1..+99), EXTRA_RULES (more rule files for Prometheus, a glob),
+# VARS_MEMORY (var-instance=pressure), FROM/TO/VARS/WIDTH/KIOSK (render.sh).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-GRAFANA_HOME=${GRAFANA_HOME:-/var/tmp/grafana-9.3.2}
-GRAFANA_TOOLS=${GRAFANA_TOOLS:-$ROOT/../shared/tools/grafana}
-[[ -d $GRAFANA_TOOLS ]] || GRAFANA_TOOLS=/work/shared/tools/grafana
+GRAFANA_HOME=${GRAFANA_HOME:-}
+GRAFANA_TOOLS=${GRAFANA_TOOLS:-$ROOT/../shared/tools/grafana-modern}
+[[ -d $GRAFANA_TOOLS ]] || GRAFANA_TOOLS=/work/shared/tools/grafana-modern
+GRAFANA9_HOME=${GRAFANA9_HOME:-}
+GRAFANA9_TOOLS=${GRAFANA9_TOOLS:-$ROOT/../shared/tools/grafana}
+[[ -d $GRAFANA9_TOOLS ]] || GRAFANA9_TOOLS=/work/shared/tools/grafana
 OUT=${OUT:-$ROOT/build/dashboards-look}
 WAIT_S=${WAIT_S:-300}
 BASE=${PORT_BASE:-19200}
@@ -28,15 +34,14 @@ SERVE=0
 [[ ${1:-} == --serve ]] && SERVE=1
 fail() { echo "dashboards-look: $*" >&2; exit 1; }
 
-if [[ $SERVE == 0 && ! -x $GRAFANA_HOME/bin/linux-amd64/grafana-server ]]; then
-  cat >&2 <<EOF
-dashboards-look: no Grafana build in $GRAFANA_HOME.
-  This script fetches nothing. To build Grafana 9.3.2 once on this machine (15-25 minutes):
-  1. bring its source with the fetch tool: fetch github:De30/grafana (prints MIRROR, a bare git dir
-     holding tag v9.3.2);
-  2. bash $GRAFANA_TOOLS/build.sh MIRROR $GRAFANA_HOME
-  Then run this again. (Or set GRAFANA_HOME to an existing build.)
-EOF
+if [[ $SERVE == 0 ]] && [[ -z $GRAFANA_HOME || ! -x $GRAFANA_HOME/bin/linux-amd64/grafana ||
+  ! -f $GRAFANA_HOME/public/build/assets-manifest.json ]]; then
+  echo "dashboards-look: needs a Grafana 12.4 installation at GRAFANA_HOME" \
+    "(bin/linux-amd64/grafana and public/build/; GRAFANA_HOME=${GRAFANA_HOME:-unset})" >&2
+  exit 2
+fi
+if [[ -n $GRAFANA9_HOME && ! -x $GRAFANA9_HOME/bin/linux-amd64/grafana-server ]]; then
+  echo "dashboards-look: GRAFANA9_HOME=$GRAFANA9_HOME has no Grafana 9.3.2 (bin/linux-amd64/grafana-server)" >&2
   exit 2
 fi
 bash scripts/bootstrap.sh standin >/dev/null  # the exporter and the stand-in; nothing else
@@ -183,16 +188,20 @@ fi
 rm -rf "$OUT"; mkdir -p "$OUT"
 # Each dashboard as a DBA opens it: the memory dashboard on the instance under memory pressure, the others
 # on their defaults (the endurance dashboard must open on an instance with pools by itself).
-render() {  # NAME VARS DASHBOARD.json...
-  local name=$1 vars=$2; shift 2
-  mkdir -p "$OUT/$name/dashboards"; cp "$@" "$OUT/$name/dashboards/"
-  VARS=$vars PORT=${GRAFANA_PORT:-$((BASE + 80))} bash "$GRAFANA_TOOLS/render.sh" "$GRAFANA_HOME" "$PROM_URL" \
-    "$OUT/$name/dashboards" "$OUT/$name" dashboards/provisioning >"$OUT/$name/render.log" 2>&1 ||
-    fail "render.sh failed, see $OUT/$name/render.log"
-  cp "$OUT/$name"/*.png "$OUT/"
-  cat "$OUT/$name/summary.txt" >>"$OUT/summary.txt"
+render() {  # TOOLS HOME OUT NAME VARS DASHBOARD.json...
+  local tools=$1 home=$2 out=$3 name=$4 vars=$5; shift 5
+  mkdir -p "$out/$name/dashboards"; cp "$@" "$out/$name/dashboards/"
+  VARS=$vars PORT=${GRAFANA_PORT:-$((BASE + 80))} bash "$tools/render.sh" "$home" "$PROM_URL" \
+    "$out/$name/dashboards" "$out/$name" dashboards/provisioning >"$out/$name/render.log" 2>&1 ||
+    fail "render.sh failed, see $out/$name/render.log"
+  cp "$out/$name"/*.png "$out/"
+  cat "$out/$name/summary.txt" >>"$out/summary.txt"
 }
-render memory "${VARS_MEMORY:-var-instance=pressure}" dashboards/mssql-memory-pressure.json
-render defaults "${VARS:-}" dashboards/mssql-tempdb-ssd-endurance.json dashboards/mssql-fleet-capacity.json
+look() {  # TOOLS HOME OUT
+  render "$@" memory "${VARS_MEMORY:-var-instance=pressure}" dashboards/mssql-memory-pressure.json
+  render "$@" defaults "${VARS:-}" dashboards/mssql-tempdb-ssd-endurance.json dashboards/mssql-fleet-capacity.json
+}
+look "$GRAFANA_TOOLS" "$GRAFANA_HOME" "$OUT"
+[[ -z $GRAFANA9_HOME ]] || { mkdir -p "$OUT/grafana-9"; look "$GRAFANA9_TOOLS" "$GRAFANA9_HOME" "$OUT/grafana-9"; }
 echo "dashboards-look: PNGs in $OUT (view the <uid>.tile-NN.png slices to read labels)"
 cat "$OUT/summary.txt"

@@ -154,8 +154,8 @@ def gauge(name: str, value: float, labels: str = "", per_scrape: float | None = 
 
 LIM = Limits.from_spec(load_spec())
 END, TEMPDB = LIM.endurance, LIM.spec.tempdb
-NOW_SHARE, NOW_TIME = "Highest projected share of rated endurance", "Time until a rating is used up"
-POOL_SHARE, POOL_TIME = "Projected share of the rating", "Time until the rated bytes are written"
+NOW_SHARE, NOW_TIME = "Highest projected share", "Time until a rating is used up"
+POOL_SHARE, POOL_TIME = "Projected share of the rating", "Rating used up in"
 TABLE = "Endurance per pool, in the shape of Micron's Table 4"
 
 # Issue 26: Micron's 960 GB multi-stream rate, 1.94 years into a 5-year life.
@@ -218,14 +218,14 @@ SCENARIOS: dict[str, tuple[list[dict[str, str]], list[Check]]] = {
             gauge(LIM.rule("tempdb_headroom_ratio"), TEMPDB.headroom_critical_share / 2),
             gauge(LIM.rule("tempdb_exhausted_in"), TEMPDB.projection_horizon_seconds * 3),
         ],
-        [("tempdb headroom", None, {RED: 1}), ("tempdb full in", None, {ORANGE: 1})],
+        [("Headroom", None, {RED: 1}), ("tempdb full in", None, {ORANGE: 1})],
     ),
     "tempdb roomy, filling fast": (
         [
             gauge(LIM.rule("tempdb_headroom_ratio"), 0.5),
             gauge(LIM.rule("tempdb_exhausted_in"), TEMPDB.projection_horizon_seconds / 2),
         ],
-        [("tempdb headroom", None, {ORANGE: 1}), ("tempdb full in", None, {RED: 1})],
+        [("Headroom", None, {ORANGE: 1}), ("tempdb full in", None, {RED: 1})],
     ),
 }
 

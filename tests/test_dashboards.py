@@ -5,7 +5,7 @@
   query, variable and annotation (no datasource uid of anyone's Grafana); job and instance variables used
   by every selector; `$__rate_interval` in every rate() and raw counters only through rate(); a unit and
   a description (saying what is healthy) on every panel; unique uids and panel ids; core panel types only;
-  the schema version of Grafana 9.3.
+  the schema version of Grafana 12.4 (the floor) and none of the options it renamed.
 - No threshold is written in dashboards/ (the spec is the one place), and each one follows the spec.
 - Every query, with Grafana's variables substituted, is parsed by promtool and then executed against the
   real Prometheus of the end-to-end harness (tests/e2e_stack.py) while stand-ins play the panel's
@@ -38,6 +38,8 @@ from tests.lint.dashboards import (
     BOARDS,
     PROMQL,
     alert_names,
+    coverage_minimums,
+    long_window_figures,
     panels,
     recorded_names,
     substitute,
@@ -49,7 +51,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
 PROVISIONING = DASHBOARDS / "provisioning"
 DOCS = ROOT / "docs" / "dashboards.md"
-NINE_THREE_SCHEMA = 37  # the dashboard schema version Grafana 9.3 writes (9.1 to 9.4)
+# The dashboard schema Grafana 12.4 writes: LATEST_VERSION in its
+# apps/dashboard/pkg/migration/schemaversion/migrations.go (and what a dashboard saved by 12.4 carries).
+FLOOR = "12.4.0"
+FLOOR_SCHEMA = 42
 
 JOB = "mssql"  # the rules' selector job="mssql", as the production job name
 HOST_JOB = "mssql-exporter"  # the scrape of the exporter's /metrics (host collector), as in the docs
@@ -99,16 +104,76 @@ def test_uids_are_stable_and_unique():
 
 
 @pytest.mark.parametrize("uid", list(BOARDS))
-def test_dashboard_settings_for_grafana_9_3(uid):
+def test_dashboard_settings_for_grafana_12_4(uid):
     board = BOARDS[uid]
-    assert SCHEMA_VERSION == NINE_THREE_SCHEMA
-    assert board["schemaVersion"] == NINE_THREE_SCHEMA, "one JSON for Grafana 9.3 and later"
+    assert SCHEMA_VERSION == FLOOR_SCHEMA
+    assert board["schemaVersion"] == FLOOR_SCHEMA, "the schema Grafana 12.4 writes: no migration on load"
     assert board["editable"] is False
     assert board["id"] is None, "an id would clash with the importing Grafana's own"
     grafana = [r for r in board["__requires"] if r["type"] == "grafana"]
-    assert grafana == [{"id": "grafana", "name": "Grafana", "type": "grafana", "version": "9.3.0"}]
-    assert generate.MIN_GRAFANA_VERSION == "9.3.0"
+    assert grafana == [{"id": "grafana", "name": "Grafana", "type": "grafana", "version": FLOOR}]
+    assert generate.MIN_GRAFANA_VERSION == FLOOR
     assert board["description"] and "mssql" in board["tags"]
+
+
+def _renamed_by_12_4(board: dict[str, Any]) -> Iterator[str]:
+    """Options of schema 37 that Grafana 12.4 renames or drops when it loads a dashboard (schema
+    migrations 38-42 and the table panel's migration handler): what a dashboard saved by 12.4 never has."""
+    if "style" in board:
+        yield "dashboard style (gone from the 12.x model)"
+    if "time_options" in board.get("timepicker", {}):
+        yield "timepicker.time_options (schema 41)"
+    if not isinstance(board.get("refresh"), str):
+        yield "a refresh that is not a string (schema 40)"
+    for panel in panels(board):
+        title = panel.get("title", "?")
+        field_config = panel.get("fieldConfig", {"defaults": {}, "overrides": []})
+        custom = field_config["defaults"].get("custom", {})
+        if panel["type"] == "table":
+            if "displayMode" in custom:
+                yield f"{title}: custom.displayMode (schema 38: custom.cellOptions)"
+            if "footer" in panel.get("options", {}):
+                yield f"{title}: options.footer (12.x: custom.footer.reducers)"
+        hide_from = custom.get("hideFrom", {})
+        if hide_from.get("viz") and not hide_from.get("tooltip"):
+            yield f"{title}: hideFrom.viz without tooltip (schema 42)"
+        for item in field_config["overrides"]:
+            for prop in item["properties"]:
+                if prop["id"] in ("custom.displayMode", "custom.hidden"):
+                    yield f"{title}: override {prop['id']} (custom.cellOptions / custom.hideFrom.viz)"
+                if prop["id"] == "custom.hideFrom" and prop["value"].get("viz") and not prop["value"].get(
+                    "tooltip"
+                ):
+                    yield f"{title}: override hideFrom.viz without tooltip (schema 42)"
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_no_option_grafana_12_4_renamed(uid):
+    assert list(_renamed_by_12_4(BOARDS[uid])) == []
+
+
+def test_renamed_options_are_noticed():
+    """The check above on a schema-37 table and dashboard (what this bundle wrote for Grafana 9.3)."""
+    old = {
+        "style": "dark",
+        "refresh": False,
+        "timepicker": {"time_options": ["5m"]},
+        "panels": [
+            {
+                "type": "table",
+                "title": "T",
+                "options": {"footer": {"show": False}},
+                "fieldConfig": {
+                    "defaults": {"custom": {"displayMode": "auto"}},
+                    "overrides": [
+                        {"matcher": {}, "properties": [{"id": "custom.hidden", "value": True}]},
+                        {"matcher": {}, "properties": [{"id": "custom.hideFrom", "value": {"viz": True}}]},
+                    ],
+                },
+            }
+        ],
+    }
+    assert len(list(_renamed_by_12_4(old))) == 7
 
 
 @pytest.mark.parametrize("uid", list(BOARDS))
@@ -163,6 +228,66 @@ def test_panels(uid):
                 )
             else:
                 assert target["range"] and not target["instant"], f"{title}/{target['refId']}"
+
+
+# --- what a DBA reads in Grafana 12.4 (issue 26 item 5) ----------------------------------------------
+
+LONG_WINDOW_QUERIES = [q for q in ALL_QUERIES if long_window_figures(q.expr)]
+
+
+def test_the_long_window_rules_are_recognised():
+    assert {q.where for q in LONG_WINDOW_QUERIES} >= {
+        "tempdb writes (1d average)",
+        "tempdb writes per volume",
+        "tempdb writes per instance (1d average)",
+        "Pool write rate, 1d and 7d averages",
+        "Instances",
+    }
+    # A rule used only for its labels (`rule * 0`) is no figure; a coverage rule is not one either.
+    assert long_window_figures('pool:mssql_ssd_written_bytes:rate7d{pool="x"} * 0 + 1') == []
+    assert long_window_figures("instance:mssql_tempdb_written_bytes:rate1d_coverage_seconds") == []
+
+
+@pytest.mark.parametrize("q", LONG_WINDOW_QUERIES, ids=str)
+def test_every_long_window_figure_waits_for_the_same_coverage(q):
+    """One coverage rule: a 1d or 7d figure is shown once it rests on
+    endurance.projection_min_coverage_seconds of data, in a stat, a table cell or a graph alike (a
+    graph drew the 1d average from the first minutes while the stat beside it waited), and its panel
+    says so in its no-data text or, where other series fill the panel, in its description."""
+    seconds = load_spec().endurance.projection_min_coverage_seconds
+    gates = coverage_minimums(q.expr)
+    assert gates and set(gates) == {int(seconds)}, f"{q}: no coverage gate of {seconds} s in\n{q.expr}"
+    assert q.panel is not None
+    said = q.panel["fieldConfig"]["defaults"].get("noValue", "") + " " + q.panel["description"]
+    assert f"{limits.duration(seconds)} of data" in " ".join(said.split()), q
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_every_axis_says_its_unit(uid):
+    """A time series axis of bare numbers ("Waits for memory and I/O": seconds of wait per second?) has a
+    unit that prints one, or an axis label saying what it counts."""
+    bare = []
+    for panel in panels(BOARDS[uid]):
+        if panel["type"] != "timeseries":
+            continue
+        defaults = panel["fieldConfig"]["defaults"]
+        if defaults["unit"] in ("", "none", "short") and not defaults["custom"].get("axisLabel"):
+            bare.append(panel["title"])
+    assert bare == []
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_every_drawn_limit_stays_on_the_axis(uid):
+    """A chart with a desired range keeps its highest limit on the axis (soft maximum): with every series
+    at 0 Grafana otherwise chose an axis up to 100 (10000% for a ratio) and painted it red above the
+    limit."""
+    for panel in panels(BOARDS[uid]):
+        defaults = panel.get("fieldConfig", {}).get("defaults", {})
+        if panel["type"] != "timeseries" or defaults["custom"]["thresholdsStyle"]["mode"] == "off":
+            continue
+        highest = max(s["value"] for s in defaults["thresholds"]["steps"] if s["value"] is not None)
+        top = defaults.get("max", defaults["custom"].get("axisSoftMax"))
+        assert top is not None and top >= highest, (panel["title"], top, highest)
 
 
 def _datasource_refs(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
@@ -481,7 +606,7 @@ CONSTANT_STEPS = {
     ("Instances", "PLE ÷ floor"): AT_FLOOR,
     ("Instances", "Under pressure"): ANY,
     ("Lowest node PLE ÷ floor, per instance", None): AT_FLOOR,
-    ("tempdb layout checks failing", None): ANY,
+    ("Layout faults", None): ANY,
 }
 
 
@@ -647,7 +772,7 @@ def test_docs_quote_the_shipped_spec():
 def test_docs_name_the_versions_and_every_dashboard():
     docs = DOCS.read_text()
     assert generate.GRAFANA_VERSION_FILE.read_text().strip() in docs
-    assert "9.3" in docs and str(NINE_THREE_SCHEMA) in docs
+    assert f"Grafana {FLOOR}" in docs and f"schema version {FLOOR_SCHEMA}" in docs
     for uid, board in BOARDS.items():
         assert board["title"] in docs and uid in docs, uid
 

@@ -93,3 +93,30 @@ def recorded_names(spec: Spec) -> set[str]:
 
 def alert_names(spec: Spec) -> set[str]:
     return {rule["alert"] for rule in alerts_generate.alert_rules(spec)}
+
+
+# --- long-window figures -----------------------------------------------------------------------------
+
+# Recording rules averaged over a day or more (rate1d, rate7d, avg1d) and what is computed from them (the
+# projected share, the time until a rating is used up): a young Prometheus holds only a fraction of the
+# window, and such a figure drawn from it spikes and decays.
+LONG_WINDOW_RULE = re.compile(
+    r"\b[a-z]+:mssql_[a-z_]+:(?:rate|avg)\d+[dw]\b(?!_coverage)|:mssql_ssd_endurance_(?:projected_used|remaining)"
+)
+COVERAGE_GATE = re.compile(r"and on \([^)]*\) [a-z]+:mssql_[a-z0-9_:]+_coverage_seconds\{[^}]*\} >= (\d+)")
+
+
+def long_window_figures(expr: str) -> list[str]:
+    """The long-window rules `expr` shows as a figure (not only for its labels, `rule * 0`)."""
+    found = []
+    for match in LONG_WINDOW_RULE.finditer(expr):
+        rest = expr[match.end() :]
+        rest = rest[rest.index("}") + 1 :] if rest.startswith("{") else rest
+        if not re.match(r"\s*\*\s*0\b", rest):
+            found.append(match.group(0))
+    return found
+
+
+def coverage_minimums(expr: str) -> list[int]:
+    """The minimum seconds of data each coverage gate of `expr` asks for."""
+    return [int(minimum) for minimum in COVERAGE_GATE.findall(expr)]
