@@ -433,6 +433,11 @@ BRIEF_OBJECTS = {
     "sys.configurations": "view",
     "sys.dm_os_host_info": "view",
     "sys.dm_server_services": "view",
+    # Always On availability groups (issue 28)
+    "sys.dm_hadr_availability_replica_states": "view",
+    "sys.dm_hadr_database_replica_states": "view",
+    "sys.availability_groups": "view",
+    "sys.availability_replicas": "view",
 }
 
 

@@ -264,6 +264,11 @@ class Instance:
         "sys.dm_exec_query_resource_semaphores",
         "sys.dm_os_memory_clerks",
         "sys.dm_os_wait_stats",
+        # Always On: rows only in a scenario that plays a replica; every other server answers none.
+        "sys.dm_hadr_availability_replica_states",
+        "sys.dm_hadr_database_replica_states",
+        "sys.availability_groups",
+        "sys.availability_replicas",
     )
     OBJECTS = (
         "sys.dm_os_performance_counters",
@@ -360,6 +365,11 @@ class Instance:
         if not gone:
             return rows
         return [{k: v for k, v in row.items() if k not in gone} for row in rows]
+
+    def database_name(self, database_id: object) -> str | None:
+        """What DB_NAME answers: the name of a database that exists now, else NULL."""
+        now = self.clock.now()
+        return next((d.name for d in self.scenario.files.live(now) if d.database_id == database_id), None)
 
     def serverproperty(self, name: str) -> object:
         return self.scenario.properties.get(name)
