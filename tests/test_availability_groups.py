@@ -115,3 +115,27 @@ def test_a_denied_view_fails_only_this_collector():
     results = route([ResultSet(tuple(c.name for c in r.columns), list(r.rows)) for r in reply], SECTIONS)
     assert results["ag_replica_names"].error is not None
     assert results["ag_replica"].error is None and results["perf"].error is None
+
+
+def test_secondary_warns_only_must_name_paging_alerts():
+    """A typo, or a warning-only alert, in availability_groups.secondary_warns_only is refused by name:
+    it would otherwise leave the page on the secondary without a word."""
+    from alerts import availability_groups as ag_rules
+    from alerts.generate import alert_rules
+    from alerts.spec import SpecError, load
+
+    spec = load()
+    changed = spec.model_copy(
+        update={
+            "availability_groups": spec.availability_groups.model_copy(
+                update={"secondary_warns_only": ("MSSQLMemoryPresure", "MSSQLPageLifeExpectancyLow")}
+            )
+        }
+    )
+    with pytest.raises(SpecError, match="MSSQLMemoryPresure, MSSQLPageLifeExpectancyLow is not a paging"):
+        alert_rules(changed)
+    # The shipped spec splits exactly the named alerts, one critical and one warning rule each.
+    rules = alert_rules(spec)
+    for name in spec.availability_groups.secondary_warns_only:
+        split = [r for r in rules if r.get("alert") == name and ag_rules.IS_PRIMARY in r["expr"]]
+        assert sorted(r["labels"]["severity"] for r in split) == ["critical", "warning"], name
