@@ -16,9 +16,12 @@ def by_collector(samples: dict, metric: str) -> dict[str, float]:
     return {dict(labels)["collector"]: v for (name, labels), v in samples.items() if name == metric}
 
 
-def scrapes(standin, scraper_for, edition: object, missing: set[str], count: int = 2) -> list[dict]:
-    s = standin("healthy-oltp")
-    s.instance.scenario.properties["EngineEdition"] = edition
+def scrapes(
+    standin, scraper_for, edition: object, missing: set[str], count: int = 2, scenario: str = "healthy-oltp"
+) -> list[dict]:
+    s = standin(scenario)
+    if edition is not None:
+        s.instance.scenario.properties["EngineEdition"] = edition
     s.instance.missing.update(missing)
     config = make_config({"standin": s.target_yaml(query_timeout_seconds=GENEROUS, login_timeout_seconds=10)})
     scraper = scraper_for(config)
@@ -41,7 +44,8 @@ def test_azure_sql_database_leaves_out_what_it_lacks_from_the_first_scrape(stand
     assert failing_on_a_box, "the stand-in must refuse the missing views, or this test proves nothing"
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="mssql_memory_exporter.platform"):
-        got = scrapes(standin, scraper_for, "5", NOT_ON_AZURE_SQL_DATABASE, count=3)
+        # The scenario file: the stand-in's catalog says which objects the platform lacks (`platforms`).
+        got = scrapes(standin, scraper_for, None, set(), count=3, scenario="azure-sql-database")
     for samples in got:  # the first scrape included: no collector fails for what the platform lacks
         success = by_collector(samples, "mssql_exporter_collector_success")
         assert [c for c, ok in success.items() if ok == 0] == []
@@ -68,6 +72,25 @@ def test_an_unknown_engine_edition_is_logged_once_and_leaves_everything_on(stand
 
 def test_a_managed_instance_keeps_every_collector(standin, scraper_for, caplog):
     with caplog.at_level(logging.INFO, logger="mssql_memory_exporter.platform"):
-        got = scrapes(standin, scraper_for, "8", set())
+        got = scrapes(standin, scraper_for, None, set(), scenario="managed-instance")
     assert [r for r in caplog.records if r.name == "mssql_memory_exporter.platform"] == []
     assert set(by_collector(got[-1], "mssql_exporter_collector_success").values()) == {1.0}
+
+
+def test_the_stand_in_answers_as_the_platform_its_catalog_says():
+    """catalog.yaml's `platforms`: the Azure SQL Database scenario has no sys.master_files (Msg 208, and
+    OBJECT_ID is NULL), a box SQL Server and a Managed Instance have it."""
+    from tests.standin.scenario import Clock, Instance, Scenario
+    from tests.standin.tsql import Interpreter
+
+    def instance(name: str) -> Instance:
+        return Instance(Scenario.load(name), Clock(manual=True))
+
+    azure = instance("azure-sql-database")
+    for name in NOT_ON_AZURE_SQL_DATABASE:
+        assert not azure.object_exists(name)
+        assert instance("healthy-oltp").object_exists(name)
+        assert instance("managed-instance").object_exists(name)
+    assert azure.object_exists("sys.dm_os_performance_counters")
+    reply = Interpreter(azure).run("SELECT mf.database_id FROM sys.master_files AS mf;")
+    assert [getattr(r, "number", None) for r in reply] == [208]

@@ -334,9 +334,23 @@ class Instance:
             return self._started_at
 
     # Data protocol for the interpreter -----------------------------------
+    # SERVERPROPERTY('EngineEdition') -> the catalog's platform names (5 and 8 are Azure's).
+    PLATFORM_OF_EDITION: ClassVar[Mapping[int, str]] = {
+        5: "azure_sql_database",
+        8: "azure_sql_managed_instance",
+    }
+
+    @property
+    def platform(self) -> str:
+        edition = int(str(self.scenario.properties.get("EngineEdition", 3)))
+        return self.PLATFORM_OF_EDITION.get(edition, "sql_server")
+
     def object_exists(self, name: str) -> bool:
         if name in self.missing:
             return False
+        known = _catalog().objects.get(_catalog_name(name))
+        if known is not None and known.platforms and self.platform not in known.platforms:
+            return False  # Msg 208 there, as the platform's pages say (catalog.yaml `platforms`)
         if name == self.HBP_VIEW:  # SQL Server 2019 (15.x) and later
             return int(str(self.scenario.properties.get("ProductVersion", "16")).split(".")[0]) >= 15
         return name in self.OBJECTS
