@@ -94,3 +94,11 @@ def test_the_stand_in_answers_as_the_platform_its_catalog_says():
     assert azure.object_exists("sys.dm_os_performance_counters")
     reply = Interpreter(azure).run("SELECT mf.database_id FROM sys.master_files AS mf;")
     assert [getattr(r, "number", None) for r in reply] == [208]
+
+
+def test_sql_server_2025_scrapes_with_every_collector_healthy(standin, scraper_for):
+    """ProductVersion 17.x is the catalog's "2025" release: every column up to it answers."""
+    got = scrapes(standin, scraper_for, None, set(), scenario="sql2025")
+    assert set(by_collector(got[-1], "mssql_exporter_collector_success").values()) == {1.0}
+    versions = {dict(labels)["version"] for name, labels in got[-1] if name == "mssql_build_info"}
+    assert versions == {"17.0.1000.7"}

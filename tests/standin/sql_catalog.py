@@ -30,6 +30,7 @@ VERSIONS: tuple[str, ...] = (
     "2017",
     "2019",
     "2022",
+    "2025",
 )
 _VERSION_INDEX = {v: i for i, v in enumerate(VERSIONS)}
 
@@ -54,6 +55,7 @@ _RELEASES: dict[tuple[int, int], tuple[tuple[int, str], ...]] = {
     (14, 0): ((0, "2017"),),
     (15, 0): ((0, "2019"),),
     (16, 0): ((0, "2022"),),
+    (17, 0): ((0, "2025"),),
 }
 
 
