@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from . import capacity, diagnosis, drives, smartctl_exporter
+from . import availability_groups, capacity, diagnosis, drives, smartctl_exporter
 from . import names as N
 from . import tempdb as tempdb_rules
 from .generated import generator_main
@@ -444,7 +444,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     rules += tempdb_rules.alert_rules(spec)
     rules += drives.alert_rules(spec)
     rules += _endurance_alerts(spec)
-    return rules
+    rules += availability_groups.alert_rules(spec)
+    return availability_groups.follow_the_primary(spec, rules)
 
 
 def _retirement_of_pool() -> str:

@@ -42,6 +42,9 @@ DRIVE_SPARE_LOW = "MSSQLDriveSpareLow"
 DRIVE_CRITICAL_WARNING = "MSSQLDriveCriticalWarning"
 DRIVE_HEALTH_UNREAD = "MSSQLDriveHealthUnread"
 DRIVE_WEAR_DISAGREES = "MSSQLSSDDriveWearDisagrees"
+AG_REPLICA_UNHEALTHY = "MSSQLAvailabilityReplicaUnhealthy"
+AG_REDO_QUEUE_GROWING = "MSSQLAvailabilityRedoQueueGrowing"
+AG_SEND_QUEUE_GROWING = "MSSQLAvailabilitySendQueueGrowing"
 
 # Recording rules without a window in their name.
 PLE_MIN = "instance:mssql_buffer_node_page_life_expectancy:min"

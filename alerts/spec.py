@@ -257,6 +257,19 @@ class DrivesSpec(_Section):
     disagreement_for: Duration
 
 
+class AvailabilityGroupsSpec(_Section):
+    """Always On availability groups (alerts/availability_groups.py)."""
+
+    unhealthy_for: Duration
+    queue_window: Duration
+    redo_queue_min_bytes: Positive
+    send_queue_min_bytes: Positive
+    queue_for: Duration
+    # Paging alerts that only warn while the target is a secondary replica of an availability group (it
+    # serves no writes; the primary's alerts page). Every other paging alert pages on any replica.
+    secondary_warns_only: tuple[StrictStr, ...]
+
+
 class GrafanaSpec(_Section):
     """Where the dashboards go in a site's Grafana. An empty datasource_uid keeps the dashboards' own
     Data source variable; a uid pins every query to that datasource."""
@@ -283,6 +296,7 @@ class Spec(_Section):
     tempdb: TempdbSpec
     io_latency: IoLatencySpec
     drives: DrivesSpec
+    availability_groups: AvailabilityGroupsSpec
     alert_labels: AlertLabels
     grafana: GrafanaSpec
 

@@ -7,7 +7,7 @@ from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, ENDURANCE_REMAI
 
 from .capacity import endurance_row_capacity, memory_change_annotation
 from .drives import endurance_row_drives
-from .frame import ENDURANCE_UID, TAGS, annotations, header_links, variables
+from .frame import ENDURANCE_UID, TAGS, annotations, failover_annotation, header_links, variables
 from .grafana import Dashboard, Panel, Query, Row, query_variable
 from .limits import Limits, duration, pct
 from .pools import (
@@ -163,7 +163,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         tags=[*TAGS, "endurance"],
         items=items,
         variables=variables(lim, multi=False, extra=[pool_variable, host_variable], pools_first=True),
-        annotations=[*annotations(), memory_change_annotation(lim)],
+        annotations=[*annotations(), memory_change_annotation(lim), failover_annotation()],
         links=header_links(lim, ENDURANCE_UID),
         time_from="now-7d",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .grafana import (
     BLUE,
+    ORANGE,
     RED,
     Json,
     dashboard_link,
@@ -105,6 +106,23 @@ def annotations() -> list[Json]:
             value_is_time=True,
         ),
     ]
+
+
+def failover_annotation() -> Json:
+    """A mark where a target's availability-group role changed (mssql_ag_replica_is_primary moved), for
+    the panels where a failover shows: PLE and memory (the new primary's cache is cold for its reads) and
+    tempdb and drive writes (the old primary's writes become redo)."""
+    role = m("mssql_ag_replica_is_primary")
+    return prometheus_annotation(
+        "Availability group role changes",
+        # The role in the 2m after a change: 1 marks the new primary, 0 the old one.
+        f"{role}\nand changes({role}[2m]) > 0",
+        ORANGE,
+        "{{replica}}: role changed ({{availability_group}})",
+        "{{instance}} changed role in availability group {{availability_group}} (1 = now the primary, 0 ="
+        " now a secondary): the alerts that follow the primary move with it (docs/alerts.md).",
+        "instance,availability_group",
+    )
 
 
 def header_links(lim: Limits, this: str) -> list[Json]:

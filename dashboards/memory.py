@@ -19,7 +19,7 @@ from alerts.names import (
 from alerts.spec import number as num
 
 from .diagnosis import memory_row_pressure_from_outside, memory_row_who_holds
-from .frame import MEMORY_UID, TAGS, annotations, header_links, variables
+from .frame import MEMORY_UID, TAGS, annotations, failover_annotation, header_links, variables
 from .grafana import (
     GREEN,
     ORANGE,
@@ -545,7 +545,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         tags=[*TAGS, "memory"],
         items=items,
         variables=variables(lim, multi=False),
-        annotations=annotations(),
+        annotations=[*annotations(), failover_annotation()],
         links=header_links(lim, MEMORY_UID),
         refresh="1m",
     )

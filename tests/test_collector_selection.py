@@ -487,6 +487,8 @@ SERVER_STATE_VIEWS = (
     "tempdb.sys.dm_db_file_space_usage",
     "tempdb.sys.dm_db_log_space_usage",
     "sys.dm_os_volume_stats",
+    "sys.dm_hadr_availability_replica_states",
+    "sys.dm_hadr_database_replica_states",
 )
 TEMPDB_ID = 2
 

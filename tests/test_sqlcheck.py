@@ -286,7 +286,8 @@ def test_function_newer_than_server_is_195(catalog: Catalog) -> None:
         ("10.50.2500.0", "2008 R2 SP1"),
         ("15.0.2000.5", "2019"),
         ("16.0.1000.6", "2022"),
-        ("17.0.1000.7", None),  # newer than the catalog: judged as the newest server
+        ("17.0.1000.7", "2025"),
+        ("18.0.1000.1", None),  # newer than the catalog: judged as the newest server
     ],
 )
 def test_release_of_product_version(product_version: str, release: str | None) -> None:
@@ -433,6 +434,11 @@ BRIEF_OBJECTS = {
     "sys.configurations": "view",
     "sys.dm_os_host_info": "view",
     "sys.dm_server_services": "view",
+    # Always On availability groups (issue 28)
+    "sys.dm_hadr_availability_replica_states": "view",
+    "sys.dm_hadr_database_replica_states": "view",
+    "sys.availability_groups": "view",
+    "sys.availability_replicas": "view",
 }
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import pyodbc
 from prometheus_client.core import Metric
 
-from . import freetds, kerberos
+from . import freetds, kerberos, platform
 from .batch import BatchShapeError, render_batch, route, sections_of
 from .collectors import COLLECTORS
 from .collectors.base import (
@@ -31,6 +31,7 @@ from .collectors.base import (
     ScrapeContext,
     Section,
 )
+from .collectors.server_properties import ENGINE_EDITION_KEY
 from .config import (
     ConfigError,
     ExporterConfig,
@@ -73,6 +74,9 @@ class _TargetState:
     # The same for probes narrowed by collect[], per collector set: each keeps its own cadence, so a
     # narrowed probe never delays the refresh of the target's full set, nor the other way round.
     narrowed_slow_at: dict[frozenset[str], float] = field(default_factory=dict)
+    # Collectors the target's platform cannot answer, decided once from its EngineEdition (platform.py).
+    left_out: frozenset[str] = frozenset()
+    platform_pending: bool = True
 
 
 @dataclass
@@ -175,7 +179,8 @@ class Scraper:
         out = FamilyBuilder(target.labels)
         state, one_off = self._state_for(target)
         up = 0.0
-        own = self.enabled_for(target)
+        # Less what the target's platform cannot answer, once the first scrape has told (platform.py).
+        own = self.enabled_for(target) - state.left_out
         plan = self._planner.plan(own if collect is None else own & frozenset(collect))
         narrowed = plan.exported != own
         sections = self._sections_for(state, plan, narrowed)
@@ -207,10 +212,17 @@ class Scraper:
                 now=time.time(), workload=target.workload, memo=state.memo, target=target, host=host
             )
             for record in plan.run:
+                if record.name in state.left_out:
+                    continue  # left out after server_properties ran in this very scrape
                 self._run_collector(record, results, ctx, out, target.name, plan.exported)
+                if state.platform_pending and ENGINE_EDITION_KEY in ctx.memo:
+                    state.platform_pending = False
+                    state.left_out = platform.decide(
+                        ctx.memo[ENGINE_EDITION_KEY], self._collectors, target.name
+                    )
             # Beside the success series, so a down target still exports only what describes the scrape.
             for record in self._collectors:
-                on = 1.0 if record.name in plan.exported else 0.0
+                on = 1.0 if record.name in plan.exported and record.name not in state.left_out else 0.0
                 out.gauge("mssql_exporter_collector_enabled", ENABLED_HELP, on, {"collector": record.name})
         out.gauge("mssql_up", "1 if the last scrape of SQL Server succeeded, 0 otherwise.", up)
         out.gauge(

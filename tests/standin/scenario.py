@@ -264,6 +264,11 @@ class Instance:
         "sys.dm_exec_query_resource_semaphores",
         "sys.dm_os_memory_clerks",
         "sys.dm_os_wait_stats",
+        # Always On: rows only in a scenario that plays a replica; every other server answers none.
+        "sys.dm_hadr_availability_replica_states",
+        "sys.dm_hadr_database_replica_states",
+        "sys.availability_groups",
+        "sys.availability_replicas",
     )
     OBJECTS = (
         "sys.dm_os_performance_counters",
@@ -329,9 +334,23 @@ class Instance:
             return self._started_at
 
     # Data protocol for the interpreter -----------------------------------
+    # SERVERPROPERTY('EngineEdition') -> the catalog's platform names (5 and 8 are Azure's).
+    PLATFORM_OF_EDITION: ClassVar[Mapping[int, str]] = {
+        5: "azure_sql_database",
+        8: "azure_sql_managed_instance",
+    }
+
+    @property
+    def platform(self) -> str:
+        edition = int(str(self.scenario.properties.get("EngineEdition", 3)))
+        return self.PLATFORM_OF_EDITION.get(edition, "sql_server")
+
     def object_exists(self, name: str) -> bool:
         if name in self.missing:
             return False
+        known = _catalog().objects.get(_catalog_name(name))
+        if known is not None and known.platforms and self.platform not in known.platforms:
+            return False  # Msg 208 there, as the platform's pages say (catalog.yaml `platforms`)
         if name == self.HBP_VIEW:  # SQL Server 2019 (15.x) and later
             return int(str(self.scenario.properties.get("ProductVersion", "16")).split(".")[0]) >= 15
         return name in self.OBJECTS
@@ -360,6 +379,11 @@ class Instance:
         if not gone:
             return rows
         return [{k: v for k, v in row.items() if k not in gone} for row in rows]
+
+    def database_name(self, database_id: object) -> str | None:
+        """What DB_NAME answers: the name of a database that exists now, else NULL."""
+        now = self.clock.now()
+        return next((d.name for d in self.scenario.files.live(now) if d.database_id == database_id), None)
 
     def serverproperty(self, name: str) -> object:
         return self.scenario.properties.get(name)

@@ -30,6 +30,7 @@ VERSIONS: tuple[str, ...] = (
     "2017",
     "2019",
     "2022",
+    "2025",
 )
 _VERSION_INDEX = {v: i for i, v in enumerate(VERSIONS)}
 
@@ -54,6 +55,7 @@ _RELEASES: dict[tuple[int, int], tuple[tuple[int, str], ...]] = {
     (14, 0): ((0, "2017"),),
     (15, 0): ((0, "2019"),),
     (16, 0): ((0, "2022"),),
+    (17, 0): ((0, "2025"),),
 }
 
 
@@ -106,6 +108,8 @@ class CatalogObject:
     since: str | None = None
     until: str | None = None
     doc: str = ""
+    # Platforms whose pages list the object ("Applies to"); empty: every platform the catalog plays.
+    platforms: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,6 +146,18 @@ def _opt_version(raw: Any, where: str) -> str | None:
     return text
 
 
+PLATFORMS = frozenset({"sql_server", "azure_sql_managed_instance", "azure_sql_database"})
+
+
+def _platforms(raw: Any, where: str) -> frozenset[str]:
+    found = frozenset(str(p) for p in raw or ())
+    if found - PLATFORMS:
+        raise ValueError(
+            f"{where}: unknown platform(s) {sorted(found - PLATFORMS)}; known: {sorted(PLATFORMS)}"
+        )
+    return found
+
+
 def load_catalog(path: str | Path = DEFAULT_CATALOG) -> Catalog:
     """Read ``catalog.yaml`` (format documented at its top) into a :class:`Catalog`."""
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -167,6 +183,7 @@ def load_catalog(path: str | Path = DEFAULT_CATALOG) -> Catalog:
             since=_opt_version(spec.get("since"), name),
             until=_opt_version(spec.get("until"), name),
             doc=spec.get("doc", ""),
+            platforms=_platforms(spec.get("platforms"), name),
         )
     funcs: dict[str, tuple[str | None, str | None]] = {}
     for entry in data.get("functions") or ():

@@ -687,6 +687,10 @@ class Interpreter:
             if exists is None or values[0] is None or values[1] is None:
                 return None
             return 8 if exists(str(values[0]).lower(), str(values[1])) else None
+        if name == "DB_NAME":
+            # NULL for an id no database has, as SQL Server answers.
+            lookup = getattr(self.data, "database_name", None)
+            return lookup(values[0]) if lookup is not None and values else None
         if name in ("SYSUTCDATETIME", "GETUTCDATE"):
             return self.data.utcnow()
         if name in ("DATEDIFF", "DATEDIFF_BIG"):

@@ -7,6 +7,7 @@ give it a `COLLECTOR = CollectorRecord(...)` and list it below.
 from __future__ import annotations
 
 from . import (
+    availability_groups,
     buffer_manager,
     buffer_node,
     buffer_pool_extension,
@@ -57,5 +58,6 @@ COLLECTORS: tuple[CollectorRecord, ...] = tuple(
         ssd_pools,  # after volumes: it sums the volume totals of this scrape
         hybrid_buffer_pool,
         buffer_pool_extension,
+        availability_groups,
     )
 )

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
 
 TAG = "server"
+ENGINE_EDITION_KEY = "engine_edition"  # ctx.memo; read by the scrape (platform.py)
 
 PROPERTIES = {
     "version": "ProductVersion",
@@ -33,6 +34,8 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     for row in rows_of(results, TAG):
         labels = {col: "" if row.get(col) is None else str(row.get(col)).strip() for col in PROPERTIES}
         out.gauge("mssql_build_info", "SQL Server version and edition; always 1.", 1.0, labels)
+        # The platform (platform.py) is decided from it once per target, by the scrape.
+        ctx.memo[ENGINE_EDITION_KEY] = labels["engine_edition"]
         break
     # Alert thresholds that depend on the workload (hit ratio 0.95 OLTP, 0.90 OLAP) join on this.
     out.gauge(

@@ -1,0 +1,107 @@
+"""Rules for Always On availability groups, and paging that follows the primary.
+
+Every replica is a target of its own and exports only its own rows (the exporter's availability_groups
+collector), so a queue is never counted twice and each alert names the replica that holds the problem.
+`mssql_ag_replica_is_primary` (0/1 per availability group) is what the other rules join on to tell a
+secondary from a primary. Thresholds: alerts/thresholds.yml `availability_groups.*`.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import partial
+from typing import Any
+
+from . import names as N
+from .rule_parts import INSTANCE, alert, metric
+from .spec import Spec, SpecError, number
+
+IS_PRIMARY = "mssql_ag_replica_is_primary"
+
+
+def secondary(spec: Spec) -> str:
+    """Series of a target while it is a secondary replica and the primary of none of its groups (a target
+    that is the primary of one group and a secondary of another serves writes: it still pages)."""
+    role = metric(spec, IS_PRIMARY)
+    return f"{role} == 0\n  unless on ({INSTANCE}) {role} == 1"
+
+
+def alert_rules(spec: Spec) -> list[dict[str, Any]]:
+    m = partial(metric, spec)
+    ag = spec.availability_groups
+    window = spec.window(ag.queue_window)
+
+    def growing(series: str, floor: float) -> str:
+        return f"{series} > {number(floor)}\nand deriv({series}[{window}]) > 0"
+
+    return [
+        alert(
+            spec,
+            N.AG_REPLICA_UNHEALTHY,
+            f"{m('mssql_ag_replica_synchronization_health')} < 2\nor {m('mssql_ag_replica_connected')} == 0",
+            ag.unhealthy_for,
+            "critical",
+            "Availability group {{ $labels.availability_group }}: replica {{ $labels.replica }} not healthy",
+            "Replica {{ $labels.replica }} (target {{ $labels.instance }}) reports synchronization health"
+            " or connection {{ $value }} (health 2 = healthy, connected 1) for "
+            + spec.duration(ag.unhealthy_for)
+            + ": at least one of its databases is not synchronizing, so a failover to or from it may lose"
+            " data or not be possible.",
+        ),
+        alert(
+            spec,
+            N.AG_REDO_QUEUE_GROWING,
+            growing(m("mssql_ag_database_redo_queue_bytes"), ag.redo_queue_min_bytes),
+            ag.queue_for,
+            "warning",
+            "Redo falling behind for {{ $labels.database }} on {{ $labels.instance }}",
+            "The secondary copy of {{ $labels.database }} ({{ $labels.availability_group }}) has"
+            " {{ $value | humanize1024 }}B of hardened log still to redo, and the queue has grown over the"
+            f" last {ag.queue_window} (floor {number(ag.redo_queue_min_bytes / 2**20)} MiB): a failover"
+            " to it would take that long to come online, and readable secondaries serve stale data.",
+        ),
+        alert(
+            spec,
+            N.AG_SEND_QUEUE_GROWING,
+            growing(m("mssql_ag_database_log_send_queue_bytes"), ag.send_queue_min_bytes),
+            ag.queue_for,
+            "warning",
+            "Log send queue growing for {{ $labels.database }} on {{ $labels.instance }}",
+            "{{ $value | humanize1024 }}B of {{ $labels.database }}'s log ({{ $labels.availability_group }})"
+            f" has not reached this secondary and the queue has grown over the last {ag.queue_window}"
+            f" (floor {number(ag.send_queue_min_bytes / 2**20)} MiB): what a forced failover now would"
+            " lose. The network or the secondary's log writes cannot keep up with the primary.",
+        ),
+    ]
+
+
+def follow_the_primary(spec: Spec, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each paging alert named in `availability_groups.secondary_warns_only` becomes two rules of the same
+    name: the paging one unless the target is a secondary, and a warning one while it is. One instance is
+    in one role at a time, so an alert never pages and warns at once; after a failover the page moves to
+    the new primary and the old one's drops to a warning (a new alert, with its own `for:`)."""
+    wanted = set(spec.availability_groups.secondary_warns_only)
+    paging = {r["alert"] for r in rules if "alert" in r and r["labels"]["severity"] == "critical"}
+    unknown = sorted(wanted - paging)
+    if unknown:
+        raise SpecError(
+            f"availability_groups.secondary_warns_only: {', '.join(unknown)} is not a paging alert"
+            f" (paging: {', '.join(sorted(paging))})"
+        )
+    on_secondary = f"on ({INSTANCE}) (\n  {secondary(spec)}\n)"
+    out: list[dict[str, Any]] = []
+    for rule in rules:
+        if rule.get("alert") not in wanted or rule["labels"]["severity"] != "critical":
+            out.append(rule)
+            continue
+        expr = rule["expr"].rstrip("\n").replace("\n", "\n  ")
+        pages = {**rule, "expr": f"(\n  {expr}\n)\nunless {on_secondary}"}
+        warns = copy.deepcopy(rule)
+        warns["expr"] = f"(\n  {expr}\n)\nand {on_secondary}"
+        warns["labels"]["severity"] = "warning"
+        warns["annotations"]["description"] += (
+            " Only a warning here: this target is a secondary replica of an availability group"
+            " (alerts/thresholds.yml availability_groups.secondary_warns_only)."
+        )
+        out += [pages, warns]
+    return out

@@ -1,0 +1,175 @@
+"""Always On availability groups: this replica's role and health, and its databases' queues.
+
+Which rows: only the local ones (`is_local = 1`). A primary also returns a row for every secondary replica
+and secondary database it knows of; when both replicas are targets (as they should be, so the alerts can
+follow the primary), exporting those rows too would count each secondary twice, once from itself and once
+from the primary, with two different views of the same queue. Each target therefore speaks for itself: a
+secondary reports its own send and redo queues, and a secondary that cannot be scraped shows as
+`mssql_up 0` on its own target rather than as a stale copy on the primary's.
+
+Facts (Microsoft's pages for sys.dm_hadr_availability_replica_states and
+sys.dm_hadr_database_replica_states, both SQL Server 2012 and later):
+- role: 0 resolving, 1 primary, 2 secondary; synchronization_health: 0 not healthy, 1 partially healthy,
+  2 healthy; connected_state: 0 disconnected, 1 connected.
+- log_send_queue_size and redo_queue_size are KB; log_send_rate and redo_rate are KB per second, an
+  average SQL Server works out itself (a gauge, not a counter to rate()). NULL (e.g. on a primary's own
+  database row) leaves the series out.
+
+The GUIDs are cast to text so every driver reads them the same way; the names come from the catalog
+views sys.availability_groups and sys.availability_replicas in sections of their own (a few rows each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
+
+REPLICA_STATES = "sys.dm_hadr_availability_replica_states"
+DATABASE_STATES = "sys.dm_hadr_database_replica_states"
+GROUPS = "sys.availability_groups"
+REPLICAS = "sys.availability_replicas"
+
+REPLICA_TAG = "ag_replica"
+DATABASES_TAG = "ag_databases"
+GROUPS_TAG = "ag_groups"
+REPLICAS_TAG = "ag_replica_names"
+
+ROLES = {0: "resolving", 1: "primary", 2: "secondary"}
+
+
+def _section(tag: str, columns: str, source: str, requires: str, where: str = "") -> Section:
+    return Section(
+        tag=tag,
+        sql=f"SELECT N'{tag}' AS section, {columns}\nFROM {source}{where};",
+        requires=(requires,),
+        # A server in no availability group has no rows: a true answer, not a failure. A platform without
+        # the views (Azure SQL Database) answers "unavailable", which is no failure either.
+        may_be_empty=True,
+        optional=True,
+    )
+
+
+SECTIONS = (
+    _section(
+        REPLICA_TAG,
+        "CAST(rs.group_id AS nvarchar(36)) AS group_id, CAST(rs.replica_id AS nvarchar(36)) AS replica_id,"
+        " rs.role, rs.synchronization_health, rs.connected_state",
+        f"{REPLICA_STATES} AS rs",
+        REPLICA_STATES,
+        "\nWHERE rs.is_local = 1",
+    ),
+    _section(
+        DATABASES_TAG,
+        "CAST(drs.group_id AS nvarchar(36)) AS group_id, DB_NAME(drs.database_id) AS database_name,"
+        " drs.synchronization_health, drs.log_send_queue_size, drs.log_send_rate, drs.redo_queue_size,"
+        " drs.redo_rate",
+        f"{DATABASE_STATES} AS drs",
+        DATABASE_STATES,
+        "\nWHERE drs.is_local = 1",
+    ),
+    _section(GROUPS_TAG, "CAST(ag.group_id AS nvarchar(36)) AS group_id, ag.name", f"{GROUPS} AS ag", GROUPS),
+    _section(
+        REPLICAS_TAG,
+        "CAST(ar.replica_id AS nvarchar(36)) AS replica_id, ar.replica_server_name",
+        f"{REPLICAS} AS ar",
+        REPLICAS,
+    ),
+)
+
+
+def _key(value: object) -> str:
+    return str(value or "").strip().lower()
+
+
+def _names(results: Mapping[str, SectionResult], tag: str, key: str, name: str) -> dict[str, str]:
+    return {_key(r.get(key)): str(r.get(name) or "").strip() for r in rows_of(results, tag)}
+
+
+def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+    groups = _names(results, GROUPS_TAG, "group_id", "name")
+    replicas = _names(results, REPLICAS_TAG, "replica_id", "replica_server_name")
+    for row in rows_of(results, REPLICA_TAG):
+        group_id, replica_id = _key(row.get("group_id")), _key(row.get("replica_id"))
+        # A group or replica that has just left may lose its name before its state row: fall back to the id.
+        labels = {
+            "availability_group": groups.get(group_id) or group_id,
+            "replica": replicas.get(replica_id) or replica_id,
+        }
+        role = number(row.get("role"), "role")
+        role_name = ROLES.get(int(role), "unknown") if role is not None else "unknown"
+        out.gauge(
+            "mssql_ag_replica_info",
+            "This target's replica of an availability group and its current role; always 1. Join other"
+            " series on it (by instance) to tell the primary from a secondary.",
+            1.0,
+            {**labels, "role": role_name},
+        )
+        out.gauge(
+            "mssql_ag_replica_is_primary",
+            "1 while this replica is the primary of its availability group, else 0; changes mark failovers.",
+            1.0 if role_name == "primary" else 0.0,
+            labels,
+        )
+        for column, metric, doc in (
+            (
+                "synchronization_health",
+                "mssql_ag_replica_synchronization_health",
+                "Rollup of this replica's databases: 0 not healthy, 1 partially healthy, 2 healthy.",
+            ),
+            (
+                "connected_state",
+                "mssql_ag_replica_connected",
+                "1 if this replica is connected to its partner(s) in the availability group, else 0.",
+            ),
+        ):
+            value = number(row.get(column), column)
+            if value is not None:
+                out.gauge(metric, doc, value, labels)
+    for row in rows_of(results, DATABASES_TAG):
+        group_id = _key(row.get("group_id"))
+        labels = {
+            "availability_group": groups.get(group_id) or group_id,
+            "database": str(row.get("database_name") or "").strip(),
+        }
+        health = number(row.get("synchronization_health"), "synchronization_health")
+        if health is not None:
+            out.gauge(
+                "mssql_ag_database_synchronization_health",
+                "This replica's copy of the database: 0 not healthy, 1 partially healthy, 2 healthy.",
+                health,
+                labels,
+            )
+        for column, metric, doc in (
+            (
+                "log_send_queue_size",
+                "mssql_ag_database_log_send_queue_bytes",
+                "Log of the primary database not yet sent to this secondary copy.",
+            ),
+            (
+                "log_send_rate",
+                "mssql_ag_database_log_send_rate_bytes_per_second",
+                "Average rate the primary sent log at in its last active period (SQL Server's own average).",
+            ),
+            (
+                "redo_queue_size",
+                "mssql_ag_database_redo_queue_bytes",
+                "Log hardened on this secondary copy but not yet redone.",
+            ),
+            (
+                "redo_rate",
+                "mssql_ag_database_redo_rate_bytes_per_second",
+                "Average rate log is being redone at on this secondary copy (SQL Server's own average).",
+            ),
+        ):
+            value = number(row.get(column), column)
+            if value is not None:
+                out.gauge(metric, doc, value * KIB, labels)
+
+
+COLLECTOR = CollectorRecord(
+    name="availability_groups",
+    sections=(REPLICA_TAG, DATABASES_TAG, GROUPS_TAG, REPLICAS_TAG),
+    collect=collect,
+    defines=SECTIONS,
+)

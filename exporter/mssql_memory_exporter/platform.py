@@ -1,0 +1,79 @@
+"""Where a target runs, from SERVERPROPERTY('EngineEdition'), and the collectors that platform cannot answer.
+
+The first scrape of a target reads the edition (server_properties) and the scrape leaves out, from then
+on, every collector whose SQL reads an object the platform does not have: it would otherwise fail on every
+scrape (`mssql_exporter_collector_success 0` for good) for what the platform simply lacks. What is left
+out is logged once per target; an edition this table does not know is logged once and nothing is left
+out. Sources: Microsoft's SERVERPROPERTY page (EngineEdition values) and each object's "Applies to"
+(docs/platforms.md cites them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .collectors.base import CollectorRecord
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    # Objects Microsoft's pages do not list for this platform ("Applies to"); any collector whose SQL
+    # (own sections or the shared ones it defines) names one is left out.
+    lacks: frozenset[str] = frozenset()
+
+
+SQL_SERVER = Platform("sql_server")
+PLATFORMS: Mapping[int, Platform] = {
+    1: SQL_SERVER,  # Personal or Desktop Engine
+    2: SQL_SERVER,  # Standard (also Web, Business Intelligence)
+    3: SQL_SERVER,  # Enterprise (also Developer, Evaluation)
+    4: SQL_SERVER,  # Express
+    # Azure SQL Database: sys.master_files and sys.dm_os_volume_stats apply to SQL Server only.
+    5: Platform("azure_sql_database", frozenset({"sys.master_files", "sys.dm_os_volume_stats"})),
+    8: Platform("azure_sql_managed_instance"),
+}
+
+
+def collectors_lacking(platform: Platform, collectors: Sequence[CollectorRecord]) -> frozenset[str]:
+    """Collectors that read (or depend, through `needs`, on one that reads) an object the platform lacks."""
+    sql_of = {s.tag: s.sql.lower() for r in collectors for s in r.defines}
+    left: set[str] = set()
+    for record in collectors:
+        tags = {*record.sections, *(s.tag for s in record.defines)}
+        reads = " ".join(sql_of.get(tag, "") for tag in tags)
+        if any(obj in reads for obj in platform.lacks) or any(n in left for n in record.needs):
+            left.add(record.name)
+    return frozenset(left)
+
+
+def decide(edition: object, collectors: Sequence[CollectorRecord], target: str) -> frozenset[str]:
+    """The collectors to leave out for a target of this EngineEdition, logging the decision once (the
+    caller keeps the answer for the target's lifetime)."""
+    try:
+        platform = PLATFORMS.get(int(str(edition).strip()))
+    except ValueError:
+        platform = None
+    if platform is None:
+        log.warning(
+            "unknown engine edition %r on target %s: all collectors stay on; those that fail show in"
+            " mssql_exporter_collector_success (docs/platforms.md)",
+            edition,
+            target,
+        )
+        return frozenset()
+    left = collectors_lacking(platform, collectors)
+    if left:
+        log.info(
+            "target %s runs on %s (EngineEdition %s): left out %s, which read what it lacks (%s)",
+            target,
+            platform.name,
+            edition,
+            ", ".join(sorted(left)),
+            ", ".join(sorted(platform.lacks)),
+        )
+    return left
