@@ -51,7 +51,9 @@ MODULE_TIERS: dict[str, str] = {
     # integration: the stand-in over TDS, real sockets and subprocesses
     "test_bench": "integration",
     "test_bootstrap": "integration",
+    "test_availability_groups": "unit",  # the stand-in's model and the collector's parser in process
     "test_cli": "integration",
+    "test_platforms": "integration",  # scrapes of stand-ins playing each platform
     "test_lifecycle": "integration",  # the CLI in a subprocess under signals and reloads
     "test_process_cli": "integration",  # the CLI in a subprocess: --version, --config.check, healthcheck
     "test_scraper_reload": "integration",  # reloads against stand-ins
