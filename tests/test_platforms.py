@@ -23,7 +23,8 @@ def scrapes(
     if edition is not None:
         s.instance.scenario.properties["EngineEdition"] = edition
     s.instance.missing.update(missing)
-    config = make_config({"standin": s.target_yaml(query_timeout_seconds=GENEROUS, login_timeout_seconds=GENEROUS)})
+    target = s.target_yaml(query_timeout_seconds=GENEROUS, login_timeout_seconds=GENEROUS)
+    config = make_config({"standin": target})
     scraper = scraper_for(config)
     got = [scrape(scraper, config, timeout=GENEROUS) for _ in range(count)]
     for samples in got:
