@@ -92,6 +92,12 @@ class TargetConnection:
         except TimeoutError:
             raise ScrapeFailed("timed out waiting for SQL Server") from None
 
+    def request_for(self, sql: str) -> str:
+        """What a scrape of `sql` sends on this connection now (the handle once prepared); for the
+        bench, which pairs each scrape with the same request sent by hand."""
+        handle = None if self._plain else self._handles.get(sql)
+        return sql if handle is None else execute_batch(handle)
+
     def close(self) -> None:
         with self._lock:
             self._discard()
