@@ -82,6 +82,7 @@ class TargetConnection:
         self._plain = False  # SQL Server refused to prepare: the plain batch on this connection
         self._refusal_logged = False
         self._reading = False  # the current round trip got past sending (see _execute)
+        self.last_sql = ""  # the batch of the latest scrape (the bench pairs scrapes with it)
 
     def run(self, sql: str, deadline: float) -> list[ResultSet]:
         """Send `sql` once and return every result set, or raise ScrapeFailed by `deadline` (monotonic)."""
@@ -137,6 +138,7 @@ class TargetConnection:
     def _execute(self, sql: str, deadline: float) -> list[ResultSet]:
         reused = self._cnxn is not None
         self._reading = False
+        self.last_sql = sql
         try:
             return self._round_trip(sql, deadline)
         except pyodbc.Error as exc:
