@@ -17,11 +17,13 @@ often that cost is paid) does not.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +54,14 @@ def rule_files(ref: str | None, into: Path) -> list[Path]:
     return paths
 
 
+_RULE_GROUP_LINE = re.compile(r'^(prometheus_rule_group_\w+)\{rule_group="[^"]*;([^"]+)"\} (\S+)$', re.M)
+
+
+def _own_metrics(base: str) -> list[tuple[str, str, float]]:
+    text = urllib.request.urlopen(f"{base}/metrics", timeout=10).read().decode()
+    return [(m.group(1), m.group(2), float(m.group(3))) for m in _RULE_GROUP_LINE.finditer(text)]
+
+
 def measure(ref: str | None, targets: int, minutes: float) -> dict[str, dict[str, float]]:
     per = max(1, targets // len(MIX))
     farms = [Farm(scenario, per) for scenario in MIX]
@@ -75,11 +85,12 @@ def measure(ref: str | None, targets: int, minutes: float) -> dict[str, dict[str
                 intervals: dict[str, float] = {}
                 while time.monotonic() < deadline:
                     time.sleep(15)
-                    for row in prom.query("prometheus_rule_group_last_duration_seconds"):
-                        group = row["metric"]["rule_group"].split(";")[-1]
-                        samples.setdefault(group, []).append(float(row["value"][1]))
-                    for row in prom.query("prometheus_rule_group_interval_seconds"):
-                        intervals[row["metric"]["rule_group"].split(";")[-1]] = float(row["value"][1])
+                    # Prometheus's own /metrics (it does not scrape itself here).
+                    for name, group, number in _own_metrics(prom.url):
+                        if name == "prometheus_rule_group_last_duration_seconds":
+                            samples.setdefault(group, []).append(number)
+                        elif name == "prometheus_rule_group_interval_seconds":
+                            intervals[group] = number
                 series = prom.query("count({job='mssql'})")
                 print(f"  series scraped: {series[0]['value'][1] if series else 0}", flush=True)
     finally:
