@@ -32,6 +32,7 @@ from .names import (
     UPTIME,
     RuleNames,
 )
+from .rule_groups import recording_groups
 from .rule_parts import INSTANCE
 from .rule_parts import alert as _alert
 from .rule_parts import life_left as _life_left
@@ -536,7 +537,8 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
 
 
 def render(spec: Spec) -> dict[str, str]:
-    recording = {"groups": [{"name": "mssql.recording", "rules": recording_rules(spec)}]}
+    own_windows = spec.with_overrides(None, None) if spec.window_override is not None else spec
+    recording = {"groups": recording_groups(spec, recording_rules(spec), recording_rules(own_windows))}
     alerts = {"groups": [{"name": "mssql.alerts", "rules": alert_rules(spec)}]}
     return {
         "mssql.recording.rules.yml": HEADER + _dump(recording),

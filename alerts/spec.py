@@ -270,6 +270,29 @@ class AvailabilityGroupsSpec(_Section):
     secondary_warns_only: tuple[StrictStr, ...]
 
 
+# Prometheus answers an instant query with a series' latest sample up to 5 minutes old (its lookback
+# delta): a recorded series evaluated less often than that drops out of every query between evaluations.
+# A minute to spare for a late evaluation on a loaded server.
+RULE_GROUP_INTERVAL_MAX_SECONDS = 240
+
+
+def _rule_group_interval(text: str) -> str:
+    if duration_seconds(text) > RULE_GROUP_INTERVAL_MAX_SECONDS:
+        raise ValueError(
+            f"at most {RULE_GROUP_INTERVAL_MAX_SECONDS // 60}m, got {text!r}: a recorded series evaluated"
+            " less often than Prometheus's 5m lookback drops out of the queries and alerts that read it"
+        )
+    return text
+
+
+class RuleGroupsSpec(_Section):
+    """Recording rules reading a window of `long_window` or more (and the rules built on them) go to a
+    group of their own evaluated every `long_window_interval`; the rest at the global interval."""
+
+    long_window: Duration
+    long_window_interval: Annotated[Duration, AfterValidator(_rule_group_interval)]
+
+
 class GrafanaSpec(_Section):
     """Where the dashboards go in a site's Grafana. An empty datasource_uid keeps the dashboards' own
     Data source variable; a uid pins every query to that datasource."""
@@ -298,6 +321,7 @@ class Spec(_Section):
     drives: DrivesSpec
     availability_groups: AvailabilityGroupsSpec
     alert_labels: AlertLabels
+    rule_groups: RuleGroupsSpec
     grafana: GrafanaSpec
 
     _for_override: str | None = PrivateAttr(default=None)

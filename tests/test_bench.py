@@ -34,8 +34,11 @@ def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_
     for cost in results["a_b"]:
         assert cost["round_trips_per_scrape"] == 1.0, cost
         assert cost["bytes_from_server"] > 0 and cost["rows"] > 0, cost
-        # A refresh also reads file names and paths: more bytes, still one request.
-        assert cost["refresh_bytes_to_server"] > cost["bytes_to_server"], cost
+        # A refresh also reads file names and paths: more bytes back, still one request; both batches
+        # are prepared on the connection, so what goes out is a handle (prepared.py), not the text.
+        if "Table 4" not in cost["scenario"]:  # the Table 4 set has no slow-cadence section
+            assert cost["refresh_bytes_from_server"] > cost["bytes_from_server"], cost
+        assert cost["bytes_to_server"] < 2048 and cost["refresh_bytes_to_server"] < 2048, cost
         for figure in ("total", "batch_round_trip", "exporter_cpu", "select1"):
             assert cost["ms"][figure]["p50"] > 0, (figure, cost["ms"])
     for share in results["f_section_share"]:

@@ -350,7 +350,7 @@ def promtool_test() -> dict[str, Any]:
         "rule_files": [str(RECORDING_RULES), str(ALERT_RULES)],
         "evaluation_interval": f"{SCRAPE_SECONDS}s",
         # Alerts read this evaluation's recording rules, not the previous one's.
-        "group_eval_order": ["mssql.recording", "mssql.alerts"],
+        "group_eval_order": ["mssql.recording", "mssql.recording.long_window", "mssql.alerts"],
         "tests": tests,
     }
 

@@ -120,7 +120,7 @@ rule_files:
   - {rules}/mssql.recording.rules.yml
   - {rules}/mssql.alerts.rules.yml
 evaluation_interval: 1m
-group_eval_order: [mssql.recording, mssql.alerts]
+group_eval_order: [mssql.recording, mssql.recording.long_window, mssql.alerts]
 tests:
   - name: the site's job, floor, runbook address and labels
     interval: 1m

@@ -340,15 +340,29 @@ def test_multi_packet_client_batch_is_reassembled(handler, connect) -> None:
     assert handler.batches == [sql]
 
 
-def test_parameterised_execute_is_an_rpc_refused_with_2812(server, handler, connect) -> None:
+def test_parameterised_execute_is_sp_prepexec_answered_with_its_parameters_bound(
+    server, handler, connect
+) -> None:
     handler.answers["whoami"] = _whoami
     handler.answers["SELECT 1"] = [one_column("one", "int", 1)]
+    handler.answers["SELECT 7 AS n"] = [one_column("n", "int", 7)]
     cnxn = connect()
     session = session_of(server, cnxn)
     before = session.batches
-    with pytest.raises(pyodbc.Error, match=r"Could not find stored procedure 'sp_prepexec'.*2812"):
-        cnxn.cursor().execute("SELECT ?", 1)
-    assert session.batches == before + 1
+    cursor = cnxn.cursor()
+    assert tuples(cursor.execute("SELECT ? AS n", 7).fetchall()) == [(7,)]
+    assert session.batches == before + 1 and session.prepares == 1 and list(session.prepared) == [1]
+    cursor.close()  # FreeTDS unprepares the handle
+    assert tuples(cnxn.cursor().execute("SELECT 1").fetchall()) == [(1,)]
+    assert session.prepared == {} and session.unprepares == 1
+
+
+def test_any_other_rpc_is_refused_with_2812(server, handler, connect) -> None:
+    handler.answers["whoami"] = _whoami
+    handler.answers["SELECT 1"] = [one_column("one", "int", 1)]
+    cnxn = connect()
+    with pytest.raises(pyodbc.Error, match=r"Could not find stored procedure 'sp_no_such'.*2812"):
+        cnxn.cursor().execute("{call sp_no_such}")
     assert tuples(cnxn.cursor().execute("SELECT 1").fetchall()) == [(1,)]
 
 

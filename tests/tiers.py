@@ -53,6 +53,8 @@ MODULE_TIERS: dict[str, str] = {
     "test_bootstrap": "integration",
     "test_availability_groups": "unit",  # the stand-in's model and the collector's parser in process
     "test_cli": "integration",
+    "test_prepared_batch": "integration",  # prepared batches against stand-ins over TDS
+    "test_rule_groups": "unit",  # the rule split read as data
     "test_platforms": "integration",  # scrapes of stand-ins playing each platform
     "test_lifecycle": "integration",  # the CLI in a subprocess under signals and reloads
     "test_process_cli": "integration",  # the CLI in a subprocess: --version, --config.check, healthcheck

@@ -26,6 +26,7 @@ from concurrent.futures import Future
 import pyodbc
 
 from .batch import ResultSet
+from .prepared import Handles, PrepareRefused, execute_batch, prepare_batch, split_prepared
 from .workers import WorkerPool
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,11 @@ class TargetConnection:
         self._cnxn: pyodbc.Connection | None = None
         self._stale = False  # set by discard_soon(); the lock's next holder drops the connection
         self._retired = False  # set by retire(): no scrape will use this connection after the current one
+        self._handles = Handles()  # the batches prepared on this connection (prepared.py)
+        self._plain = False  # SQL Server refused to prepare: the plain batch on this connection
+        self._refusal_logged = False
+        self._reading = False  # the current round trip got past sending (see _execute)
+        self.last_sql = ""  # the batch of the latest scrape (the bench pairs scrapes with it)
 
     def run(self, sql: str, deadline: float) -> list[ResultSet]:
         """Send `sql` once and return every result set, or raise ScrapeFailed by `deadline` (monotonic)."""
@@ -87,6 +93,12 @@ class TargetConnection:
             return future.result(timeout=max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             raise ScrapeFailed("timed out waiting for SQL Server") from None
+
+    def request_for(self, sql: str) -> str:
+        """What a scrape of `sql` sends on this connection now (the handle once prepared); for the
+        bench, which pairs each scrape with the same request sent by hand."""
+        handle = None if self._plain else self._handles.get(sql)
+        return sql if handle is None else execute_batch(handle)
 
     def close(self) -> None:
         with self._lock:
@@ -135,32 +147,62 @@ class TargetConnection:
 
     def _execute(self, sql: str, deadline: float) -> list[ResultSet]:
         reused = self._cnxn is not None
+        self._reading = False
+        self.last_sql = sql
         try:
-            cursor = self._send(sql, deadline)
+            return self._round_trip(sql, deadline)
         except pyodbc.Error as exc:
-            # Only a connection that sat idle can have died unnoticed; a fresh one failing, a timeout or
-            # a SQL error would fail again the same way, and nothing has been read yet, so the batch
-            # (read-only) is safe to send again.
-            if not (reused and is_link_failure(exc) and deadline - time.monotonic() >= RETRY_MIN_SECONDS):
+            # Only a connection that sat idle can have died unnoticed, and only while sending: a fresh
+            # one failing, a timeout, a SQL error or an answer broken off mid-stream would fail again
+            # the same way. Nothing has been read yet and the batch is read-only, so it is safe to send
+            # again (on the new connection it is prepared again).
+            idle_death = reused and not self._reading and is_link_failure(exc)
+            if not (idle_death and deadline - time.monotonic() >= RETRY_MIN_SECONDS):
                 raise
             log.info(
                 "connection lost while idle, logging in again",
                 extra={"target": self.name, "err": describe(exc)},
             )
             self._discard()
-            cursor = self._send(sql, deadline)
-        try:
-            return fetch_all(cursor)
-        finally:
-            cursor.close()
+            return self._round_trip(sql, deadline)
 
-    def _send(self, sql: str, deadline: float) -> pyodbc.Cursor:
-        """Log in if needed and send the batch; the cursor returned is positioned on the first result."""
+    def _round_trip(self, sql: str, deadline: float) -> list[ResultSet]:
+        """One round trip: the batch by handle once prepared on this connection, else prepared now
+        (prepared.py); the plain batch where SQL Server refused to prepare it."""
+        self._log_in(deadline)
+        if self._plain:
+            return self._query(sql, deadline)
+        handle = self._handles.get(sql)
+        if handle is not None:
+            return self._query(execute_batch(handle), deadline)
+        evicted = self._handles.to_evict()
+        answer = self._query(prepare_batch(sql, evicted), deadline)
+        try:
+            handle, own = split_prepared(answer)
+        except PrepareRefused as exc:
+            # A second round trip, once per connection: from now on the plain batch, as before.
+            self._plain = True
+            self._handles.clear()
+            if not self._refusal_logged:
+                self._refusal_logged = True
+                log.warning(
+                    "SQL Server refused to prepare the scrape batch; sending it in full on this connection",
+                    extra={"target": self.name, "err": str(exc)},
+                )
+            return self._query(sql, deadline)
+        self._handles.add(sql, handle, evicted)
+        return own
+
+    def _log_in(self, deadline: float) -> None:
         if self._cnxn is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ScrapeFailed("no time left to log in")
             self._cnxn = self._open(_whole_seconds(remaining))
+
+    def _query(self, sql: str, deadline: float) -> list[ResultSet]:
+        """Send `sql` on the open connection and read every result set."""
+        assert self._cnxn is not None
         remaining = min(self._query_timeout, deadline - time.monotonic())
         if remaining <= 0:
             raise ScrapeFailed("no time left to query")
@@ -168,11 +210,11 @@ class TargetConnection:
         cursor = self._cnxn.cursor()
         try:
             cursor.execute(sql)
-        except BaseException:
+            self._reading = True  # the server answered: a failure from here on is not an idle death
+            return fetch_all(cursor)
+        finally:
             with contextlib.suppress(pyodbc.Error):
                 cursor.close()
-            raise
-        return cursor
 
     def _drop_if_stale(self) -> None:
         if self._stale:
@@ -185,6 +227,9 @@ class TargetConnection:
             with contextlib.suppress(pyodbc.Error):
                 self._cnxn.close()
             self._cnxn = None
+        # Handles live in the session: a new connection (reconnect, failover) prepares again.
+        self._handles.clear()
+        self._plain = False
 
 
 def is_link_failure(exc: pyodbc.Error) -> bool:

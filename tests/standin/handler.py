@@ -54,6 +54,7 @@ class Faults:
     garbage: bool = False  # answer the batch with bytes that are not TDS
     truncated: bool = False  # send half of the answer's first packet, then close the socket
     truncated_stall: bool = False  # send half of the answer's first packet, then fall silent
+    refuse_prepare: bool = False  # sp_prepexec of the scrape batch fails (8180), as SQL Server may
 
 
 class ScenarioHandler:
@@ -75,6 +76,8 @@ class ScenarioHandler:
         self.login_attempts = 0  # every LOGIN7 received, refused ones included
         self.sql_seen: list[str] = []
         self._lock = threading.Lock()
+        # Strict verdicts by batch text: a prepared batch is checked when prepared, not per execute.
+        self._checked: dict[tuple[str, str | None], SqlError | None] = {}
         if strict:
             _catalog()  # pay for importing sqlfluff now, not inside the first scrape's query timeout
 
@@ -132,9 +135,18 @@ class ScenarioHandler:
             return Delay(self.faults.delay_seconds, reply)
         return reply
 
+    def on_prepare(self, sql: str, session: object) -> SqlError | None:
+        """SQL Server's refusal to prepare `sql` when the fault asks for one (stand-in server hook)."""
+        if self.faults.refuse_prepare:
+            return SqlError(8180, "Statement(s) could not be prepared.")
+        return None
+
     def answer(self, sql: str) -> Reply:
         if self.strict:
-            problem = _check(sql, self.server_version)
+            key = (sql, self.server_version)
+            if key not in self._checked:
+                self._checked[key] = _check(sql, self.server_version)
+            problem = self._checked[key]
             if problem is not None:
                 return [problem]
         try:

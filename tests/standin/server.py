@@ -27,9 +27,12 @@ Measured (``TDSDUMP``) with the connection string the tests use (``TDS_Version=7
   are answered here (ENVCHANGE begin/commit/rollback + DONE) and never reach the handler.
 * ``cursor.execute(sql)`` without parameters is exactly one SQL_BATCH holding exactly ``sql``
   (SQLExecDirect: no ``sp_prepare``, no ``sp_executesql``).
-* ``cursor.execute(sql, *params)`` is an RPC ``sp_prepexec`` (by procedure id); the stand-in
-  answers every RPC with error 2812 "Could not find stored procedure 'sp_prepexec'." without
-  asking the handler, so code under test must not use parameters.
+* ``cursor.execute(sql, *params)`` is an RPC ``sp_prepexec`` (by procedure id), the same SQL again on
+  the same cursor ``sp_execute`` by handle, and closing that cursor ``sp_unprepare`` (rpc.py). The
+  stand-in answers these three as SQL Server does, handing the statement with its parameters bound
+  to ``on_batch``; a handler may refuse a prepare with ``on_prepare(sql, session) -> SqlError | None``.
+  ``Session.prepared`` holds the live handles. Any other RPC is error 2812 "Could not find stored
+  procedure".
 * On a query timeout FreeTDS sends an ATTENTION and waits one more timeout period for its
   acknowledgement (DONE with DONE_ATTN), which the server sends by itself, except while a ``Hang``
   fault is active.
@@ -82,6 +85,8 @@ client and ``Session.tls_error`` here.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import logging
 import math
 import re
@@ -91,10 +96,11 @@ import ssl
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from tests.standin import sspi, tds
+from tests.standin import rpc, sspi, tds
 from tests.standin.tds import (
     Column,
     Delay,
@@ -170,6 +176,20 @@ _TYPE_INFO_ROWS: dict[int, tuple] = {
 _TYPE_INFO_CALL = re.compile(r"^\s*(?:exec\s+)?(?:sys\.)?sp_datatype_info(?:_\d+)?\s+(-?\d+)", re.IGNORECASE)
 
 
+def _handle_result(tag: str, handle: int | None) -> ResultSet:
+    return ResultSet([Column("section", "nvarchar"), Column("handle", "int")], [(tag, handle)])
+
+
+def _with_trailing(answer: BatchAnswer, extra: ResultSet) -> BatchAnswer:
+    """`answer` with one more result set at its end (faults keep their shape)."""
+    if isinstance(answer, list):
+        return [*answer, extra]
+    reply = getattr(answer, "reply", None)
+    if isinstance(reply, list):
+        return dataclasses.replace(answer, reply=[*reply, extra])  # type: ignore[type-var]
+    return answer
+
+
 def driver_reply(sql: str) -> Reply | None:
     """The answer to a batch the driver sends by itself, or ``None`` if ``sql`` is not one."""
     match = _TYPE_INFO_CALL.match(sql)
@@ -197,6 +217,11 @@ class Session:
         self.tls = "none"  # "none", "login" (LOGIN7 only, Encryption=request) or "full"
         self.tls_error: str | None = None  # why a handshake failed (the client rejected the certificate)
         self.state: dict[str, Any] = {}
+        # Prepared statements (rpc.py): live handles and their text, and how many came and went.
+        self.prepared: dict[int, str] = {}
+        self.next_handle = rpc.FIRST_HANDLE
+        self.prepares = 0
+        self.unprepares = 0
 
     def __repr__(self) -> str:
         return (
@@ -226,6 +251,7 @@ class _Connection:
         self._tls: ssl.SSLObject | None = None  # set once the handshake is done, while TLS is on
         self._tls_in = ssl.MemoryBIO()
         self._tls_out = ssl.MemoryBIO()
+        self._encoder: Callable[[Reply], bytes] = tds.encode_reply  # an RPC's answer while one runs
 
     # ---- lifecycle -------------------------------------------------------------------------------
 
@@ -348,10 +374,9 @@ class _Connection:
         self._session.batches += 1
         version = self._session.login.tds_version
         if message.type == PacketType.SQL_BATCH:
-            self._answer(self._ask_handler(tds.decode_sql_batch(message.payload, version)))
+            self._answer_batch(tds.decode_sql_batch(message.payload, version))
         elif message.type == PacketType.RPC:
-            name = tds.decode_rpc_name(message.payload, version)
-            self._send(tds.encode_rpc_error(tds.rpc_not_found_error(name)))
+            self._answer_rpc(rpc.decode_rpc(message.payload, version))
         elif message.type == PacketType.TRANSACTION_MANAGER:
             self._answer_transaction(message.payload, version)
         else:
@@ -365,6 +390,84 @@ class _Connection:
             log.exception("stand-in handler failed on %r", sql)
             self._server.errors.append(exc)
             return [SqlError(50000, f"stand-in handler raised {type(exc).__name__}: {exc}")]
+
+    def _answer_batch(self, sql: str) -> None:
+        """A batch; the exporter's T-SQL sp_prepexec / sp_execute batches (rpc.py) keep a handle in
+        the session as SQL Server does, and the handler answers the prepared text itself."""
+        session = self._session
+        handle = rpc.parse_execute_batch(sql)
+        if handle is not None:
+            statement = session.prepared.get(handle)
+            if statement is None:
+                self._answer([SqlError(8179, f"Could not find prepared statement with handle {handle}.")])
+            else:
+                self._answer(self._ask_handler(statement))
+            return
+        call = rpc.parse_prepare_batch(sql)
+        if call is None:
+            self._answer(self._ask_handler(sql))
+            return
+        for gone in call.unprepare:
+            if session.prepared.pop(gone, None) is None:
+                self._answer([SqlError(8179, f"Could not find prepared statement with handle {gone}.")])
+                return
+            session.unprepares += 1
+        refuse = getattr(self._handler, "on_prepare", None)
+        refusal = refuse(call.statement, session) if refuse is not None else None
+        if refusal is not None:
+            error_columns = ["section", "error_number", "error_message"]
+            refused = ResultSet(
+                [Column(name, "int" if name == "error_number" else "nvarchar") for name in error_columns],
+                [(call.refused_tag, refusal.number, refusal.message)],
+            )
+            self._answer([refused, _handle_result(call.handle_tag, None)])
+            return
+        new = session.next_handle
+        session.next_handle += 1
+        session.prepared[new] = call.statement
+        session.prepares += 1
+        handle_rs = _handle_result(call.handle_tag, new)
+        self._answer(_with_trailing(self._ask_handler(call.statement), handle_rs))
+
+    def _answer_rpc(self, call: rpc.Rpc) -> None:
+        """Prepared statements (rpc.py) as SQL Server runs them; any other RPC is error 2812. The
+        statement text reaches the handler with its parameters bound, so a plain batch and a prepared
+        one are answered (and checked) alike."""
+        session = self._session
+        values = [p.value for p in call.params]
+        if call.proc_id == rpc.SP_PREPEXEC and len(values) >= 3:
+            refuse = getattr(self._handler, "on_prepare", None)
+            statement = str(values[2])
+            refusal = refuse(statement, session) if refuse is not None else None
+            if refusal is not None:
+                self._send(rpc.encode_rpc_reply([refusal], status=refusal.number))
+                return
+            handle = session.next_handle
+            session.next_handle += 1
+            session.prepared[handle] = statement
+            session.prepares += 1
+            self._run_prepared(statement, values[3:], handle)
+        elif call.proc_id == rpc.SP_EXECUTE and values:
+            statement = session.prepared.get(values[0])  # type: ignore[arg-type]
+            if statement is None:
+                error = SqlError(8179, f"Could not find prepared statement with handle {values[0]}.")
+                self._send(rpc.encode_rpc_reply([error], status=8179))
+                return
+            self._run_prepared(statement, values[1:], None)
+        elif call.proc_id == rpc.SP_UNPREPARE and values:
+            session.prepared.pop(values[0], None)  # type: ignore[arg-type]
+            session.unprepares += 1
+            self._send(rpc.encode_rpc_reply([]))
+        else:
+            name = call.name or tds._RPC_PROC_IDS.get(call.proc_id or 0, f"#{call.proc_id}")
+            self._send(tds.encode_rpc_error(tds.rpc_not_found_error(name)))
+
+    def _run_prepared(self, statement: str, values: list[object], handle: int | None) -> None:
+        self._encoder = functools.partial(rpc.encode_rpc_reply, handle=handle)
+        try:
+            self._answer(self._ask_handler(rpc.bind(statement, values)))
+        finally:
+            self._encoder = tds.encode_reply
 
     def _answer_transaction(self, payload: bytes, version: int) -> None:
         request, begin_after = tds.decode_transaction_request(payload, version)
@@ -397,7 +500,7 @@ class _Connection:
 
     def _encode(self, reply: Reply) -> bytes:
         try:
-            return tds.encode_reply(reply)
+            return self._encoder(reply)
         except (TypeError, ValueError) as exc:
             self._server.errors.append(exc)
             return tds.encode_reply([SqlError(50000, f"stand-in cannot encode the reply: {exc}")])

@@ -177,6 +177,9 @@ class Token(IntEnum):
     SSPI = 0xED
     DONE = 0xFD
     DONEPROC = 0xFE
+    DONEINPROC = 0xFF
+    RETURNSTATUS = 0x79
+    RETURNVALUE = 0xAC
 
 
 class DoneStatus:
@@ -694,13 +697,13 @@ def encode_rows(result: ResultSet, limit: int | None = None) -> Iterator[bytes]:
         yield encode_row(result.columns, row)
 
 
-def _encode_item(item: ResultSet | SqlError, more: bool) -> bytes:
+def _encode_item(item: ResultSet | SqlError, more: bool, token: int = Token.DONE) -> bytes:
     more_bit = DoneStatus.MORE if more else 0
     if isinstance(item, ResultSet):
         body = encode_colmetadata(item.columns) + b"".join(encode_rows(item))
-        return body + encode_done(DoneStatus.COUNT | more_bit, CURCMD_SELECT, len(item.rows))
+        return body + encode_done(DoneStatus.COUNT | more_bit, CURCMD_SELECT, len(item.rows), token=token)
     if isinstance(item, SqlError):
-        return encode_message(item) + encode_done(DoneStatus.ERROR | more_bit, CURCMD_SELECT)
+        return encode_message(item) + encode_done(DoneStatus.ERROR | more_bit, CURCMD_SELECT, token=token)
     raise TypeError(f"a reply holds ResultSet and SqlError items, got {type(item).__name__}")
 
 
@@ -708,13 +711,15 @@ def _is_info(item: ResultSet | SqlError) -> bool:
     return isinstance(item, SqlError) and item.severity <= 10
 
 
-def encode_reply(reply: Reply) -> bytes:
+def encode_reply(reply: Reply, *, in_proc: bool = False) -> bytes:
     """The token stream for one batch.
 
     Each result set and each error is closed by its own DONE, and every DONE but the last carries
     DONE_MORE, which is how the client knows another result follows.  An INFO message (severity
     <= 10) gets no DONE of its own, like PRINT output in SQL Server: it rides along with whatever
     comes next, so ``[info, result]`` still reads as one result set with a message attached.
+    ``in_proc``: the answer of a statement run by an RPC (rpc.py), closed by DONEINPROC tokens that all
+    carry DONE_MORE, since the procedure's own DONEPROC follows.
     """
     if not isinstance(reply, list):
         raise TypeError(f"a reply is a list, got {type(reply).__name__}")
@@ -725,8 +730,9 @@ def encode_reply(reply: Reply) -> bytes:
             assert isinstance(item, SqlError)
             parts.append(encode_message(item))
         else:
-            parts.append(_encode_item(item, more=index < len(reply) - 1))
-    if not closing or closing[-1] < len(reply) - 1:
+            more = in_proc or index < len(reply) - 1
+            parts.append(_encode_item(item, more, Token.DONEINPROC if in_proc else Token.DONE))
+    if not in_proc and (not closing or closing[-1] < len(reply) - 1):
         # Nothing closed the stream after the trailing messages (or the reply is empty).
         parts.append(encode_done(DoneStatus.FINAL))
     return b"".join(parts)
