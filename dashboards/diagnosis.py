@@ -3,6 +3,8 @@ SQL Server's memory, and pressure from outside it."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import plan_cache
+
 from alerts.names import (
     EXTERNAL_PRESSURE,
     GRANT_TIMEOUTS,
@@ -81,6 +83,33 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             min=0,
             custom=STACKED,
             overrides=[override("Total Server Memory", *UNSTACKED)],
+        ),
+        Panel(
+            "timeseries",
+            "Plan cache by type: size and re-use",
+            "SQL Server:Plan Cache per cache type: the memory its plans hold (stacked; sql_plans is the "
+            "CACHESTORE_SQLCP clerk above) and the share of lookups that found a cached plan (right axis, "
+            "since start). Healthy: object and SQL plans found again, hit ratios near the top. Gigabytes of "
+            "sql_plans with a low hit ratio are single-use ad hoc plans: plan-cache bloat, taking memory "
+            "from the buffer pool; consider 'optimize for ad hoc workloads' or parameterisation.",
+            "bytes",
+            [
+                Query(m(plan_cache.BYTES.metric), "{{cache}}"),
+                Query(m(plan_cache.HIT_RATIO.name), "{{cache}} hit ratio"),
+            ],
+            width=24,
+            min=0,
+            custom=STACKED,
+            overrides=[
+                override(
+                    "hit ratio$",
+                    *UNSTACKED,
+                    ("unit", "percentunit"),
+                    ("max", 1),
+                    ("custom.axisPlacement", "right"),
+                    regex=True,
+                )
+            ],
         ),
         Panel(
             "timeseries",
