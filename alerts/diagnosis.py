@@ -11,6 +11,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from mssql_memory_exporter.collectors import sql_statistics
+
 from . import names as N
 from .names import RuleNames
 from .rule_parts import INSTANCE, alert, instance_value, metric, with_instance_series
@@ -76,7 +78,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # Compilations per batch request: near 1, almost no plan is reused (plan-cache bloat).
             "record": names.compilations_per_batch,
             "expr": (
-                f"rate({m('mssql_sql_compilations_total')}[{w}])\n"
+                f"rate({m(sql_statistics.COMPILATIONS.name)}[{w}])\n"
                 f"/ ({names.instance_rate('batch_requests')} > 0)"
             ),
         },

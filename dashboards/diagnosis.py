@@ -3,7 +3,7 @@ SQL Server's memory, and pressure from outside it."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import plan_cache
+from mssql_memory_exporter.collectors import memory_node, plan_cache, sql_statistics
 
 from alerts.names import (
     EXTERNAL_PRESSURE,
@@ -94,7 +94,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "from the buffer pool; consider 'optimize for ad hoc workloads' or parameterisation.",
             "bytes",
             [
-                Query(m(plan_cache.BYTES.metric), "{{cache}}"),
+                Query(m(plan_cache.BYTES.name), "{{cache}}"),
                 Query(m(plan_cache.HIT_RATIO.name), "{{cache}} hit ratio"),
             ],
             width=24,
@@ -153,7 +153,8 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             [
                 Query(m(lim.rule("compilations_per_batch")), f"compilations ({lim.window} average)"),
                 Query(
-                    f"{rate('mssql_sql_recompilations_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)",
+                    f"{rate(sql_statistics.RECOMPILATIONS.name)}\n"
+                    f"/ ({rate(sql_statistics.BATCH_REQUESTS.name)} > 0)",
                     "re-compilations",
                 ),
             ],
@@ -167,7 +168,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "0. Growth means the node ran short of local memory; every access to it pays the cross-node "
             "latency (compare the remote page lookups of the NUMA row).",
             "bytes",
-            [Query(m("mssql_memory_node_foreign_bytes"), "node {{node}}")],
+            [Query(m(memory_node.FOREIGN.name), "node {{node}}")],
             width=8,
             min=0,
         ),

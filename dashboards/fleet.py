@@ -3,6 +3,8 @@ the trends under them."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import buffer_node
+
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, LAZY_WRITES, MEMORY_PRESSURE, PLE_LOW
 from alerts.spec import number as num
 
@@ -32,7 +34,7 @@ MIN_COLUMN_PX = 80  # fits the widest value of each numeric column
 def fleet_ple_ratio(lim: Limits) -> str:
     """Each instance's worst NUMA node's PLE over that node's floor."""
     return (
-        f"min by (job, instance) (\n  {m('mssql_buffer_node_page_life_expectancy_seconds')}\n"
+        f"min by (job, instance) (\n  {m(buffer_node.PLE.name)}\n"
         f"  / on (job, instance, node) {m(lim.rule('ple_floor'))}\n)"
     )
 

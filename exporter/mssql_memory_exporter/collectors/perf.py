@@ -42,6 +42,11 @@ class PerfMetric:
     unit: str = ""  # for the docs; by default read from the name (_bytes, _seconds, _pages)
     question: str = ""  # what a reader learns from it, for the docs
 
+    @property
+    def name(self) -> str:
+        """The metric's name, as MetricSpec.name: what the rule and dashboard generators import."""
+        return self.metric
+
 
 UNITS_BY_SUFFIX = (
     ("_bytes", "bytes"),
@@ -49,6 +54,7 @@ UNITS_BY_SUFFIX = (
     ("_pages", "pages (8 KiB)"),
     ("_ratio", "ratio 0..1"),
 )
+NODE = Label("node", "the NUMA node number as in sys.dm_os_memory_nodes (SQL Server's `000` is `0`)")
 OPTIONAL = "where the edition or platform lacks the counter"
 TIMES = "\u00d7"  # the multiplication sign the docs write
 

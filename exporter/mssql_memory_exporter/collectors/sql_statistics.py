@@ -40,6 +40,7 @@ METRICS = (
         "share of compilations is worth a look.",
     ),
 )
+BATCH_REQUESTS, COMPILATIONS, RECOMPILATIONS = METRICS  # by name, for the rule and dashboard generators
 OBJECT = perf.PerfObject("SQL Statistics", tuple(m.counter for m in METRICS))
 
 
