@@ -1,7 +1,8 @@
 """The collector modules, in the order their sections appear in the batch.
 
-To add a metric: edit one module here (and its stand-in fixture and docs/metrics.md). To add a module:
-give it a `COLLECTOR = CollectorRecord(...)` and list it below.
+To add a metric: declare it in one module here (its `metrics`, collectors/declare.py), give the stand-in
+its rows, and run `make generate` for its docs table. To add a module: give it a
+`COLLECTOR = CollectorRecord(...)` with its declarations and list it below.
 """
 
 from __future__ import annotations
