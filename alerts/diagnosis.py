@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mssql_memory_exporter.collectors import sql_statistics
+from mssql_memory_exporter.collectors import sql_statistics, wait_stats
 
 from . import names as N
 from .names import RuleNames
@@ -62,7 +62,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": names.grant_waits,
             "expr": (
                 "sum without (wait_type) (\n"
-                f"  rate({m('mssql_wait_seconds_total', GRANT_WAIT)}[{w}])\n)"
+                f"  rate({m(wait_stats.SECONDS.name, GRANT_WAIT)}[{w}])\n)"
             ),
         },
         {
@@ -71,7 +71,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": names.grant_wait_share,
             "expr": (
                 f"{names.grant_waits}\n"
-                f"/ (sum without (wait_type) (rate({m('mssql_wait_seconds_total')}[{w}])) > 0)"
+                f"/ (sum without (wait_type) (rate({m(wait_stats.SECONDS.name)}[{w}])) > 0)"
             ),
         },
         {

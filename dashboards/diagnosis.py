@@ -3,7 +3,13 @@ SQL Server's memory, and pressure from outside it."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import memory_node, plan_cache, sql_statistics
+from mssql_memory_exporter.collectors import (
+    memory_clerks,
+    memory_node,
+    plan_cache,
+    sql_statistics,
+    wait_stats,
+)
 
 from alerts.names import (
     EXTERNAL_PRESSURE,
@@ -75,7 +81,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "OLTP.",
             "bytes",
             [
-                Query(f"{m('mssql_memory_clerk_bytes')} > 0", "{{clerk}}"),
+                Query(f"{m(memory_clerks.CLERK_BYTES.name)} > 0", "{{clerk}}"),
                 Query(m("mssql_memory_total_bytes"), "Total Server Memory"),
             ],
             width=24,
@@ -121,7 +127,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "not in the buffer pool; WRITELOG: the log disk; CMEMTHREAD and SOS_VIRTUALMEMORY_LOW: memory "
             "allocation itself; THREADPOOL: no worker threads.",
             "short",
-            [Query(f"{rate('mssql_wait_seconds_total')} > 0", "{{wait_type}}")],
+            [Query(f"{rate(wait_stats.SECONDS.name)} > 0", "{{wait_type}}")],
             width=24,
             min=0,
             links=[lim.runbook(GRANT_WAITS)],

@@ -18,7 +18,7 @@ DECLARED = [record for record in COLLECTORS if record.metrics]
 # shrinks (a new collector must declare its metrics).
 NOT_YET_DECLARED = {
     "server_properties", "sys_info",
-    "os_memory", "memory_config", "resource_semaphores", "memory_clerks", "wait_stats", "tempdb",
+    "os_memory", "memory_config", "resource_semaphores", "tempdb",
     "tempdb_files", "tempdb_usage", "tempdb_volumes", "tempdb_log", "volumes", "ssd_pools",
     "hybrid_buffer_pool", "buffer_pool_extension",
 }  # fmt: skip
