@@ -3,7 +3,8 @@ the trends under them."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import buffer_node
+from mssql_memory_exporter.collectors import buffer_node, server_properties
+from mssql_memory_exporter.collectors.server_properties import BUILD_INFO
 
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, LAZY_WRITES, MEMORY_PRESSURE, PLE_LOW
 from alerts.spec import number as num
@@ -52,12 +53,12 @@ def fleet_columns(lim: Limits) -> list[FleetColumn]:
         f'alertstate="firing", {instance()}}}))[$__range:$__interval]\n)\n* $__interval_ms / 60000\n'
         f"or on (job, instance) 0 * {by} ({m('mssql_up')})"
     )
-    oltp_targets = m("mssql_target_info", 'workload="oltp"')
+    oltp_targets = m(server_properties.TARGET_INFO.name, 'workload="oltp"')
     return [
         ("Up", f"{by} ({m('mssql_up')})", "bool_yes_no", None),
         (
             "Build",
-            f"max by (job, instance, version, edition, update_level) ({m('mssql_build_info')})",
+            f"max by (job, instance, version, edition, update_level) ({m(BUILD_INFO.name)})",
             "none",
             None,
         ),

@@ -3,6 +3,8 @@ the dashboards."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import sys_info
+
 from .grafana import (
     BLUE,
     RED,
@@ -96,7 +98,7 @@ def annotations() -> list[Json]:
             "SQL Server restarts",
             # The start time itself, as the mark's time: one mark at the real start, also when a scrape
             # gap longer than any window hides the change (changes() over a window would miss it).
-            f"{m('mssql_start_time_seconds')} * 1000",
+            f"{m(sys_info.START_TIME.name)} * 1000",
             BLUE,
             "SQL Server started",
             "{{instance}} started: the buffer pool was empty, tempdb was recreated and every counter began"
