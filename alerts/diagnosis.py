@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mssql_memory_exporter.collectors import sql_statistics, wait_stats
+from mssql_memory_exporter.collectors import resource_semaphores, sql_statistics, wait_stats
 
 from . import names as N
 from .names import RuleNames
@@ -156,7 +156,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         alert(
             spec,
             N.GRANT_TIMEOUTS,
-            f"increase({m('mssql_resource_semaphore_timeout_errors_total')}"
+            f"increase({m(resource_semaphores.TIMEOUT_ERRORS.name)}"
             f"[{spec.window(mem.grant_timeouts.window)}]) > 0",
             None,
             "warning",
