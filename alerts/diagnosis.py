@@ -11,7 +11,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mssql_memory_exporter.collectors import resource_semaphores, sql_statistics, wait_stats
+from mssql_memory_exporter.collectors import os_memory, resource_semaphores, sql_statistics, wait_stats
 
 from . import names as N
 from .names import RuleNames
@@ -38,8 +38,8 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # what it holds.
             "record": N.PRESSURE_EXTERNAL_SIGNALS,
             "expr": (
-                f"{m('mssql_os_memory_low_signal')}\n"
-                f"+ {m('mssql_process_physical_memory_low')}\n"
+                f"{m(os_memory.OS_MEMORY_LOW_SIGNAL.name)}\n"
+                f"+ {m(os_memory.PROCESS_PHYSICAL_MEMORY_LOW.name)}\n"
                 f"+ (\n  {m('mssql_memory_committed_target_bytes')}\n"
                 f"  < bool {m('mssql_memory_committed_bytes')}\n)"
             ),
@@ -94,10 +94,10 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # RAM in use by everything but SQL Server (other processes, the OS, VM balloon drivers).
             "record": N.OTHER_PROCESSES,
             "expr": (
-                f"clamp_min(\n  {m('mssql_os_physical_memory_bytes')}\n"
-                f"  - {m('mssql_os_available_physical_memory_bytes')}\n"
-                f"  - {m('mssql_process_physical_memory_bytes')},\n  0\n)\n"
-                f"/ ({m('mssql_os_physical_memory_bytes')} > 0)"
+                f"clamp_min(\n  {m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)}\n"
+                f"  - {m(os_memory.OS_AVAILABLE_PHYSICAL_MEMORY_BYTES.name)}\n"
+                f"  - {m(os_memory.PROCESS_PHYSICAL_MEMORY_BYTES.name)},\n  0\n)\n"
+                f"/ ({m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)} > 0)"
             ),
         },
     ]
@@ -120,7 +120,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     pulled = mem.target_pulled_down
     target = m("mssql_memory_target_bytes")
     max_memory = m("mssql_config_max_server_memory_bytes")
-    physical = m("mssql_os_physical_memory_bytes")
+    physical = m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)
     default = mem.max_server_memory_default
     return [
         alert(
@@ -133,7 +133,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "The OS or the host is taking memory from SQL Server on {{ $labels.instance }}: {{ $value }} of 3"
             " signals on (the OS low-memory signal, SQL Server's process-physical-memory-low flag, its"
             " committed target under what it has committed). Available physical memory: "
-            + instance_value("mssql_os_available_physical_memory_bytes", "humanize1024", "B")
+            + instance_value(os_memory.OS_AVAILABLE_PHYSICAL_MEMORY_BYTES.name, "humanize1024", "B")
             + "; other processes hold "
             + instance_value(N.OTHER_PROCESSES, "humanizePercentage")
             + " of RAM. SQL Server shrinks its caches and the buffer pool churns.",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from mssql_memory_exporter.collectors import (
     memory_clerks,
     memory_node,
+    os_memory,
     plan_cache,
     sql_statistics,
     wait_stats,
@@ -184,8 +185,8 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
 def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
     """The memory dashboard's row "Pressure from outside"."""
     signals = {
-        "OS low-memory signal": m("mssql_os_memory_low_signal"),
-        "process physical memory low": m("mssql_process_physical_memory_low"),
+        "OS low-memory signal": m(os_memory.OS_MEMORY_LOW_SIGNAL.name),
+        "process physical memory low": m(os_memory.PROCESS_PHYSICAL_MEMORY_LOW.name),
         "committed target under committed": (
             f"{m('mssql_memory_committed_target_bytes')}\n< bool {m('mssql_memory_committed_bytes')}"
         ),
@@ -201,15 +202,15 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             "steady. Available falling while SQL Server is not growing means something else takes memory.",
             "bytes",
             [
-                Query(m("mssql_process_physical_memory_bytes"), "SQL Server"),
+                Query(m(os_memory.PROCESS_PHYSICAL_MEMORY_BYTES.name), "SQL Server"),
                 Query(
-                    f"clamp_min(\n  {m('mssql_os_physical_memory_bytes')}\n"
-                    f"  - {m('mssql_os_available_physical_memory_bytes')}\n"
-                    f"  - {m('mssql_process_physical_memory_bytes')},\n  0\n)",
+                    f"clamp_min(\n  {m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)}\n"
+                    f"  - {m(os_memory.OS_AVAILABLE_PHYSICAL_MEMORY_BYTES.name)}\n"
+                    f"  - {m(os_memory.PROCESS_PHYSICAL_MEMORY_BYTES.name)},\n  0\n)",
                     "other processes",
                 ),
-                Query(m("mssql_os_available_physical_memory_bytes"), "available"),
-                Query(m("mssql_os_physical_memory_bytes"), "physical memory"),
+                Query(m(os_memory.OS_AVAILABLE_PHYSICAL_MEMORY_BYTES.name), "available"),
+                Query(m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name), "physical memory"),
             ],
             width=8,
             min=0,
@@ -249,10 +250,10 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
                 Query(m("mssql_memory_committed_target_bytes"), "committed target"),
                 Query(
                     f"{m('mssql_config_max_server_memory_bytes')}\n"
-                    f"< {m('mssql_os_physical_memory_bytes')}",
+                    f"< {m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)}",
                     "max server memory",
                 ),
-                Query(m("mssql_os_physical_memory_bytes"), "physical memory"),
+                Query(m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name), "physical memory"),
             ],
             width=8,
             min=0,
