@@ -11,7 +11,13 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mssql_memory_exporter.collectors import os_memory, resource_semaphores, sql_statistics, wait_stats
+from mssql_memory_exporter.collectors import (
+    memory_config,
+    os_memory,
+    resource_semaphores,
+    sql_statistics,
+    wait_stats,
+)
 
 from . import names as N
 from .names import RuleNames
@@ -40,8 +46,8 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "expr": (
                 f"{m(os_memory.OS_MEMORY_LOW_SIGNAL.name)}\n"
                 f"+ {m(os_memory.PROCESS_PHYSICAL_MEMORY_LOW.name)}\n"
-                f"+ (\n  {m('mssql_memory_committed_target_bytes')}\n"
-                f"  < bool {m('mssql_memory_committed_bytes')}\n)"
+                f"+ (\n  {m(memory_config.COMMITTED_TARGET.name)}\n"
+                f"  < bool {m(memory_config.COMMITTED.name)}\n)"
             ),
         },
         {"record": N.PRESSURE_EXTERNAL, "expr": f"{N.PRESSURE_EXTERNAL_SIGNALS} > bool 0"},
@@ -119,7 +125,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     m = partial(metric, spec)
     pulled = mem.target_pulled_down
     target = m("mssql_memory_target_bytes")
-    max_memory = m("mssql_config_max_server_memory_bytes")
+    max_memory = m(memory_config.MAX_SERVER_MEMORY.name)
     physical = m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)
     default = mem.max_server_memory_default
     return [

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from mssql_memory_exporter.collectors import (
     memory_clerks,
+    memory_config,
     memory_node,
     os_memory,
     plan_cache,
@@ -188,7 +189,7 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
         "OS low-memory signal": m(os_memory.OS_MEMORY_LOW_SIGNAL.name),
         "process physical memory low": m(os_memory.PROCESS_PHYSICAL_MEMORY_LOW.name),
         "committed target under committed": (
-            f"{m('mssql_memory_committed_target_bytes')}\n< bool {m('mssql_memory_committed_bytes')}"
+            f"{m(memory_config.COMMITTED_TARGET.name)}\n< bool {m(memory_config.COMMITTED.name)}"
         ),
     }
     return [
@@ -247,9 +248,9 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             [
                 Query(m("mssql_memory_target_bytes"), "target"),
                 Query(m("mssql_memory_total_bytes"), "total"),
-                Query(m("mssql_memory_committed_target_bytes"), "committed target"),
+                Query(m(memory_config.COMMITTED_TARGET.name), "committed target"),
                 Query(
-                    f"{m('mssql_config_max_server_memory_bytes')}\n"
+                    f"{m(memory_config.MAX_SERVER_MEMORY.name)}\n"
                     f"< {m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)}",
                     "max server memory",
                 ),
