@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# The exporter's container image. Build from the repository root (the context needs pyproject.toml,
+# The exporter's container image. Build from the repository root (the context needs pyproject.toml, setup.py,
 # README.md, requirements/ and exporter/; .dockerignore sends nothing else):
 #
 #   docker build -t mssql-memory-exporter .
@@ -16,12 +16,16 @@ FROM python:3.11.15-slim-bookworm AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# The git commit built, for mssql_exporter_build_info and --version (the context has no .git):
+#   docker build --build-arg REVISION="$(git rev-parse HEAD)" -t mssql-memory-exporter .
+ARG REVISION=unknown
+COPY pyproject.toml setup.py README.md ./
 COPY requirements/constraints.txt requirements/constraints.txt
 COPY exporter/ exporter/
 # The `kerberos` extra (python-gssapi, for Kerberos logins from a keytab) has no Linux wheel: it builds
 # here against MIT Kerberos's headers; the runtime stage has the library itself (tdsodbc depends on it).
 RUN set -eux; \
+    printf '%s\n' "$REVISION" > exporter/mssql_memory_exporter/REVISION; \
     apt-get update; \
     apt-get install -y --no-install-recommends gcc libkrb5-dev; \
     rm -rf /var/lib/apt/lists/*; \
@@ -92,8 +96,10 @@ LABEL org.opencontainers.image.title="mssql-memory-exporter" \
 
 USER 65532:65532
 EXPOSE 9399
-# Plain HTTP only: with --web.config.file (TLS or basic auth) use the orchestrator's own probe instead.
+# --healthcheck finds the listen address in the running exporter's own flags (PID 1), so a changed
+# --web.listen-address needs no change here; any answer below 500 counts (401 with basic auth, and the
+# 400 a TLS port gives plain HTTP, both prove a live listener).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9399/-/healthy', timeout=4)"]
+  CMD ["mssql-memory-exporter", "--healthcheck"]
 ENTRYPOINT ["mssql-memory-exporter"]
 CMD ["--config.file=/etc/mssql-exporter/mssql-exporter.yml", "--web.listen-address=:9399"]

@@ -7,6 +7,13 @@ from .grafana import PURPLE, Json, Panel, Query, Row, override, prometheus_annot
 from .limits import Limits, pct
 from .queries import m
 
+# The panel's own range: what the bundle's smallest store keeps. compose's single Prometheus keeps 30 days
+# (--storage.tsdb.retention.time=30d); tests/test_scaling.py holds every panel's range to the store behind
+# it, so a panel never asks for weeks its store has already deleted. Longer reviews read Thanos through
+# the capacity report (docs/scaling.md).
+REVIEW_RANGE = "4w"
+REVIEW_RANGE_TEXT = "4 weeks"
+
 
 def memory_change_annotation(lim: Limits) -> Json:
     """Marks where max server memory, physical memory or target memory changed: Micron's brief shows
@@ -32,14 +39,15 @@ def endurance_row_capacity(lim: Limits) -> list[Panel | Row]:
         Row("Capacity review: tempdb writes and memory"),
         Panel(
             "timeseries",
-            "tempdb writes against the buffer pool, last 8 weeks",
+            f"tempdb writes against the buffer pool, last {REVIEW_RANGE_TEXT}",
             f"tempdb's write rate ({lim.rule('tempdb_long')}, left axis) and the buffer pool's size "
             f"(Database Cache Memory, {lim.rule('buffer_pool_long')}, right axis), both averaged over "
-            f"{long_w}, for the last 8 weeks whatever the dashboard's range. The purple marks are memory "
+            f"{long_w}, for the last {REVIEW_RANGE_TEXT} whatever the dashboard's range (what a single "
+            "Prometheus keeps; the capacity report reads years from Thanos). The purple marks are memory "
             "changes. Micron measured tempdb writes rising when SQL Server got more memory: after a mark, "
             "a higher write rate with a larger buffer pool is that effect, and it shortens the SSDs' life "
-            "(see the pools below). No healthy range: compare before and after. Over 8 weeks Grafana "
-            "plots a point every half hour or more, so a Prometheus younger than that shows nothing here "
+            "(see the pools below). No healthy range: compare before and after. Over 4 weeks Grafana "
+            "plots a point every 15 minutes or more, so a Prometheus younger than that shows nothing here "
             "yet; the tempdb rows above cover the dashboard's own range.",
             "Bps",
             [
@@ -49,6 +57,6 @@ def endurance_row_capacity(lim: Limits) -> list[Panel | Row]:
             width=24,
             min=0,
             overrides=[override(pool_legend, ("unit", "bytes"), ("custom.axisPlacement", "right"))],
-            time_from="8w",
+            time_from=REVIEW_RANGE,
         ),
     ]

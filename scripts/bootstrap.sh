@@ -5,8 +5,9 @@
 #                          CONFIG=...`, `make generate`)
 #   bootstrap.sh standin   + the stand-in's Python packages (sqlfluff, python-gssapi built with gcc and
 #                          libkrb5-dev, ...): the demo, `make bench`, `make soak`
-#   bootstrap.sh test      + Prometheus, promtool, Alertmanager, amtool, systemd-analyze, an MIT KDC and Prometheus
-#                          3.13.3 (scripts/prometheus3.sh): `make test`, `make lint`
+#   bootstrap.sh test      + Prometheus, promtool, Alertmanager, amtool, systemd-analyze, an MIT KDC, Prometheus
+#                          3.13.3 (scripts/prometheus3.sh) and Thanos 0.42.4 (scripts/thanos.sh): `make test`,
+#                          `make lint`
 #   bootstrap.sh --list MODE   print the Debian packages MODE needs, install nothing
 #
 # Idempotent and quiet when nothing is to do, so every make target can call it.
@@ -90,4 +91,5 @@ fi
 
 if [ "$mode" = test ]; then
     bash scripts/prometheus3.sh  # Prometheus 3.13.3 for the rule tests, built once into ~/.cache
+    bash scripts/thanos.sh  # Thanos 0.42.4 for the long-term-store tests, built once into ~/.cache
 fi

@@ -5,7 +5,8 @@ root. Settings come from the environment, as `make run VAR=value` passes them:
 
   LISTEN        the exporter's listen address (default :9399)
   STANDIN_PORT  the stand-in's TCP port on 127.0.0.1 (default 14330)
-  SCENARIO      the scenario the stand-in plays (default memory-pressure; tests/standin/scenarios/*.yml)
+  SCENARIO      the scenario the stand-in plays (default memory-pressure; tests/standin/scenarios/*.yml;
+                a name that is not one is refused with the list of valid names)
   STANDIN_ARGS  faults on a timetable, e.g. "--fault hang_batch@60-90" (tests/standin/schedule.py)
   DEMO_READY_TIMEOUT  seconds the stand-in gets to listen (default 60)
 
@@ -30,12 +31,18 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG = ROOT / "build" / "demo-config.yml"
+# Each demo writes its config to a file of its own here (two demos on other ports must not read each
+# other's, and a reload re-reads it), removed when the demo ends.
+CONFIG_DIR = ROOT / "build"
+SCENARIO_DIR = ROOT / "tests" / "standin" / "scenarios"
+# What every scenario extends; not one to play on its own.
+NOT_SCENARIOS = frozenset({"base"})
 PASSWORD_ENV = "MSSQL_STANDIN_PASSWORD"
 # The stand-in imports sqlfluff before it listens: a second or two here, far more on a loaded machine.
 READY_TIMEOUT_DEFAULT = "60"
@@ -80,10 +87,28 @@ def listen_port(listen: str) -> str:
     return port
 
 
-def write_config(port: int, scenario: str) -> None:
-    CONFIG.parent.mkdir(exist_ok=True)
-    CONFIG.write_text(
-        f"""# Written by scripts/demo.py; the password is generated per run and passed by environment.
+def scenario_setting() -> str:
+    """SCENARIO: a scenario's name, or a path to a scenario file; a wrong one lists the valid names."""
+    text = os.environ.get("SCENARIO") or "memory-pressure"
+    names = sorted(p.stem for p in SCENARIO_DIR.glob("*.yml") if p.stem not in NOT_SCENARIOS)
+    if Path(text).suffix in (".yml", ".yaml"):
+        if Path(text).is_file():
+            return text
+        raise DemoError(f"SCENARIO {text!r}: no such file")
+    if text not in names:
+        raise DemoError(
+            f"SCENARIO {text!r} is not a scenario; valid: {', '.join(names)} (or a path to a scenario .yml)"
+        )
+    return text
+
+
+def write_config(port: int, scenario: str) -> Path:
+    """The exporter's config for this demo, in a file of its own; returns its path."""
+    CONFIG_DIR.mkdir(exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="demo-config-", suffix=".yml", dir=CONFIG_DIR)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(
+            f"""# Written by scripts/demo.py; the password is generated per run and passed by environment.
 default_target: demo
 auth_modules:
   demo:
@@ -96,10 +121,11 @@ targets:
     driver: freetds
     encryption: "off"
     workload: oltp
-    labels: {{scenario: {scenario}}}
+    labels: {{scenario: {Path(scenario).stem}}}
     auth_module: demo
 """
-    )
+        )
+    return Path(name)
 
 
 def child_setup(supervisor: int) -> Callable[[], None]:
@@ -125,6 +151,11 @@ class Demo:
     def __init__(self) -> None:
         self.received: list[int] = []
         self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.config: Path | None = None  # this demo's own config file, removed at the end
+
+    def remove_config(self) -> None:
+        if self.config is not None:
+            self.config.unlink(missing_ok=True)
 
     def on_signal(self, signum: int, _frame: object) -> None:
         self.received.append(signum)
@@ -217,11 +248,11 @@ def run(demo: Demo) -> None:
     listen = os.environ.get("LISTEN") or ":9399"
     http_port = listen_port(listen)
     port = port_setting("STANDIN_PORT", "14330")
-    scenario = os.environ.get("SCENARIO") or "memory-pressure"
+    scenario = scenario_setting()
     ready_timeout = seconds_setting("DEMO_READY_TIMEOUT", READY_TIMEOUT_DEFAULT)
     standin_args = shlex.split(os.environ.get("STANDIN_ARGS", ""))
     env = dict(os.environ, PYTHONPATH=str(ROOT), **{PASSWORD_ENV: secrets.token_urlsafe(18)})
-    write_config(port, scenario)
+    config = demo.config = write_config(port, scenario)
 
     ready_r, ready_w = os.pipe()
     try:
@@ -255,7 +286,7 @@ def run(demo: Demo) -> None:
         flush=True,
     )
     exporter = str(Path(sys.executable).parent / "mssql-memory-exporter")
-    demo.start("exporter", [exporter, "--config.file", str(CONFIG), "--web.listen-address", listen], env)
+    demo.start("exporter", [exporter, "--config.file", str(config), "--web.listen-address", listen], env)
     while True:
         demo.check()
         time.sleep(POLL)
@@ -270,6 +301,7 @@ def main() -> int:
     except Stopped as stopped:
         say(f"{stopped}: stopping the exporter and the stand-in")
         demo.stop_children()
+        demo.remove_config()  # the signal below ends this process before `finally` runs
         # Die of the signal itself, as the shell and make expect of a program a signal stopped.
         signal.signal(stopped.signum, signal.SIG_DFL)
         os.kill(os.getpid(), stopped.signum)
@@ -282,6 +314,8 @@ def main() -> int:
     except BaseException:
         demo.stop_children()
         raise
+    finally:
+        demo.remove_config()
     return 0
 
 

@@ -18,6 +18,7 @@ Job = Callable[[], subprocess.CompletedProcess[str]]
 # From a test's parameters: the key of its run and the run itself.
 JobOf = Callable[..., tuple[str, Job]]
 F = TypeVar("F", bound=Callable[..., Any])
+THREAD_PREFIX = "runs-ahead"
 
 
 def runs_ahead(job_of: JobOf) -> Callable[[F], F]:
@@ -39,7 +40,7 @@ class Background:
         if not jobs:
             return
         # One worker: one core for the subprocesses, the other for the suite.
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="runs-ahead")
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_PREFIX)
         self._runs = {key: self._pool.submit(job) for key, job in jobs.items()}
 
     def result(self, key: str, job: Job) -> subprocess.CompletedProcess[str]:

@@ -21,12 +21,14 @@ from mssql_memory_exporter.config import ExporterConfig, parse_config  # noqa: E
 from mssql_memory_exporter.logsetup import LogfmtFormatter  # noqa: E402
 from mssql_memory_exporter.scrape import Scraper  # noqa: E402
 
+from tests import tier_guard, tiers  # noqa: E402
 from tests.background import BACKGROUND, JobOf  # noqa: E402
 from tests.secret_check import CAPTURED_LOG, EVIDENCE_ENV  # noqa: E402
 from tests.standin.handler import ScenarioHandler  # noqa: E402
 from tests.standin.scenario import Clock, Instance, Scenario  # noqa: E402
 from tests.standin.server import StandInServer  # noqa: E402
-from tests.standin.sqlcheck import batch_info  # noqa: E402
+from tests.standin.sqlcheck import batch_info, parse_cache_info  # noqa: E402
+from tests.timeouts import PATIENT_SECONDS  # noqa: E402
 
 # Deliberately distinctive, so a test can grep every output of the run for it.
 TEST_PASSWORD = "Stand1n-S3cret-q7Zx"
@@ -85,6 +87,11 @@ class _EvidenceFormatter(LogfmtFormatter):
         return f"{record.name}: {super().format(record)}"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.pluginmanager.is_registered(tier_guard):
+        config.pluginmanager.register(tier_guard, "tier_guard")  # the unit tier's promise, checked
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     logging_plugin = session.config.pluginmanager.get_plugin("logging-plugin")
     if logging_plugin is not None:
@@ -93,12 +100,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _append_evidence(f"session in {session.config.rootpath}", [], "")
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the tiers marked here
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests whose subprocesses run ahead (tests/background.py) go last, so their runs overlap the rest."""
+    """Every test gets its tier (tests/tiers.py). Tests whose subprocesses run ahead (tests/background.py)
+    go last, so their runs overlap the rest."""
+    tiers.assign(items)
     items.sort(key=lambda item: _background_job_of(item) is not None)  # stable: the order is kept
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    if session.config.option.collectonly:
+        return  # nothing runs: no promtool run ahead either
     jobs = {}
     for item in session.items:
         job_of = _background_job_of(item)
@@ -144,16 +156,19 @@ class StandIn:
         return self.server.port
 
     def target_yaml(self, name: str = "standin", **overrides: object) -> dict[str, object]:
+        short = overrides.get("login_timeout_seconds"), overrides.get("query_timeout_seconds")
+        if _shorter_than_patient(*short):
+            _TIMED.append(f"target {name}: {overrides}")
         target: dict[str, object] = {
             "host": "127.0.0.1",
             "port": self.port,
             "driver": "freetds",
             "encryption": "off",
-            "login_timeout_seconds": 2,
-            # The stand-in parses each new batch text with sqlfluff once (1-2 s for the full batch, more
-            # on a loaded machine; the usual variants are parsed before the first test, see
-            # standin_parses_the_batch); fault tests that need tight timeouts set them explicitly.
-            "query_timeout_seconds": 4,
+            # Patient (tests/timeouts.py): a scrape of the stand-in, or its first parse of a batch variant
+            # no fixture parsed ahead (the Windows volume lookups), may take seconds on a loaded machine.
+            # Tests of a timeout set short ones explicitly.
+            "login_timeout_seconds": PATIENT_SECONDS,
+            "query_timeout_seconds": PATIENT_SECONDS,
             "auth_module": "standin",
         }
         target.update(overrides)
@@ -174,16 +189,34 @@ def make_config(targets: dict[str, dict[str, object]], default_target: str | Non
     return parse_config(data, source="test-config")
 
 
+# What the running test did that makes it a test of a timeout (a short login/query timeout or scrape
+# deadline); the standin fixture reads and clears it.
+_TIMED: list[str] = []
+
+
+def _shorter_than_patient(*seconds: object) -> bool:
+    return any(isinstance(s, int | float) and s < PATIENT_SECONDS for s in seconds)
+
+
+def batch_variants(scraper: Scraper) -> list[str]:
+    """Every batch text the exporter sends a stand-in scenario with every collector on and no per-target
+    volume lookups: the fast sections alone (most scrapes) and with the slow ones (the first scrape and
+    each refresh). Narrowed sets (collect[], a target's collectors) are parsed ahead where they are sent
+    (test_collector_selection.narrowed_batches_parsed)."""
+    target = next(iter(scraper._config.targets.values()))
+    return list(scraper.batches_for(scraper.enabled_for(target)))
+
+
 @pytest.fixture(scope="session")
 def standin_parses_the_batch() -> None:
-    """Parse the exporter's two batch variants (every section; fast sections only) once per run.
+    """Parse the exporter's batch variants once per run, before the first stand-in starts.
 
-    The stand-in checks each new batch text with sqlfluff, some 1-2 s for ours and several seconds on
-    a loaded machine. That cost is the stand-in's, not the exporter's, but it would land inside the
-    first scrape of whichever test came first, against that test's query timeout."""
-    scraper = make_scraper_for_parsing()
-    for sections in (scraper._fast, scraper._fast + scraper._slow):
-        batch_info(scraper._batch_for(sections))
+    The stand-in checks each new batch text with sqlfluff, some 2 s for ours and over 5 s on a loaded
+    machine. That cost is the stand-in's, not the exporter's, but it would land inside the first scrape
+    of whichever test came first, against that test's query timeout. A test of a timeout that makes the
+    stand-in parse a text not parsed here fails (the standin fixture checks): add its variant here."""
+    for sql in batch_variants(make_scraper_for_parsing()):
+        batch_info(sql)
 
 
 def make_scraper_for_parsing() -> Scraper:
@@ -206,9 +239,20 @@ def standin(standin_parses_the_batch: None) -> Iterator[callable]:
         started.append(s)
         return s
 
+    _TIMED.clear()
+    parses_before = parse_cache_info().misses
     yield start
     for s in started:
         s.server.stop()
+    parsed = parse_cache_info().misses - parses_before
+    timed, _TIMED[:] = list(_TIMED), []
+    if timed and parsed:
+        pytest.fail(
+            f"this test of a timeout ({timed[0]}) made the stand-in parse {parsed} new SQL text(s) with "
+            "sqlfluff, seconds on a loaded machine that counted against the timeout under test: parse the "
+            "batch variant ahead in conftest.standin_parses_the_batch",
+            pytrace=False,
+        )
 
 
 @pytest.fixture
@@ -255,8 +299,10 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 
 def scrape(
-    scraper: Scraper, config: ExporterConfig, target: str = "standin", timeout: float = 5.0
+    scraper: Scraper, config: ExporterConfig, target: str = "standin", timeout: float = PATIENT_SECONDS
 ) -> Samples:
+    if _shorter_than_patient(timeout):
+        _TIMED.append(f"scrape deadline {timeout:g} s")
     return samples_of(exposition(scraper.probe(config.targets[target], timeout)))
 
 

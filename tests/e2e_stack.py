@@ -44,6 +44,7 @@ from typing import IO, Any, TypeVar
 import yaml
 
 from tests.secret_check import EVIDENCE_ENV, PROCESS_LOGS
+from tests.timeouts import PATIENT_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMETHEUS = "prometheus"
@@ -66,7 +67,7 @@ def missing_binaries() -> list[str]:
     return [name for name in (PROMETHEUS, ALERTMANAGER) if shutil.which(name) is None]
 
 
-def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+def http_get(url: str, timeout: float = PATIENT_SECONDS) -> tuple[int, str]:
     """Status and body; connection errors raise OSError, HTTP errors come back as their status."""
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -75,7 +76,7 @@ def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
         return err.code, err.read().decode(errors="replace")
 
 
-def http_post_json(url: str, payload: object, timeout: float = 5.0) -> tuple[int, str]:
+def http_post_json(url: str, payload: object, timeout: float = PATIENT_SECONDS) -> tuple[int, str]:
     request = urllib.request.Request(
         url, data=json.dumps(payload).encode(), headers={"Content-Type": "application/json"}, method="POST"
     )
@@ -442,7 +443,7 @@ class Stack:
         name: str,
         argv: list[str],
         ready_url: str,
-        timeout: float = 20.0,
+        timeout: float = PATIENT_SECONDS,
         env: dict[str, str] | None = None,
         noise: str | None = None,
     ) -> Process:

@@ -9,6 +9,12 @@ batches, dropped and garbage answers, restarts, and servers that go away (scrape
 back on the same port. After the last fault the run waits for every target to be up again, then scrapes
 a final healthy round whose answers must all be `mssql_up 1`.
 
+During every stretch the config is reloaded (`POST /-/reload`) while the scrapes run, in turn: a good
+config that changes one target's labels (its connection stays), a bad one (a port that is not a number:
+it must be refused with 500 while the running config serves on), and a good one that changes one
+target's login timeout (that target's connection is replaced). A good reload refused, a bad one
+accepted, or any other answer fails the run, as do the leaks below.
+
 The printed report has the exporter's RSS, open descriptors, threads and sockets to the stand-ins (any
 TCP state) after warm-up and at the end. Threads are counted without the idle scrape workers the exporter
 keeps for reuse (it reports them on /metrics); those come and go with the number of overlapping scrapes.
@@ -22,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+import yaml
 
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, samples_of, value
 from tests.e2e_stack import Stack
@@ -64,6 +73,8 @@ TIMEOUT_HEADER = {"X-Prometheus-Scrape-Timeout-Seconds": "2"}
 RECOVERY_TIMEOUT_SECONDS = 30.0
 FINAL_ROUNDS = 5  # scrapes of each target in the final healthy round
 RSS_GROWTH_LIMIT = 5_000_000
+# The target's labels (the reloads change them) come between the name and the value.
+UP_LINE = re.compile(r"^mssql_up(?:\{[^}]*\})? ([01]\.0)$", re.MULTILINE)
 
 
 @dataclass
@@ -107,6 +118,8 @@ class Report:
     downs_during: dict[str, int] = field(default_factory=dict)
     password_leaked: bool = False
     rss_trace: list[tuple[int, int]] = field(default_factory=list)  # (scrapes done, RSS)
+    reloads: Counter[str] = field(default_factory=Counter)  # reload kind -> answered as expected
+    reload_errors: list[str] = field(default_factory=list)  # answers a reload should not have had
 
     def second_half_growth(self) -> int:
         """RSS growth over the second half of the run: warm-up (allocator arenas, caches) is over by
@@ -139,6 +152,8 @@ class Report:
             f" not counted; busy ones at the end: {self.end.busy_workers})",
             f"sockets to SQL Server ({self.targets} targets)  start {self.start.connections}"
             f" ({self.start.describe_sockets()})  end {self.end.connections} ({self.end.describe_sockets()})",
+            f"reloads during the run: {dict(sorted(self.reloads.items()))}, unexpected answers"
+            f" {len(self.reload_errors)}",
             f"test password in exporter output: {'YES' if self.password_leaked else 'no'}",
         ]
 
@@ -165,6 +180,10 @@ class Report:
             problems.append(f"RSS grew by {(self.end.rss - self.start.rss) / 1e6:.1f} MB")
         if self.password_leaked:
             problems.append("the test password is in the exporter's log")
+        if self.reload_errors:
+            problems.append(
+                f"{len(self.reload_errors)} reloads answered wrongly, first: {self.reload_errors[0]}"
+            )
         return problems
 
 
@@ -224,10 +243,9 @@ def _probe(base: str, name: str) -> tuple[int, str]:
 
 def _verdict(status: int, body: str) -> str:
     """The verdict on one answer: "up", "down", or the answer itself (shortened) when neither."""
-    if status == 200 and "\nmssql_up 1.0" in "\n" + body:
-        return "up"
-    if status == 200 and "\nmssql_up 0.0" in "\n" + body:
-        return "down"
+    up = UP_LINE.search(body) if status == 200 else None
+    if up is not None:
+        return "up" if up.group(1) == "1.0" else "down"
     return f"{status}: {body[:200]}"
 
 
@@ -245,7 +263,17 @@ class Soak:
             port = server.start()
             self.targets.append(Target(f"t{i}", handler, server, port))
 
-    def config(self) -> dict[str, object]:
+    def config(self, rack: int = 0, slow_login: bool = False) -> dict[str, object]:
+        """The exporter's config; `rack` (a label on every target) and `slow_login` (t0's login timeout)
+        vary it for the reloads: a label keeps the connections, a login timeout replaces t0's."""
+        config = self._config()
+        for target in config["targets"].values():  # type: ignore[union-attr]
+            target["labels"] = {"rack": str(rack)}
+        if slow_login:
+            config["targets"]["t0"]["login_timeout_seconds"] = 2  # type: ignore[index]
+        return config
+
+    def _config(self) -> dict[str, object]:
         return {
             "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
             "targets": {
@@ -314,7 +342,9 @@ class Soak:
             self._down(t)
 
 
-def run(scrapes: int, targets: int = 4, seed: int = 7, workers: int = 4, warmup: int = 200) -> Report:
+def run(
+    scrapes: int, targets: int = 4, seed: int = 7, workers: int = 4, warmup: int = 200, reloads: bool = True
+) -> Report:
     soak = Soak(targets, seed)
     report = Report(targets=targets)
     ports = {t.port for t in soak.targets}
@@ -325,11 +355,77 @@ def run(scrapes: int, targets: int = 4, seed: int = 7, workers: int = 4, warmup:
             )
             process = stack.process("exporter")
             exporter = psutil.Process(process.popen.pid)
-            _drive(soak, report, base, exporter, ports, scrapes, workers, warmup)
+            reloader = Reloads(soak, report, base, stack.workdir / "exporter.yml")
+            reloader.enabled = reloads
+            _drive(soak, report, base, exporter, ports, scrapes, workers, warmup, reloader)
             report.password_leaked = TEST_PASSWORD in process.log.read_text(errors="replace")
     finally:
         soak.stop()
     return report
+
+
+class Reloads:
+    """Config reloads sent while a stretch's scrapes run, one per stretch, kinds in turn."""
+
+    KINDS = ("labels", "bad", "reconnect")
+
+    def __init__(self, soak: Soak, report: Report, base: str, path: Path) -> None:
+        self.soak, self.report, self.base, self.path = soak, report, base, path
+        self.count = 0
+        self.rack = 0
+        self.slow_login = False
+
+    def _write(self, config: dict[str, object] | str) -> None:
+        # Renamed into place: the exporter must never read half a file.
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(config if isinstance(config, str) else yaml.safe_dump(config, sort_keys=False))
+        tmp.replace(self.path)
+
+    enabled = True  # --no-reloads: the same run without them, to compare
+
+    def during(self, delay: float) -> threading.Thread:
+        if not self.enabled:
+            thread = threading.Thread(target=lambda: None, daemon=True)
+            thread.start()
+            return thread
+        kind = self.KINDS[self.count % len(self.KINDS)]
+        self.count += 1
+        thread = threading.Thread(target=self._send, args=(kind, delay), daemon=True)
+        thread.start()
+        return thread
+
+    def _send(self, kind: str, delay: float) -> None:
+        time.sleep(delay)  # into the stretch, so scrapes are in flight
+        if kind == "labels":
+            # Back and forth between two values, as a config edited and reverted: a new value on every
+            # reload would make every series new each time, filling the exposition's series cache
+            # (bounded, 50,000 entries) rather than showing what a reload keeps or leaks.
+            self.rack = 1 - self.rack
+        elif kind == "reconnect":
+            self.slow_login = not self.slow_login
+        good = self.soak.config(self.rack, self.slow_login)
+        if kind == "bad":
+            bad = yaml.safe_dump(good, sort_keys=False).replace(
+                f"port: {self.soak.targets[0].port}", "port: x", 1
+            )
+            self._write(bad)
+        else:
+            self._write(good)
+        request = urllib.request.Request(f"{self.base}/-/reload", method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                status, body = response.status, response.read().decode()
+        except urllib.error.HTTPError as err:
+            status, body = err.code, err.read().decode(errors="replace")
+        except OSError as err:
+            status, body = 0, repr(err)
+        expected = 500 if kind == "bad" else 200
+        if status == expected and (kind != "bad" or "targets.t0.port" in body):
+            self.report.reloads[kind] += 1
+        else:
+            self.report.reload_errors.append(f"{kind}: {status} {body[:200]}")
+        if kind == "bad":
+            self._write(good)  # the file as the running config has it
 
 
 def _drive(
@@ -341,6 +437,7 @@ def _drive(
     scrapes: int,
     workers: int,
     warmup: int,
+    reloads: Reloads,
 ) -> None:
     names = [t.name for t in soak.targets]
 
@@ -351,6 +448,13 @@ def _drive(
         if _wait_all_up(base, names) is None:
             raise RuntimeError(f"the targets were not all up within {RECOVERY_TIMEOUT_SECONDS:g} s of start")
         round_of(warmup)  # allocator arenas and caches settle before the start snapshot
+        # Reloads too: each kind twice (which brings labels and login timeout back where they were), so
+        # their first-time allocations (the refused config's error path, a second label set's series
+        # texts) are in the start snapshot, not counted as growth.
+        for _ in range(2 * len(Reloads.KINDS)):
+            reloads.during(0.0).join(timeout=60)
+            round_of(len(names) * 2)
+        round_of(warmup // 2)
         report.start = _snapshot(exporter, ports, base)
         started = time.monotonic()
         done = 0
@@ -363,7 +467,9 @@ def _drive(
             if fault is not None:
                 soak.inject(victim, fault)
                 report.faults[fault] = report.faults.get(fault, 0) + 1
+            reload = reloads.during(soak.rng.uniform(0.0, 0.5))
             answers = round_of(stretch)
+            reload.join(timeout=60)
             soak.clear(victim)
             before = report.down
             for status, body in answers:
@@ -406,8 +512,9 @@ def main() -> int:
     parser.add_argument("--scrapes", type=int, default=20000)
     parser.add_argument("--targets", type=int, default=4)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--no-reloads", dest="reloads", action="store_false", help="no config reloads")
     args = parser.parse_args()
-    report = run(args.scrapes, args.targets, args.seed)
+    report = run(args.scrapes, args.targets, args.seed, reloads=args.reloads)
     for line in report.lines():
         print(line)
     for bad in report.bad_answers[:10]:

@@ -34,6 +34,7 @@ from tests.test_alerting import (
     output,
     run,
 )
+from tests.timeouts import PATIENT_SECONDS
 
 # --------------------------------------------------------------------------------------------------
 # Alertmanager configuration: static checks
@@ -378,7 +379,7 @@ def alertmanager(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningAl
     )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + PATIENT_SECONDS
         while True:
             if process.poll() is not None:
                 pytest.fail(f"alertmanager exited: {(workdir / 'alertmanager.log').read_text()}")

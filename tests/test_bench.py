@@ -85,3 +85,17 @@ def test_compare_ratio_names_a_reference_too_short_to_measure():
 
     assert ratio(1.05, 1.0) == "1.05"
     assert ratio(0.5, 0.0).startswith("n/a")
+
+
+def test_capacity_report_bench_reads_both_resolutions_and_every_period():
+    """(i) at three targets: both runs give a share for each of the six periods (two per target)."""
+    from tests import tools
+
+    tools.check_thanos()
+    run = run_python("-m", "bench.capacity_report", "--targets", "3")
+    assert run.returncode == 0, run.stdout + run.stderr
+    results = json.loads(run.stdout.strip().splitlines()[-1])
+    for resolution in ("1h", "raw"):
+        assert results[resolution]["rows"] == 6 and results[resolution]["rows_with_share"] == 6, results
+        assert results[resolution]["exit"] == 0 and results[resolution]["fetched_bytes"] > 0, results
+    assert "raw / 1 h:" in run.stdout

@@ -26,11 +26,12 @@ from mssql_memory_exporter.web import make_server
 
 from tests.conftest import PASSWORD_ENV, exposition, make_config, samples_of, scrape, value
 from tests.standin.sqlcheck import batch_info
+from tests.timeouts import PATIENT_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = [record.name for record in COLLECTORS]
 BY_NAME = {record.name: record for record in COLLECTORS}
-GENEROUS = 60.0  # seconds: nothing here is about a timeout
+GENEROUS = 2 * PATIENT_SECONDS  # nothing here is about a timeout (tests/timeouts.py)
 POOL_VOLUME = "/var/opt/mssql/data"
 SCRAPE_SERIES = {
     "mssql_up",
@@ -73,7 +74,7 @@ def pool() -> dict[str, object]:
 def standin_target(s, **overrides: object) -> dict[str, object]:
     fields: dict[str, object] = {
         "query_timeout_seconds": GENEROUS,
-        "login_timeout_seconds": 10,
+        "login_timeout_seconds": PATIENT_SECONDS,
         "volume_map": {POOL_VOLUME: POOL_VOLUME},
         "ssd_pools": {"data": pool()},
     }

@@ -656,3 +656,55 @@ def test_arbitrary_text_files(tmp_path_factory: pytest.TempPathFactory, text: st
         load_config(str(path))
     except ConfigError as exc:
         assert str(exc).startswith(f"{path}: ")
+
+
+# --- control characters in connection fields (issue 25, defect 7) -----------------------------------
+# A NUL in a user name was accepted and the driver, C code, cut the name there: "expo\0rter" logged in
+# as "expo". Every field that reaches the driver or a file path refuses control characters, by name.
+
+
+def _with_auth(**module: object) -> dict:
+    data = minimal()
+    data["auth_modules"]["monitor"] = {"username": "u", "password_env": PASSWORD_ENV, **module}
+    return data
+
+
+@pytest.mark.parametrize("bad", ["expo\x00rter", "expo\nrter", "expo\x1brter", "expo\x7frter", "expo\x85rt"])
+@pytest.mark.parametrize(
+    ("make", "field"),
+    [
+        (lambda v: _with_auth(username=v), "auth_modules.monitor.username"),
+        (lambda v: minimal(database=v), "targets.t.database"),
+        (lambda v: minimal(host=v), "targets.t.host"),
+        (lambda v: minimal(instance=v, port=None), "targets.t.instance"),
+        (lambda v: minimal(auth_module=v), "targets.t.auth_module"),
+        (lambda v: _with_auth(password_env=None, password_file=v), "auth_modules.monitor.password_file"),
+        (lambda v: minimal(driver=v), "targets.t.driver"),
+        (lambda v: minimal(ca_file=v, driver="freetds"), "targets.t.ca_file"),
+    ],
+)
+def test_control_characters_are_refused_in_connection_fields(make, field: str, bad: str):
+    with pytest.raises(ConfigError) as info:
+        parse_config(make(bad))
+    assert any(line.startswith(f"<config>: {field}: ") for line in info.value.lines), info.value.lines
+
+
+def test_a_nul_in_a_user_name_is_named(monkeypatch: pytest.MonkeyPatch):
+    with pytest.raises(ConfigError) as info:
+        parse_config(_with_auth(username="expo\x00rter"))
+    assert str(info.value) == (
+        "<config>: auth_modules.monitor.username: contains a control character (U+0000 at position 5); "
+        "remove it"
+    )
+
+
+def test_a_nul_in_a_password_file_is_refused(tmp_path: Path):
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"pass\x00word\n")
+    with pytest.raises(ConfigError, match=r"password_file: file .*secret contains a NUL byte"):
+        parse_config(_with_auth(password_env=None, password_file=str(secret)))
+    secret.write_bytes(b"password\n")
+    config = parse_config(_with_auth(password_env=None, password_file=str(secret)))
+    secret.write_bytes(b"pass\x00word\n")
+    with pytest.raises(CredentialError, match="contains a NUL byte"):
+        config.credentials_for("t")

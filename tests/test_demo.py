@@ -240,3 +240,41 @@ def test_exporter_that_cannot_listen_stops_the_standin(launch) -> None:
         assert "cannot listen" in text, text
         assert session_processes(demo.process.pid) == {}
         assert not listening(demo.standin_port), "the stand-in was left running"
+
+
+def test_a_wrong_scenario_lists_the_valid_ones(launch) -> None:
+    """Issue 25: a mistyped SCENARIO reached the stand-in and failed there without saying what exists."""
+    demo = launch(MAKE_RUN, SCENARIO="memory-presure")
+    code = demo.wait_for_exit(START_TIMEOUT)
+    text = demo.text()
+    assert code != 0, text
+    assert "SCENARIO 'memory-presure' is not a scenario; valid: " in text, text
+    valid = text.split("valid: ", 1)[1].split(" (or a path", 1)[0].split(", ")
+    assert "memory-pressure" in valid and "healthy-oltp" in valid and "base" not in valid
+    assert "msg=starting" not in text
+    demo.assert_gone()
+
+
+def exporter_config(demo: Demo) -> Path:
+    command = session_processes(demo.process.pid)[demo.child("mssql-memory-exporter")]
+    return Path(command.split("--config.file ", 1)[1].split()[0])
+
+
+def test_two_demos_at_once_each_read_their_own_config(launch) -> None:
+    """Issue 25: every demo wrote build/demo-config.yml, so a second demo replaced the first one's config
+    (read again by the first at its next reload or restart)."""
+    first = launch(MAKE_RUN, SCENARIO="healthy-oltp")
+    second = launch(MAKE_RUN, SCENARIO="memory-pressure")
+    first.wait_for_line(r"msg=listening")
+    second.wait_for_line(r"msg=listening")
+    configs = exporter_config(first), exporter_config(second)
+    assert configs[0] != configs[1]
+    assert f"port: {first.standin_port}" in configs[0].read_text()
+    assert f"port: {second.standin_port}" in configs[1].read_text()
+    assert value(probe(first.http_port), "mssql_up", scenario="healthy-oltp") == 1
+    assert value(probe(second.http_port), "mssql_up", scenario="memory-pressure") == 1
+    for demo in (first, second):
+        os.killpg(demo.process.pid, signal.SIGTERM)
+        demo.wait_for_exit()
+        demo.assert_gone()
+    assert not configs[0].exists() and not configs[1].exists()

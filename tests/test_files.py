@@ -239,10 +239,10 @@ def test_file_names_travel_on_the_slow_cadence_only(standin, scraper_for):
     config = s.config(volume_refresh_seconds=3600)
     scraper = scraper_for(config)
     for _ in range(4):
-        assert value(scrape(scraper, config, timeout=10), "mssql_up") == 1
+        assert value(scrape(scraper, config), "mssql_up") == 1
     with_names = [sql for sql in s.handler.sql_seen if "sys.master_files" in sql]
     assert len(with_names) == 1 and len(s.handler.sql_seen) == 4
-    got = scrape(scraper, config, timeout=10)
+    got = scrape(scraper, config)
     # 10,000 files, but the volume series stay bounded by volumes x file types (2 x 2 here).
     got_series = series(got, "mssql_volume_written_bytes_total")
     assert {dict(labels)["volume"] for labels in got_series} == {"/var/opt/mssql/data", TEMPDB_VOLUME}

@@ -23,6 +23,7 @@ from tests.standin.certs import Pem, standard_pki
 from tests.standin.handler import ScenarioHandler
 from tests.standin.scenario import Clock, Instance, Scenario
 from tests.standin.server import StandInServer, tls_context
+from tests.timeouts import PATIENT_SECONDS
 
 pytestmark = pytest.mark.skipif(
     "FreeTDS" not in pyodbc.drivers(), reason="FreeTDS ODBC driver not registered"
@@ -48,8 +49,8 @@ class TlsStandIn:
             "port": self.server.port,
             "driver": "freetds",
             "encryption": "require",
-            "login_timeout_seconds": 2,
-            "query_timeout_seconds": 4,
+            "login_timeout_seconds": PATIENT_SECONDS,  # a TLS handshake in Python is slow under load
+            "query_timeout_seconds": PATIENT_SECONDS,
             "auth_module": "standin",
         }
         return {**target, **overrides}
@@ -106,7 +107,7 @@ def test_untrusted_certificate_fails_the_login_before_the_password_is_sent(
     s = tls_standin(cert)
     fields = {"ca_file": str(pki[ca].cert)} if ca else {}
     config = make_config({"standin": s.target(**fields)})
-    got = scrape(scraper_for(config), config, timeout=4)
+    got = scrape(scraper_for(config), config)
     assert value(got, "mssql_up") == 0
     err = failure(caplog)
     assert err.startswith("08001 ") and expected.format(other=pki["other"].cert) in err, err
@@ -192,7 +193,7 @@ def test_trust_server_certificate_against_a_server_without_tls_says_why(standin,
     that offers none, FreeTDS says only "Unable to connect to data source"; the exporter says why."""
     s = standin("healthy-oltp")  # no TLS
     config = make_config({"standin": s.target_yaml(encryption="require", trust_server_certificate=True)})
-    got = scrape(scraper_for(config), config, timeout=4)
+    got = scrape(scraper_for(config), config)
     assert value(got, "mssql_up") == 0
     err = failure(caplog)
     assert "Unable to connect to data source" in err, err

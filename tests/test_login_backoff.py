@@ -3,7 +3,9 @@ every LOGIN7 it receives."""
 
 from __future__ import annotations
 
+import logging
 import os
+import time
 
 import pytest
 from mssql_memory_exporter.config import parse_config
@@ -87,3 +89,29 @@ def test_a_success_resets_the_back_off():
     clock.now += 30
     backoff.succeeded()
     assert backoff.refused(cred) == FIRST_SECONDS
+
+
+def test_the_back_off_logs_one_line_and_the_recovery_counts_every_failure(
+    standin, scraper_for, password_env, caplog
+):
+    """Issue 25, defect 3: the reason carried a countdown ("next login attempt in 6 s", "4 s", ...), so
+    every scrape logged a "new" line, and the recovery said failures=1 after a dozen failures."""
+    s = standin("healthy-oltp")
+    s.handler.set_password("right-one")
+    os.environ[ENV] = "wrong-one"
+    config = parse_config(config_for(s.port), source="test")
+    scraper = scraper_for(config)
+    caplog.set_level(logging.INFO)
+    failed = 0
+    for _ in range(8):  # across several seconds, so a countdown in whole seconds would have changed
+        assert value(scrape(scraper, config, "t"), "mssql_up") == 0
+        failed += 1
+        time.sleep(0.5)
+    lines = [r for r in caplog.records if r.getMessage() == "scrape failed"]
+    # The refused login itself, then the back-off: two reasons, two lines, however many scrapes.
+    assert len(lines) == 2, [r.err for r in lines]
+    assert "Login failed" in lines[0].err and "back-off" in lines[1].err
+    os.environ[ENV] = "right-one"
+    assert value(scrape(scraper, config, "t"), "mssql_up") == 1
+    [recovered] = [r for r in caplog.records if r.getMessage() == "scrape succeeded again"]
+    assert recovered.failures == failed

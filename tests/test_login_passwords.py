@@ -20,6 +20,7 @@ from mssql_memory_exporter.config import parse_config
 from mssql_memory_exporter.driver_version import FIRST_TO_PARSE_BRACES, freetds_version
 
 from tests.conftest import scrape, value
+from tests.timeouts import PATIENT_SECONDS
 
 ENV = "MSSQL_LOGIN_TEST_PASSWORD"
 
@@ -49,8 +50,8 @@ def config_for(standin_port: int) -> dict:
                 "port": standin_port,
                 "driver": "freetds",
                 "encryption": "off",
-                "login_timeout_seconds": 3,
-                "query_timeout_seconds": 4,
+                "login_timeout_seconds": PATIENT_SECONDS,
+                "query_timeout_seconds": PATIENT_SECONDS,
                 "auth_module": "m",
             }
         },

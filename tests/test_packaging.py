@@ -303,12 +303,26 @@ def test_systemd_unit_and_its_config_agree() -> None:
     assert re.search(r"^(DynamicUser=yes|User=\w+)$", unit, re.M), "never as root"
 
 
+def test_systemd_unit_checks_the_config_before_starting_and_reloads_with_sighup() -> None:
+    unit = SYSTEMD_UNIT.read_text(encoding="utf-8")
+    commands = {
+        key: value.replace("\\\n", " ").split()
+        for key, value in re.findall(r"^(ExecStart(?:Pre)?|ExecReload)=((?:.*\\\n)*.*)$", unit, re.M)
+    }
+    start, pre = commands["ExecStart"], commands["ExecStartPre"]
+    assert pre[0] == start[0] and "--config.check" in pre
+    config = [flag for flag in start if flag.startswith("--config.file=")]
+    assert config and config[0] in pre  # the file checked is the file served
+    assert commands["ExecReload"] == ["/bin/kill", "-HUP", "$MAINPID"]
+
+
 @tools.needs(tools.SYSTEMD_ANALYZE)
 def test_systemd_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
     # verify insists that ExecStart's program exists; the virtualenv is not installed on this machine.
     unit = tmp_path / SYSTEMD_UNIT.name
     text = SYSTEMD_UNIT.read_text(encoding="utf-8")
-    unit.write_text(re.sub(r"^ExecStart=\S+", "ExecStart=/bin/true", text, flags=re.M), encoding="utf-8")
+    text = re.sub(r"^(ExecStart(?:Pre)?)=\S+", r"\1=/bin/true", text, flags=re.M)
+    unit.write_text(text, encoding="utf-8")
     result = run(["systemd-analyze", "verify", str(unit)])
     problems = [line for line in (result.stdout + result.stderr).splitlines() if unit.name in line]
     assert result.returncode == 0 and not problems, "\n".join(problems) or result.stderr

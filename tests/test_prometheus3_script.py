@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests import tools
+from tests.timeouts import PATIENT_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / tools.PROMETHEUS3_SCRIPT
@@ -170,7 +171,8 @@ def test_the_real_cache_is_reused_quietly() -> None:
     started = time.monotonic()
     result = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=60, check=False)
     assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
-    assert time.monotonic() - started < 10
+    # A rebuild takes minutes; a reuse seconds, even on a loaded machine.
+    assert time.monotonic() - started < PATIENT_SECONDS
 
 
 REAL_GO_FOR_ALL_BUT_BUILD = r"""#!/usr/bin/env bash

@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import exposition, samples_of, value
 from tests.test_scenarios import EXPECTED_COLLECTORS
+from tests.timeouts import PATIENT_SECONDS
 
 REQUIRED = ("MSSQL_TEST_HOST", "MSSQL_TEST_USER", "MSSQL_TEST_PASSWORD")
 APP_NAME = "mssql-memory-exporter"  # the APP= the exporter's connection string sets
@@ -34,7 +35,7 @@ class Backend:
     exporter_sessions: Callable[[], set[object]]
 
     def probe(self) -> str:
-        return exposition(self.scraper.probe(self.target, 10))
+        return exposition(self.scraper.probe(self.target, PATIENT_SECONDS))
 
 
 def _real_backend() -> Iterator[Backend]:

@@ -8,6 +8,7 @@ import pytest
 
 from tests import tools
 from tests.conftest import exposition, samples_of, scrape, value
+from tests.timeouts import PATIENT_SECONDS
 
 KIB = 1024
 EXPECTED_COLLECTORS = (
@@ -69,7 +70,7 @@ def test_healthy_oltp_values_units_and_rates(standin, scraper_for):
 def test_counter_types_come_from_cntr_type(standin, scraper_for):
     s = standin("healthy-oltp")
     config = s.config()
-    text = exposition(scraper_for(config).probe(config.targets["standin"], 5))
+    text = exposition(scraper_for(config).probe(config.targets["standin"], PATIENT_SECONDS))
     assert "# TYPE mssql_page_lookups_total counter" in text
     assert "# TYPE mssql_lazy_writes_total counter" in text
     assert "# TYPE mssql_free_list_stalls_total counter" in text
@@ -167,7 +168,7 @@ def test_extra_labels_and_workload_reach_every_target_metric(standin, scraper_fo
 def test_promtool_check_metrics_is_clean(standin, scraper_for, scenario):
     s = standin(scenario)
     config = s.config()
-    text = exposition(scraper_for(config).probe(config.targets["standin"], 5))
+    text = exposition(scraper_for(config).probe(config.targets["standin"], PATIENT_SECONDS))
     assert samples_of(text)[("mssql_up", ())] == 1
     result = subprocess.run(
         ["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30

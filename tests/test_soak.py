@@ -21,6 +21,8 @@ def test_short_soak_with_faults():
     assert all(downs.get(fault, 0) > 0 for fault in soak.FAULTS if fault != "restart"), downs
     assert downs.get("restart", 0) == 0, downs
     assert len(report.final_answers) == 4 * soak.FINAL_ROUNDS
+    # Reloads while scraping (issue 25): good ones applied, bad ones refused, every kind several times.
+    assert all(report.reloads[kind] >= 2 for kind in soak.Reloads.KINDS), report.reloads
     assert report.failures() == [], report.lines()
 
 
@@ -51,6 +53,7 @@ def test_the_verdict_catches_each_kind_of_leak_and_a_stuck_target():
         "open fds grew": _report(end=_snapshot(fds=21)),
         "bad answers": _report(bad_answers=["0: ConnectionResetError()"]),
         "password": _report(password_leaked=True),
+        "reloads answered wrongly": _report(reload_errors=["bad: 200 config reloaded"]),
     }
     for expected, report in cases.items():
         problems = report.failures()

@@ -9,6 +9,7 @@ from mssql_memory_exporter.connection import fetch_all
 from mssql_memory_exporter.scrape import Scraper
 
 from tests.conftest import exposition, samples_of, value
+from tests.timeouts import PATIENT_SECONDS
 
 
 def connect(s) -> pyodbc.Connection:
@@ -110,7 +111,7 @@ def test_a_mistake_in_the_batch_fails_the_scrape_visibly(standin, scraper_for, m
     old, new = MUTATIONS[mutation]
     assert old in scraper.batch_sql, "the mutation no longer applies: update it to the current batch"
     mutate(scraper, old, new)
-    got = samples_of(exposition(scraper.probe(config.targets["standin"], 5)))
+    got = samples_of(exposition(scraper.probe(config.targets["standin"], PATIENT_SECONDS)))
     failed = value(got, "mssql_up") == 0 or any(
         v == 0 for (name, _), v in got.items() if name == "mssql_exporter_collector_success"
     )
@@ -123,7 +124,7 @@ def test_a_like_pattern_that_ignores_nchar_padding_is_caught(standin, scraper_fo
     config = s.config()
     scraper: Scraper = scraper_for(config)
     mutate(scraper, "LIKE N''%:Buffer Node%''", "LIKE N''%:Buffer Node''")
-    got = samples_of(exposition(scraper.probe(config.targets["standin"], 5)))
+    got = samples_of(exposition(scraper.probe(config.targets["standin"], PATIENT_SECONDS)))
     assert value(got, "mssql_up") == 1
     assert value(got, "mssql_exporter_collector_success", collector="buffer_node") == 0
     assert value(got, "mssql_exporter_collector_success", collector="buffer_manager") == 1

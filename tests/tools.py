@@ -64,6 +64,7 @@ def needs(*groups: Mapping[str, str]) -> Callable[[F], F]:
             check(*groups)
             return test(*args, **kwargs)
 
+        wrapper.needs_tools = True  # type: ignore[attr-defined]  # its tier (tests/tiers.py)
         return wrapper  # type: ignore[return-value]
 
     return decorate
@@ -154,3 +155,41 @@ def check_binary(binary: Versioned, environ: Mapping[str, str] = os.environ) -> 
     if tools_required(environ):
         pytest.fail(f"{message}; required under CI and `make test`", pytrace=False)
     pytest.skip(message)
+
+
+# --- Thanos ------------------------------------------------------------------------------------------
+# The long-term-store tests run Thanos (sidecar, store, query, compact, tools) built from its Go module by
+# scripts/thanos.sh into this cache once per machine (the test bootstrap calls it).
+THANOS_VERSION = "0.42.4"
+THANOS_SCRIPT = "scripts/thanos.sh"
+
+
+def thanos_bin(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where scripts/thanos.sh puts the binary: the same rule as the script's."""
+    if environ.get("THANOS_CACHE"):
+        return Path(environ["THANOS_CACHE"]) / "bin" / "thanos"
+    cache = Path(environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "mssql-memory-exporter" / f"thanos-{THANOS_VERSION}" / "bin" / "thanos"
+
+
+THANOS = Versioned(
+    "thanos",
+    THANOS_VERSION,
+    str(thanos_bin()),
+    f"`bash {THANOS_SCRIPT}` builds it (the test bootstrap runs it)",
+)
+THANOS_TAGS = "netgo,slicelabels"  # scripts/thanos.sh's build tags, recorded in bin/thanos.tags
+
+
+def check_thanos(environ: Mapping[str, str] = os.environ) -> None:
+    """check_binary for Thanos, and that it was built with the release's tags: without `slicelabels` its
+    store gateway dies on the first block sync, which would fail the test for the wrong reason."""
+    check_binary(THANOS, environ)
+    tags_file = Path(THANOS.path).with_name("thanos.tags")
+    tags = tags_file.read_text().strip() if tags_file.exists() else "(none recorded)"
+    if tags != THANOS_TAGS:
+        message = f"thanos at {THANOS.path} was built with tags {tags}, not {THANOS_TAGS}; "
+        message += THANOS.install_hint
+        if tools_required(environ):
+            pytest.fail(f"{message}; required under CI and `make test`", pytrace=False)
+        pytest.skip(message)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
-import platform
 import signal
 import sys
 import threading
@@ -14,6 +14,7 @@ from typing import Any
 from prometheus_client.core import Metric
 
 from mssql_memory_exporter import __version__, freetds
+from mssql_memory_exporter.build_info import revision
 from mssql_memory_exporter.config import (
     ConfigError,
     ExporterConfig,
@@ -24,6 +25,7 @@ from mssql_memory_exporter.config import (
 )
 from mssql_memory_exporter.driver_version import unsendable_password_reason
 from mssql_memory_exporter.logsetup import LEVELS, setup_logging
+from mssql_memory_exporter.reload import ConfigReloader, ReloadRefused
 from mssql_memory_exporter.web import (
     ExporterHTTPServer,
     OwnMetricsFn,
@@ -40,6 +42,7 @@ log = logging.getLogger(__name__)
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+DEFAULT_LISTEN = ":9399"
 
 # How soon a stop signal that landed on another thread is acted on (Python runs handlers on the main one).
 STOP_POLL_SECONDS = 0.2
@@ -63,8 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--web.listen-address",
         dest="listen_address",
         metavar="ADDRESS",
-        default=":9399",
-        help="host:port, :port for all interfaces, or [v6addr]:port (default: %(default)s)",
+        default=None,  # resolved in main(): --healthcheck must tell "not given" from the default
+        help=f"host:port, :port for all interfaces, or [v6addr]:port (default: {DEFAULT_LISTEN})",
     )
     parser.add_argument(
         "--web.config.file",
@@ -92,11 +95,37 @@ def build_parser() -> argparse.ArgumentParser:
         "the SQL Server host)",
     )
     parser.add_argument(
+        "--config.check",
+        dest="config_check",
+        action="store_true",
+        help="validate --config.file (and --web.config.file if given) as start-up would, print the "
+        "result and exit: 0 valid, 2 not; nothing listens (for CI and systemd's ExecStartPre)",
+    )
+    parser.add_argument(
+        "--healthcheck",
+        action="store_true",
+        help="ask the exporter on --web.listen-address (or, in a container, the one running as PID 1) "
+        "whether it serves; exit 0 if so, 1 if not (the image's HEALTHCHECK)",
+    )
+    parser.add_argument(
         "--version",
-        action="version",
-        version=f"mssql-memory-exporter {__version__} (python {platform.python_version()})",
+        action=_VersionAction,
+        help="print the version, source revision, Python, pyodbc and ODBC drivers, and exit",
     )
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """--version with the revision and the drivers, computed only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from mssql_memory_exporter.build_info import build_info
+
+        print(build_info().text())
+        parser.exit()
 
 
 def _warn_about_drivers(config: ExporterConfig) -> None:
@@ -166,6 +195,11 @@ def _kerberos_unavailable(config: ExporterConfig) -> list[str]:
     return []
 
 
+def _start_up_refusals(config: ExporterConfig) -> list[str]:
+    """What start-up (and a reload) refuses beyond the file's own validation."""
+    return _unsendable_passwords(config) + _kerberos_unavailable(config)
+
+
 def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, object]:
     # Imported here so the CLI, the config and the web layer stay usable on their own (tests, --version).
     from mssql_memory_exporter.scrape import Scraper
@@ -212,12 +246,18 @@ def _start_drive_health(config: ExporterConfig) -> Any:
     return monitor
 
 
-def _own_metrics(host_metrics: OwnMetricsFn | None) -> OwnMetricsFn:
+def _own_metrics(host_metrics: OwnMetricsFn | None, reloader: ConfigReloader) -> OwnMetricsFn:
+    from mssql_memory_exporter.build_info import build_info_families
     from mssql_memory_exporter.connection import WORKERS
     from mssql_memory_exporter.self_metrics import worker_families
 
     def families() -> list[Metric]:
-        return [*worker_families(WORKERS), *(host_metrics() if host_metrics is not None else [])]
+        return [
+            *build_info_families(),
+            *reloader.families(),
+            *worker_families(WORKERS),
+            *(host_metrics() if host_metrics is not None else []),
+        ]
 
     return families
 
@@ -272,7 +312,24 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
-def _serve_until(server: ExporterHTTPServer, stop: threading.Event) -> None:
+def _reload_on_sighup() -> list[int]:
+    """SIGHUP asks for a reload (it used to kill the process, exit 129, leaving the private FreeTDS
+    directory behind). Installed first thing, so a SIGHUP during start-up is kept and acted on once
+    serving. The handler only records it: reloading inside a signal handler would take locks the
+    interrupted code may hold. Returns the list the main loop drains."""
+    requests: list[int] = []
+
+    def request_reload(signum: int, _frame: FrameType | None) -> None:
+        requests.append(signum)
+
+    if hasattr(signal, "SIGHUP"):  # not on Windows
+        signal.signal(signal.SIGHUP, request_reload)
+    return requests
+
+
+def _serve_until(
+    server: ExporterHTTPServer, stop: threading.Event, reloads: list[int], reloader: ConfigReloader
+) -> None:
     # serve_forever runs in a thread because shutdown() blocks until the loop exits: calling it from a
     # signal handler on the serving thread would wait on itself.
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
@@ -281,7 +338,10 @@ def _serve_until(server: ExporterHTTPServer, stop: threading.Event) -> None:
     # only when the main thread returns to the interpreter. An untimed wait() then never returns (seen as
     # a stop that hung 1 run in 8 of the two-signal test, with neither signal handled).
     while not stop.wait(timeout=STOP_POLL_SECONDS):
-        pass
+        if reloads:
+            reloads.clear()  # several SIGHUPs before this slice ends are one reload of the file as it is
+            with contextlib.suppress(ReloadRefused):  # logged by the reloader; the old config serves on
+                reloader.reload("SIGHUP")
     server.shutdown()
     server.server_close()
     thread.join()
@@ -312,8 +372,18 @@ def raise_open_files_limit(targets: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.healthcheck:
+        from mssql_memory_exporter import healthcheck
+
+        return healthcheck.main(args.listen_address)
+    args.listen_address = args.listen_address or DEFAULT_LISTEN
     setup_logging(args.log_level, args.log_format)
+    if args.config_check:
+        return _check_config(args)
     previous = _abort_start_on_signals()
+    if hasattr(signal, "SIGHUP"):
+        previous[signal.SIGHUP] = signal.getsignal(signal.SIGHUP)
+    args.reloads = _reload_on_sighup()
     try:
         return _run(args)
     except StartupInterrupted as exc:
@@ -329,19 +399,18 @@ def main(argv: list[str] | None = None) -> int:
                 signal.signal(signum, handler)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _validated(args: argparse.Namespace) -> tuple[ExporterConfig, WebConfigSource | None] | None:
+    """The config and web config as start-up checks them; None after printing every problem found."""
+    problems: list[str] = []
+    config = None
     try:
         config = load_config(args.config_file)
     except ConfigError as exc:
-        for line in exc.lines:
-            print(f"error: {line}", file=sys.stderr)
-        return EXIT_USAGE
-    raise_open_files_limit(len(config.targets))
+        problems += exc.lines
     try:
         parse_listen_address(args.listen_address)
     except ValueError as exc:
-        print(f"error: --web.listen-address: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        problems.append(f"--web.listen-address: {exc}")
     web = None
     if args.web_config_file:
         # Loaded (certificates and keys included) before listening: a bad file stops start-up, it never
@@ -349,25 +418,59 @@ def _run(args: argparse.Namespace) -> int:
         try:
             web = WebConfigSource(args.web_config_file)
         except ConfigError as exc:
-            for line in exc.lines:
-                print(f"error: {line}", file=sys.stderr)
-            return EXIT_USAGE
-    unsendable = _unsendable_passwords(config) + _kerberos_unavailable(config)
-    if unsendable:
-        for line in unsendable:
+            problems += exc.lines
+    if config is not None:
+        problems += _start_up_refusals(config)
+    if problems or config is None:
+        for line in problems:
             print(f"error: {line}", file=sys.stderr)
+        return None
+    return config, web
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    """--config.check: what start-up would refuse, without listening, connecting or writing anything."""
+    checked = _validated(args)
+    if checked is None:
         return EXIT_USAGE
-    log.info("starting", extra={"version": __version__, "targets": len(config.targets)})
+    config, web = checked
+    for warning in config.secret_warnings():
+        print(f"warning: {warning}", file=sys.stderr)
+    files = args.config_file + (f" and {args.web_config_file}" if web is not None else "")
+    print(f"{files}: valid ({len(config.targets)} targets)")
+    return EXIT_OK
+
+
+def _run(args: argparse.Namespace) -> int:
+    checked = _validated(args)
+    if checked is None:
+        return EXIT_USAGE
+    config, web = checked
+    raise_open_files_limit(len(config.targets))
+    log.info(
+        "starting", extra={"version": __version__, "targets": len(config.targets), "revision": revision()}
+    )
     for warning in config.secret_warnings():
         log.warning("secret file kept loosely", extra={"problem": warning})
     _warn_about_drivers(config)
     host, own_metrics = _make_host(config, args.collector_host)
     probe, scraper = _make_probe(config, host)
+    server: ExporterHTTPServer | None = None
+
+    def apply(new: ExporterConfig) -> str:
+        summary = scraper.reload(new)
+        if server is not None:
+            server.config = new  # one attribute: each request reads the config it is routed with once
+        _warn_about_drivers(new)
+        return summary.text()
+
+    reloader = ConfigReloader(args.config_file, config, apply, _start_up_refusals)
     try:
-        server = make_server(config, probe, args.listen_address, _own_metrics(own_metrics), web=web)
+        server = make_server(config, probe, args.listen_address, _own_metrics(own_metrics, reloader), web=web)
     except OSError as exc:
         log.error("cannot listen", extra={"address": args.listen_address, "err": str(exc)})
         return EXIT_FAILURE
+    server.reload = reloader.reload
     stop = _stop_on_signals()
     log.info(
         "listening",
@@ -378,7 +481,7 @@ def _run(args: argparse.Namespace) -> int:
         },
     )
     try:
-        _serve_until(server, stop)
+        _serve_until(server, stop, args.reloads, reloader)
     finally:
         for part in (scraper, host):
             close = getattr(part, "close", None)

@@ -77,6 +77,7 @@ class TargetConnection:
         self._lock = threading.Lock()
         self._cnxn: pyodbc.Connection | None = None
         self._stale = False  # set by discard_soon(); the lock's next holder drops the connection
+        self._retired = False  # set by retire(): no scrape will use this connection after the current one
 
     def run(self, sql: str, deadline: float) -> list[ResultSet]:
         """Send `sql` once and return every result set, or raise ScrapeFailed by `deadline` (monotonic)."""
@@ -90,6 +91,13 @@ class TargetConnection:
     def close(self) -> None:
         with self._lock:
             self._discard()
+
+    def retire(self) -> None:
+        """Close the connection without waiting: now if no scrape holds it, else when that scrape ends
+        (a scrape in flight during a reload finishes on it). Never blocks, so a worker stuck in the driver
+        on a hung server cannot hold up a reload or a stop."""
+        self._retired = True
+        self.discard_soon()
 
     def discard_soon(self) -> None:
         """Drop the connection without waiting for the lock: a worker stuck in the driver may hold it
@@ -121,6 +129,8 @@ class TargetConnection:
             log.exception("unexpected error while scraping", extra={"target": self.name})
             future.set_exception(ScrapeFailed(f"unexpected error: {type(exc).__name__}"))
         finally:
+            if self._retired:
+                self._discard()
             self._lock.release()
 
     def _execute(self, sql: str, deadline: float) -> list[ResultSet]:

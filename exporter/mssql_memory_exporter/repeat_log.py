@@ -3,7 +3,9 @@
 A target that is down is scraped every 15 s, and each failed scrape used to log the same warning: 5,760
 lines a day per target, burying everything else. Now the first failure is logged at once, a change of
 reason at once, the same reason again at most once per interval with the count of repeats in between,
-and the recovery once.
+and the recovery once, with the count of failures since the first (whatever their reasons). A reason
+must therefore not carry anything that changes every scrape (a countdown, a timestamp): each change is
+a "new" reason logged at once.
 """
 
 from __future__ import annotations
@@ -45,8 +47,13 @@ class RepeatLimitedLog:
         now = self._clock()
         with self._lock:
             streak = self._streaks.get((target, what))
-            if streak is None or streak.reason != reason:
+            if streak is None:
                 self._streaks[(target, what)] = _Streak(reason, time.time(), now)
+                repeats = None
+            elif streak.reason != reason:
+                # A new reason is logged at once, but the target has been failing all along (a refused
+                # login, then its back-off): the recovery line counts every failure since the first.
+                self._streaks[(target, what)] = _Streak(reason, streak.since, now, streak.failures + 1)
                 repeats = None
             else:
                 streak.failures += 1
@@ -68,3 +75,10 @@ class RepeatLimitedLog:
             streak = self._streaks.pop((target, what), None)
         if streak is not None:
             self._log.info(msg, extra={"target": target, **extra, "failures": streak.failures})
+
+    def forget(self, target: str) -> None:
+        """Drop a target's streaks: it was removed or now points elsewhere (a reload), so its next
+        failure starts a new story and no recovery line speaks of the old one."""
+        with self._lock:
+            for key in [key for key in self._streaks if key[0] == target]:
+                del self._streaks[key]

@@ -57,10 +57,15 @@ ENABLED_HELP = (
     "1 if the collector runs in this probe (the target's collectors setting, narrowed by collect[]), "
     "0 if it is off: an off collector exports no other series."
 )
+LOGIN_BACKOFF_REASON = (
+    "login refused earlier; not logging in again until the back-off ends (so a lockout policy is not "
+    "tripped; mssql_exporter_login_backoff_seconds says when; changing the password ends it)"
+)
 
 
 @dataclass
 class _TargetState:
+    target: TargetConfig  # the config this state was built for
     connection: TargetConnection
     backoff: LoginBackoff
     memo: dict[str, object] = field(default_factory=dict)
@@ -68,6 +73,31 @@ class _TargetState:
     # The same for probes narrowed by collect[], per collector set: each keeps its own cadence, so a
     # narrowed probe never delays the refresh of the target's full set, nor the other way round.
     narrowed_slow_at: dict[frozenset[str], float] = field(default_factory=dict)
+
+
+@dataclass
+class ReloadSummary:
+    """Target names by what a reload did to them, for the log line."""
+
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)  # new connection and state
+    kept_connection: list[str] = field(default_factory=list)  # same connection, state refreshed
+    unchanged: list[str] = field(default_factory=list)
+
+    def text(self) -> str:
+        parts = [
+            f"{what} {','.join(names)}"
+            for what, names in (
+                ("added", self.added),
+                ("removed", self.removed),
+                ("reconnecting", self.changed),
+                ("refreshed", self.kept_connection),
+            )
+            if names
+        ]
+        parts.append(f"unchanged {len(self.unchanged)}")
+        return "; ".join(parts)
 
 
 class Scraper:
@@ -143,7 +173,7 @@ class Scraper:
         """One scrape of `target`; `collect` narrows it to those collectors (already checked)."""
         started = time.monotonic()
         out = FamilyBuilder(target.labels)
-        state = self._state(target)
+        state, one_off = self._state_for(target)
         up = 0.0
         own = self.enabled_for(target)
         plan = self._planner.plan(own if collect is None else own & frozenset(collect))
@@ -193,6 +223,8 @@ class Scraper:
             "Seconds the scrape of this target took.",
             time.monotonic() - started,
         )
+        if one_off:
+            state.connection.retire()
         return out.families()
 
     def _run_collector(
@@ -256,18 +288,29 @@ class Scraper:
         )
 
     def _state(self, target: TargetConfig) -> _TargetState:
+        return self._state_for(target)[0]
+
+    def _state_for(self, target: TargetConfig) -> tuple[_TargetState, bool]:
+        """The target's state, and whether it is a one-off: a probe that picked its target from the
+        config before a reload replaced or removed it runs on a connection of its own, closed after."""
         with self._states_lock:
             state = self._states.get(target.name)
-            if state is None:
-                backoff = LoginBackoff(
-                    target.name, target.login_backoff_seconds, target.login_backoff_max_seconds
-                )
-                opener = self._opener(target, backoff)
-                state = _TargetState(
-                    TargetConnection(target.name, opener, target.query_timeout_seconds), backoff
-                )
+            if state is not None and (
+                state.target is target or state.target.connection_key() == target.connection_key()
+            ):
+                return state, False
+            current = self._config.targets.get(target.name)
+            one_off = current is None or current.connection_key() != target.connection_key()
+            backoff = LoginBackoff(
+                target.name, target.login_backoff_seconds, target.login_backoff_max_seconds
+            )
+            opener = self._opener(target, backoff)
+            state = _TargetState(
+                target, TargetConnection(target.name, opener, target.query_timeout_seconds), backoff
+            )
+            if not one_off:
                 self._states[target.name] = state
-            return state
+            return state, one_off
 
     def _opener(self, target: TargetConfig, backoff: LoginBackoff):  # noqa: ANN202 - connection.OpenFn
         def open_connection(login_timeout: int) -> pyodbc.Connection:
@@ -276,7 +319,7 @@ class Scraper:
                 driver = resolve_driver(target.driver, pyodbc.drivers(), encryption=target.encryption)
                 if driver_kind(driver) == "freetds" and freetds_verifies(target):
                     checked_against = _freetds_ready(target)
-                creds = self._config.credentials_for(target)
+                creds = target.credentials()
                 kerberos_login = _kerberos_login(target)
                 if kerberos_login is not None and self._kerberos is not None:
                     self._kerberos.ready()  # renew from the keytab, or find the given cache expired
@@ -292,10 +335,9 @@ class Scraper:
             credential = fingerprint(creds.username, creds.password.get_secret_value())
             left = backoff.blocked_for(credential)
             if left > 0:
-                raise ScrapeFailed(
-                    f"login refused earlier; next login attempt in {math.ceil(left)} s (back-off, so a "
-                    "lockout policy is not tripped; changing the password ends it)"
-                )
+                # No countdown in the reason: it would make every scrape's line "new" to the repeat
+                # log (the seconds left are in mssql_exporter_login_backoff_seconds).
+                raise ScrapeFailed(LOGIN_BACKOFF_REASON)
             timeout = max(1, min(login_timeout, math.ceil(target.login_timeout_seconds)))
             try:
                 cnxn = pyodbc.connect(conn_str, timeout=timeout, autocommit=True)
@@ -327,10 +369,50 @@ class Scraper:
 
         return open_connection
 
+    def reload(self, config: ExporterConfig) -> ReloadSummary:
+        """Serve `config` from now on. A target whose connection settings (host, port, login, password
+        source, driver, TLS, timeouts) are unchanged keeps its connection and back-off; its cached
+        readings (memo: per-file volume lookups, SSD pool totals, the slow sections' schedule) are kept
+        only when nothing at all changed in it. A changed or removed target's connection is retired
+        (closed once a scrape in flight on it ends) and its state dropped. Probes in flight keep the
+        state they started with."""
+        summary = ReloadSummary()
+        # Before any login on the new config may run: it writes new targets' freetds.conf sections, and
+        # a changed Kerberos identity gets its own ticket keeper (the same settings keep the running one).
+        freetds.prepare(config.targets.values())
+        self._kerberos = kerberos.prepare(config)
+        retired: list[_TargetState] = []
+        with self._states_lock:
+            self._config = config
+            kept: dict[str, _TargetState] = {}
+            for name, state in self._states.items():
+                new = config.targets.get(name)
+                if new is None:
+                    summary.removed.append(name)
+                    retired.append(state)
+                elif new.connection_key() != state.target.connection_key():
+                    summary.changed.append(name)
+                    retired.append(state)
+                elif new != state.target:
+                    summary.kept_connection.append(name)
+                    kept[name] = _TargetState(new, state.connection, state.backoff)
+                else:
+                    summary.unchanged.append(name)
+                    state.target = new
+                    kept[name] = state
+            summary.added = sorted(set(config.targets) - set(self._states))
+            self._states = kept
+        for state in retired:
+            state.connection.retire()
+            self.repeat_log.forget(state.target.name)
+        return summary
+
     def close(self) -> None:
+        """Close every connection without waiting for scrapes stuck in the driver (a hung server must not
+        delay a stop); their connections close when their scrapes end, or with the process."""
         with self._states_lock:
             for state in self._states.values():
-                state.connection.close()
+                state.connection.retire()
 
 
 def _kerberos_spn(target: TargetConfig) -> str | None:

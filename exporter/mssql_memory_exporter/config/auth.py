@@ -17,7 +17,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from .errors import ENV_UNSET_MESSAGE, CredentialError
-from .fields import SqlName, Strict
+from .fields import PathText, SqlName, Strict
 from .secret_file import SecretFile, SecretFileError, check_secret_file, read_secret_file
 from .windows_auth import KerberosSettings, is_ntlm_user, refuse_entra
 
@@ -32,7 +32,7 @@ class AuthModule(Strict):
     # Absent only for Kerberos, which logs in as the ticket's principal.
     username: SqlName | None = None
     password_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
-    password_file: Annotated[str, Field(min_length=1)] | None = None
+    password_file: PathText | None = None
     kerberos: KerberosSettings | None = None
     # Accepted by the parser only to be refused with the reason (windows_auth.ENTRA_REFUSED).
     entra: Any = None
@@ -63,13 +63,15 @@ class AuthModule(Strict):
         # Refused at start-up like an empty environment variable: an empty secret would only show up as
         # failed logins (and a lockout policy counts those). Read as read_password() reads it.
         try:
-            empty = not _decoded(read_secret_file(resolved))
+            text = _decoded(read_secret_file(resolved))
         except SecretFileError as exc:
             raise PydanticCustomError("secret_source", "{problem}", {"problem": str(exc)}) from None
         except UnicodeDecodeError:
-            empty = False  # read_password() names the problem on the first login
-        if empty:
+            text = "?"  # read_password() names the problem on the first login
+        if not text:
             raise PydanticCustomError("secret_source", "file {path} is empty", {"path": resolved})
+        if "\0" in text:
+            raise PydanticCustomError("secret_source", "file {path} contains a NUL byte", {"path": resolved})
         return resolved
 
     @model_validator(mode="after")
@@ -116,6 +118,9 @@ class AuthModule(Strict):
             raise CredentialError(f"password file {self.password_file} is not UTF-8 text") from None
         if not value:
             raise CredentialError(f"password file {self.password_file} is empty")
+        if "\0" in value:
+            # The driver would cut the password at the NUL and send only the part before it.
+            raise CredentialError(f"password file {self.password_file} contains a NUL byte")
         return SecretStr(value)
 
     def file_warnings(self) -> list[str]:

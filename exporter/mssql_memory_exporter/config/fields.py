@@ -94,6 +94,25 @@ def _check_label_name(name: str) -> str:
     return name
 
 
+def control_character(value: str) -> str | None:
+    """The first control character in `value`, described (U+0000 at position 4), or None."""
+    for index, char in enumerate(value):
+        if ord(char) < 0x20 or 0x7F <= ord(char) < 0xA0:
+            return f"U+{ord(char):04X} at position {index + 1}"
+    return None
+
+
+def _no_control_characters(value: str) -> str:
+    # The ODBC drivers are C code: a NUL ends the string there (a user name "expo\0rter" logged in as
+    # "expo"), and other control characters end lines in freetds.conf or logs. None belongs in a name.
+    found = control_character(value)
+    if found is not None:
+        raise PydanticCustomError(
+            "control_character", "contains a control character ({found}); remove it", {"found": found}
+        )
+    return value
+
+
 TargetName = Annotated[str, Field(max_length=TARGET_NAME_MAX, pattern=TARGET_NAME_PATTERN)]
 LabelName = Annotated[str, Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$"), AfterValidator(_check_label_name)]
 # Values end up inside `Server=` and friends; characters that would change its meaning are refused
@@ -101,7 +120,9 @@ LabelName = Annotated[str, Field(pattern=r"^[a-zA-Z_][a-zA-Z0-9_]*$"), AfterVali
 HostName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9_.:%\[\]-]+$")]
 # SQL Server instance names: at most 16 characters, letters/digits/_/$/#, not starting with a digit or $.
 InstanceName = Annotated[str, Field(pattern=r"^[A-Za-z_#][A-Za-z0-9_#$]{0,15}$")]
-SqlName = Annotated[str, Field(min_length=1, max_length=128)]
+SqlName = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_no_control_characters)]
+# A path the exporter opens (password_file, ca_file): the same rule, checked before the file is looked at.
+PathText = Annotated[str, Field(min_length=1), AfterValidator(_no_control_characters)]
 Seconds = Annotated[float, Field(gt=0)]
 
 

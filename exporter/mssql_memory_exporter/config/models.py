@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 from .auth import AuthModule, Credentials
 from .collectors import ALL_COLLECTORS, CollectorsConfig
 from .drives import DriveHealthConfig
-from .errors import ConfigError, error_at, to_config_error
+from .errors import ConfigError, CredentialError, error_at, to_config_error
 from .fields import (
     DriverChoice,
     Encryption,
@@ -28,6 +28,7 @@ from .fields import (
     InstanceName,
     LabelName,
     LabelValue,
+    PathText,
     Seconds,
     SqlName,
     Strict,
@@ -37,6 +38,25 @@ from .ssd import SsdPool
 from .volumes import PoolName, VolumeLabel, list_twice, normalize_volume
 from .windows_auth import KerberosSettings
 from .yaml_loading import read_yaml
+
+# The fields of a target that shape its connection (with its auth module's username and password source).
+CONNECTION_FIELDS = frozenset(
+    {
+        "host",
+        "port",
+        "instance",
+        "database",
+        "driver",
+        "encryption",
+        "trust_server_certificate",
+        "ca_file",
+        "login_timeout_seconds",
+        "query_timeout_seconds",
+        "login_backoff_seconds",
+        "login_backoff_max_seconds",
+        "auth_module",
+    }
+)
 
 
 class TargetConfig(Strict):
@@ -50,7 +70,7 @@ class TargetConfig(Strict):
     trust_server_certificate: bool = False
     # FreeTDS only: PEM CA certificates the server's certificate must chain to. Without it FreeTDS
     # checks against the system trust store (the Microsoft drivers always do).
-    ca_file: str | None = None
+    ca_file: PathText | None = None
     login_timeout_seconds: Seconds = 5.0
     query_timeout_seconds: Seconds = 10.0
     # After a refused login (18456) the next one waits this long, doubling up to the max: a lockout
@@ -211,6 +231,20 @@ class TargetConfig(Strict):
         chosen = self.collectors if self.collectors is not None else self._default_collectors
         return chosen.enabled() if chosen is not None else ALL_COLLECTORS
 
+    def credentials(self) -> Credentials:
+        """Username and password from this target's own auth module, reading the password now. A probe
+        that started before a reload keeps using the module of the config it started with."""
+        if self._auth is None:
+            raise CredentialError(f"target {self.name} is not linked to an auth module")
+        return self._auth.credentials()
+
+    def connection_key(self) -> tuple[object, ...]:
+        """Everything that decides which server is logged in to, as whom, and how: a reload that changes
+        any of it drops the target's connection and its state; other changes keep the connection."""
+        fields = self.model_dump(include=CONNECTION_FIELDS)
+        auth = self._auth.model_dump() if self._auth is not None else None
+        return (tuple(sorted(fields.items())), tuple(sorted(auth.items())) if auth else None)
+
 
 class ExporterConfig(Strict):
     default_target: str | None = None
@@ -325,7 +359,7 @@ class ExporterConfig(Strict):
     def credentials_for(self, target: TargetConfig | str) -> Credentials:
         """Username and password for a target, reading the password source at this moment."""
         name = target if isinstance(target, str) else target.name
-        return self.auth_modules[self.targets[name].auth_module].credentials()
+        return self.targets[name].credentials()
 
     def secret_warnings(self) -> list[str]:
         """One line per password file or keytab that others can read or change (logged at start and

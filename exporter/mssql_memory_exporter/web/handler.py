@@ -19,6 +19,7 @@ from prometheus_client.metrics_core import Metric
 from mssql_memory_exporter import __version__
 from mssql_memory_exporter.config import TargetConfig
 from mssql_memory_exporter.exposition import CONTENT_TYPE, render
+from mssql_memory_exporter.reload import ReloadRefused
 from mssql_memory_exporter.webconfig import AUTH_REALM, WebState
 
 from .pages import PROCESS_METRICS, http_worker_families, index_page, merge_families
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # the server module builds on this one
 log = logging.getLogger(__name__)
 
 QUEUE_WAIT_IGNORED_SECONDS = 0.05
+RELOAD_PATH = "/-/reload"
 
 
 class _SocketWriter(io.RawIOBase):
@@ -202,6 +204,8 @@ class Handler(BaseHTTPRequestHandler):
         if state is not None and state.users and not self._authenticated(state):
             log.debug("basic auth failed", extra={"remote": self.client_address[0]})
             return text_response(401, "unauthorized", (("WWW-Authenticate", f'Basic realm="{AUTH_REALM}"'),))
+        if urlsplit(self.path.partition("?")[0]).path == RELOAD_PATH:
+            return self._reload()
         if self.command not in ("GET", "HEAD"):
             return text_response(405, "method not allowed; use GET or HEAD", (("Allow", "GET, HEAD"),))
         body = self._body_problem()
@@ -267,9 +271,29 @@ class Handler(BaseHTTPRequestHandler):
         return response._replace(body=body, headers=(*headers, ("Content-Encoding", "gzip")))
 
     def _metrics(self) -> Response:
-        name = self._exporter.config.default_target
-        target = self._exporter.config.targets[name] if name is not None else None
+        config = self._exporter.config  # read once: a reload may replace it meanwhile
+        name = config.default_target
+        target = config.targets[name] if name is not None else None
         return self._expose(target, own=True)
+
+    def _reload(self) -> Response:
+        """POST /-/reload: reload the config file now (reload.py); a refused config answers 500 with
+        the start-up error lines (field paths, never secrets) and the running config keeps serving."""
+        if self.command != "POST":
+            return text_response(405, "method not allowed; use POST", (("Allow", "POST"),))
+        body = self._body_problem()
+        if body is not None:
+            return body
+        reload = self._exporter.reload
+        if reload is None:
+            return text_response(404, "reload is not available")
+        try:
+            summary = reload("POST /-/reload")
+        except ReloadRefused as exc:
+            return text_response(
+                500, "config reload refused; the running config keeps serving:\n" + "\n".join(exc.lines)
+            )
+        return text_response(200, f"config reloaded: {summary}")
 
     def _probe(self, target: TargetConfig, collect: frozenset[str] | None = None) -> Response:
         return self._expose(target, collect=collect)

@@ -10,6 +10,7 @@ import socketserver
 import ssl
 import sys
 import time
+from collections.abc import Callable
 from http.server import HTTPServer
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,8 @@ class ExporterHTTPServer(HTTPServer):
         self.own_metrics = own_metrics
         self.web = web
         self.basic_auth = BasicAuthChecker()
+        # POST /-/reload calls this (the CLI sets it: reload.ConfigReloader.reload); None answers 404.
+        self.reload: Callable[[str], str] | None = None
         # /-/ready: true while serve_forever runs, false before and from the moment shutdown() begins.
         self.ready = False
         self.connections = ConnectionLoop(self)

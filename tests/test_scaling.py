@@ -1,0 +1,162 @@
+"""Scale and history without Docker or a Go build: no panel asks for more than its store keeps, the
+compose long-term profile keeps each resolution as docs/scaling.md says, and scripts/thanos.sh builds
+into the cache once (against a stand-in `go`, as tests/test_prometheus3_script.py does for Prometheus)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from alerts.spec import duration_seconds
+from tests import tools
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = ROOT / "compose" / "compose.yaml"
+SCALING_DOC = ROOT / "docs" / "scaling.md"
+DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
+
+
+def _compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def _flag(service: str, name: str) -> str:
+    for arg in _compose()["services"][service]["command"]:
+        if arg.startswith(f"--{name}="):
+            value = arg.split("=", 1)[1]
+            # ${VAR:-default}: the default is what the bundle ships
+            match = re.fullmatch(r"\$\{\w+:-([^}]+)\}", value)
+            return match.group(1) if match else value
+    raise AssertionError(f"{service} has no --{name}")
+
+
+def _relative(text: str) -> float:
+    """Grafana's "now-7d" or "8w" as seconds."""
+    return duration_seconds(text.removeprefix("now-"))
+
+
+def _panels(node: object):
+    if isinstance(node, dict):
+        if "type" in node and "gridPos" in node:
+            yield node
+        for value in node.values():
+            yield from _panels(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _panels(value)
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=[p.name for p in DASHBOARDS])
+def test_no_panel_asks_for_a_range_the_single_prometheus_has_deleted(path: Path):
+    """compose's Prometheus keeps 30 days (the bundle's smallest store); a panel of 8 weeks drew three
+    empty weeks and a line that looked like a trend."""
+    kept = duration_seconds(_flag("prometheus", "storage.tsdb.retention.time"))
+    board = json.loads(path.read_text())
+    assert _relative(board["time"]["from"]) <= kept
+    for panel in _panels(board):
+        if "timeFrom" in panel:
+            asked = _relative(panel["timeFrom"])
+            assert asked <= kept, f"{panel['title']}: {panel['timeFrom']} but Prometheus keeps {kept:g} s"
+
+
+def test_long_term_profile_keeps_each_resolution_as_documented():
+    assert _flag("thanos-compactor", "retention.resolution-raw") == "30d"
+    assert _flag("thanos-compactor", "retention.resolution-5m") == "365d"
+    assert _flag("thanos-compactor", "retention.resolution-1h") == "1825d"
+    doc = SCALING_DOC.read_text()
+    for line in ("raw | 30 days", "5 m | 1 year", "1 h | 5 years"):
+        assert line in doc, line
+    services = _compose()["services"]
+    thanos = {name for name, s in services.items() if name.startswith("thanos-")}
+    assert thanos == {
+        "thanos-bucket-volume", "thanos-sidecar", "thanos-store", "thanos-compactor", "thanos-query"
+    }
+    for name in thanos:
+        assert services[name]["profiles"] == ["long-term"]
+        assert services[name]["image"].endswith(f":v{tools.THANOS_VERSION}")
+    # The sidecar uploads only uncompacted blocks: Prometheus must cut 2-hour blocks and never merge them.
+    assert _flag("prometheus", "storage.tsdb.min-block-duration") == "2h"
+    assert _flag("prometheus", "storage.tsdb.max-block-duration") == "2h"
+    endpoints = yaml.safe_load((ROOT / "compose" / "thanos" / "endpoints.yml").read_text())["endpoints"]
+    assert all(e["strict"] for e in endpoints), "a store that is down must show as a partial response"
+
+
+# --- scripts/thanos.sh against a stand-in go -----------------------------------------------------------
+
+FAKE_GO = r"""#!/usr/bin/env bash
+set -eu
+echo "$1 ${*: -1}" >> "$FAKE_GO_LOG"
+case "$1" in
+env) echo "${FAKE_GOVERSION:-go1.26.8}" ;;
+mod) printf '{\n\t"Dir": "%s"\n}\n' "$FAKE_MODULE" ;;
+build)
+    out=$(printf '%s\n' "$@" | sed -n '/^-o$/{n;p}')
+    case "$*" in *"version.Version=0.42.4"*) ;; *) echo "fake go: version not stamped" >&2; exit 1 ;; esac
+    case "$*" in *"-tags netgo,slicelabels "*) ;; *) echo "fake go: not the release tags" >&2; exit 1 ;; esac
+    if [ "$(pwd -P)" = "$(cd "$FAKE_MODULE" && pwd -P)" ] || [ ! -f go.mod ]; then
+        echo "fake go: built in $PWD, not in a copy of the module" >&2; exit 1
+    fi
+    printf '#!/bin/sh\necho "thanos, version 0.42.4 (branch: fake)"\n' > "$out"
+    chmod +x "$out"
+    ;;
+esac
+"""
+
+
+@pytest.fixture
+def fake_go(tmp_path: Path):
+    module = tmp_path / "mod" / "thanos@v0.42.4"
+    (module / "cmd" / "thanos").mkdir(parents=True)
+    (module / "go.mod").write_text("module github.com/thanos-io/thanos\n")
+    go = tmp_path / "go"
+    go.write_text(FAKE_GO)
+    go.chmod(go.stat().st_mode | stat.S_IXUSR)
+    env = {**os.environ, "GO": str(go), "FAKE_MODULE": str(module), "FAKE_GO_LOG": str(tmp_path / "go.log"),
+           "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    env.pop("THANOS_CACHE", None)
+    return env
+
+
+def _run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", str(ROOT / tools.THANOS_SCRIPT)], env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+def test_thanos_script_builds_once_into_the_cache_the_tests_read(fake_go: dict[str, str]):
+    first = _run(fake_go)
+    assert first.returncode == 0, first.stderr
+    binary = tools.thanos_bin(fake_go)
+    assert binary == Path(fake_go["XDG_CACHE_HOME"]) / "mssql-memory-exporter/thanos-0.42.4/bin/thanos"
+    assert tools._reported_version(str(binary), "thanos") == "0.42.4"
+    assert sorted(p.name for p in binary.parent.parent.iterdir()) == [".lock", "bin"]
+    assert (binary.parent / "thanos.tags").read_text() == "netgo,slicelabels\n"
+    calls = Path(fake_go["FAKE_GO_LOG"]).read_text()
+    second = _run(fake_go)
+    assert second.returncode == 0 and second.stderr == ""
+    assert Path(fake_go["FAKE_GO_LOG"]).read_text() == calls, "nothing rebuilt, go not even asked"
+
+
+def test_thanos_built_without_the_release_tags_is_rebuilt(fake_go: dict[str, str]):
+    """The first build here left out `slicelabels`: its store gateway segfaulted on the first block sync
+    although `--version` answered 0.42.4. Such a binary (no tags file) must not pass for built."""
+    assert _run(fake_go).returncode == 0
+    binary = tools.thanos_bin(fake_go)
+    (binary.parent / "thanos.tags").unlink()
+    again = _run(fake_go)
+    assert again.returncode == 0, again.stderr
+    assert "building thanos 0.42.4" in again.stderr
+    assert (binary.parent / "thanos.tags").read_text() == "netgo,slicelabels\n"
+
+
+def test_thanos_script_refuses_an_old_go_before_downloading(fake_go: dict[str, str]):
+    result = _run({**fake_go, "FAKE_GOVERSION": "go1.25.3"})
+    assert result.returncode == 1
+    assert "go1.25.3 is too old to build Thanos 0.42.4" in result.stderr
+    assert "mod " not in Path(fake_go["FAKE_GO_LOG"]).read_text()
