@@ -9,6 +9,7 @@ from mssql_memory_exporter.scrape import Scraper
 
 from tests.conftest import exposition, make_config, samples_of, value
 from tests.declared import undeclared
+from tests.timeouts import PATIENT_SECONDS
 
 CACHES = ("sql_plans", "object_plans", "bound_trees", "extended_stored_procedures", "temporary_tables")
 PAGE = 8192
@@ -18,7 +19,7 @@ def probe(standin, scraper_for, scenario: str) -> list:
     s = standin(scenario)
     config = s.config()
     scraper: Scraper = scraper_for(config)
-    return scraper.probe(config.targets["standin"], 10.0)
+    return scraper.probe(config.targets["standin"], PATIENT_SECONDS)
 
 
 def test_every_cache_type_is_exported_with_its_bytes_plans_and_hit_ratio(standin, scraper_for):

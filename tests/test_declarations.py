@@ -10,6 +10,7 @@ from mssql_memory_exporter import reference
 from mssql_memory_exporter.collectors import COLLECTORS
 
 from tests.declared import emitted, undeclared
+from tests.timeouts import PATIENT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "metrics.md"
@@ -24,7 +25,6 @@ NOT_YET_DECLARED = {
 SCENARIOS = ("healthy-oltp", "memory-pressure", "plan-cache-bloat", "named-instance-padded", "numa-4-nodes")
 # Series the scrape adds whatever the collectors: not any collector's to declare.
 SCRAPE_FAMILIES = ("mssql_up", "mssql_scrape_duration_seconds", "mssql_exporter_")
-GENEROUS = 120.0
 
 
 def test_every_collector_declares_its_metrics_or_is_on_the_shrinking_list():
@@ -68,8 +68,8 @@ def test_emits_exactly_what_it_declares(standin, scraper_for, name):
     seen: set[str] = set()
     for scenario in SCENARIOS:
         s = standin(scenario)
-        config = s.config(collectors={"include": [name]}, query_timeout_seconds=GENEROUS)
-        families = scraper_for(config).probe(config.targets["standin"], GENEROUS)
+        config = s.config(collectors={"include": [name]})
+        families = scraper_for(config).probe(config.targets["standin"], PATIENT_SECONDS)
         mine = [f for f in families if not f.name.startswith(SCRAPE_FAMILIES)]
         assert not undeclared(record, mine), (scenario, undeclared(record, mine))
         seen |= set(emitted(mine))
