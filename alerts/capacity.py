@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from mssql_memory_exporter.collectors import memory_config, os_memory
+
 from .names import RuleNames
 from .rule_parts import metric
 from .spec import Spec, number
 
 # What the `memory` label of the change rule says, and the metric it follows.
 SIZING = {
-    "max_server_memory": "mssql_config_max_server_memory_bytes",
-    "physical": "mssql_os_physical_memory_bytes",
+    "max_server_memory": memory_config.MAX_SERVER_MEMORY.name,
+    "physical": os_memory.OS_PHYSICAL_MEMORY_BYTES.name,
     "target": "mssql_memory_target_bytes",
 }
 

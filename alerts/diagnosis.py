@@ -11,6 +11,14 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from mssql_memory_exporter.collectors import (
+    memory_config,
+    os_memory,
+    resource_semaphores,
+    sql_statistics,
+    wait_stats,
+)
+
 from . import names as N
 from .names import RuleNames
 from .rule_parts import INSTANCE, alert, instance_value, metric, with_instance_series
@@ -36,10 +44,10 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # what it holds.
             "record": N.PRESSURE_EXTERNAL_SIGNALS,
             "expr": (
-                f"{m('mssql_os_memory_low_signal')}\n"
-                f"+ {m('mssql_process_physical_memory_low')}\n"
-                f"+ (\n  {m('mssql_memory_committed_target_bytes')}\n"
-                f"  < bool {m('mssql_memory_committed_bytes')}\n)"
+                f"{m(os_memory.OS_MEMORY_LOW_SIGNAL.name)}\n"
+                f"+ {m(os_memory.PROCESS_PHYSICAL_MEMORY_LOW.name)}\n"
+                f"+ (\n  {m(memory_config.COMMITTED_TARGET.name)}\n"
+                f"  < bool {m(memory_config.COMMITTED.name)}\n)"
             ),
         },
         {"record": N.PRESSURE_EXTERNAL, "expr": f"{N.PRESSURE_EXTERNAL_SIGNALS} > bool 0"},
@@ -60,7 +68,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": names.grant_waits,
             "expr": (
                 "sum without (wait_type) (\n"
-                f"  rate({m('mssql_wait_seconds_total', GRANT_WAIT)}[{w}])\n)"
+                f"  rate({m(wait_stats.SECONDS.name, GRANT_WAIT)}[{w}])\n)"
             ),
         },
         {
@@ -69,14 +77,14 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": names.grant_wait_share,
             "expr": (
                 f"{names.grant_waits}\n"
-                f"/ (sum without (wait_type) (rate({m('mssql_wait_seconds_total')}[{w}])) > 0)"
+                f"/ (sum without (wait_type) (rate({m(wait_stats.SECONDS.name)}[{w}])) > 0)"
             ),
         },
         {
             # Compilations per batch request: near 1, almost no plan is reused (plan-cache bloat).
             "record": names.compilations_per_batch,
             "expr": (
-                f"rate({m('mssql_sql_compilations_total')}[{w}])\n"
+                f"rate({m(sql_statistics.COMPILATIONS.name)}[{w}])\n"
                 f"/ ({names.instance_rate('batch_requests')} > 0)"
             ),
         },
@@ -92,10 +100,10 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # RAM in use by everything but SQL Server (other processes, the OS, VM balloon drivers).
             "record": N.OTHER_PROCESSES,
             "expr": (
-                f"clamp_min(\n  {m('mssql_os_physical_memory_bytes')}\n"
-                f"  - {m('mssql_os_available_physical_memory_bytes')}\n"
-                f"  - {m('mssql_process_physical_memory_bytes')},\n  0\n)\n"
-                f"/ ({m('mssql_os_physical_memory_bytes')} > 0)"
+                f"clamp_min(\n  {m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)}\n"
+                f"  - {m(os_memory.OS_AVAILABLE_PHYSICAL_MEMORY_BYTES.name)}\n"
+                f"  - {m(os_memory.PROCESS_PHYSICAL_MEMORY_BYTES.name)},\n  0\n)\n"
+                f"/ ({m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)} > 0)"
             ),
         },
     ]
@@ -117,8 +125,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     m = partial(metric, spec)
     pulled = mem.target_pulled_down
     target = m("mssql_memory_target_bytes")
-    max_memory = m("mssql_config_max_server_memory_bytes")
-    physical = m("mssql_os_physical_memory_bytes")
+    max_memory = m(memory_config.MAX_SERVER_MEMORY.name)
+    physical = m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)
     default = mem.max_server_memory_default
     return [
         alert(
@@ -131,7 +139,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "The OS or the host is taking memory from SQL Server on {{ $labels.instance }}: {{ $value }} of 3"
             " signals on (the OS low-memory signal, SQL Server's process-physical-memory-low flag, its"
             " committed target under what it has committed). Available physical memory: "
-            + instance_value("mssql_os_available_physical_memory_bytes", "humanize1024", "B")
+            + instance_value(os_memory.OS_AVAILABLE_PHYSICAL_MEMORY_BYTES.name, "humanize1024", "B")
             + "; other processes hold "
             + instance_value(N.OTHER_PROCESSES, "humanizePercentage")
             + " of RAM. SQL Server shrinks its caches and the buffer pool churns.",
@@ -154,7 +162,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         alert(
             spec,
             N.GRANT_TIMEOUTS,
-            f"increase({m('mssql_resource_semaphore_timeout_errors_total')}"
+            f"increase({m(resource_semaphores.TIMEOUT_ERRORS.name)}"
             f"[{spec.window(mem.grant_timeouts.window)}]) > 0",
             None,
             "warning",

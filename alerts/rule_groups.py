@@ -1,13 +1,14 @@
 """The recording rules split by what they cost a Prometheus to evaluate.
 
-Rules over a short window (5m rates, per-target gauges) stay in `mssql.recording`, evaluated at the
-global evaluation interval (the scrape cadence). Rules whose expression reads a range or subquery of the
-spec's `rule_groups.long_window` or more (1d, 3d, 7d) re-read days of every pool and volume series; they
-go to `mssql.recording.long_window`, evaluated every `rule_groups.long_window_interval` (at most 4m, see
-spec.py). Every rule built on one of them goes with it, after it in the same group: Prometheus evaluates
-a group's rules in order, so a chain never reads a step of its own input that is one interval old, and
-no rule at the scrape cadence waits on a slow one. promtool ignores a group's interval (it evaluates
-every group at the test's own), so the split is checked on a real Prometheus (bench/rule_groups.py).
+Rules over a short window (the rate window's rates, per-target gauges) stay in `mssql.recording`, evaluated
+at the global evaluation interval (the scrape cadence). Rules whose expression reads a range or subquery of
+the spec's `rule_groups.long_window` or more (a day, three days, a week) re-read days of every pool and
+volume series; they go to `mssql.recording.long_window`, evaluated every `rule_groups.long_window_interval`
+(at most four minutes, see spec.py). Every rule built on one of them goes with it, after it in the same
+group: Prometheus evaluates a group's rules in order, so a chain never reads a step of its own input that is
+one interval old, and no rule at the scrape cadence waits on a slow one. promtool ignores a group's interval
+(it evaluates every group at the test's own), so the split is checked on a real Prometheus
+(bench/rule_groups.py).
 """
 
 from __future__ import annotations

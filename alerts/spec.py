@@ -280,7 +280,8 @@ def _rule_group_interval(text: str) -> str:
     if duration_seconds(text) > RULE_GROUP_INTERVAL_MAX_SECONDS:
         raise ValueError(
             f"at most {RULE_GROUP_INTERVAL_MAX_SECONDS // 60}m, got {text!r}: a recorded series evaluated"
-            " less often than Prometheus's 5m lookback drops out of the queries and alerts that read it"
+            " less often than Prometheus's five-minute lookback drops out of the queries and alerts that"
+            " read it"
         )
     return text
 

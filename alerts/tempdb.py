@@ -16,6 +16,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from mssql_memory_exporter.collectors import sys_info
+
 from . import names as N
 from .names import RuleNames
 from .rule_parts import alert, instance_value, metric, with_instance_series
@@ -148,7 +150,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # tell yet (settings not read, a volume it cannot name) count as passing.
             "record": N.TEMPDB_LAYOUT_PROBLEMS,
             "expr": (
-                f"(\n  {m('mssql_tempdb_data_files')}\n  < bool clamp_max({m('mssql_logical_cpus')}, "
+                f"(\n  {m('mssql_tempdb_data_files')}\n  < bool clamp_max({m(sys_info.LOGICAL_CPUS.name)}, "
                 f"{number(t.advised_max_data_files)})\n)\n"
                 f"+ {fact('mssql_tempdb_data_files_equal_size', '== bool 0')}\n"
                 f"+ {fact('mssql_tempdb_data_files_equal_growth', '== bool 0')}\n"
@@ -287,7 +289,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "{{ $value }} of tempdb's layout checks fail. Data files: "
             + instance_value("mssql_tempdb_data_files", "printf \"%.0f\"")
             + " for "
-            + instance_value("mssql_logical_cpus", "printf \"%.0f\"")
+            + instance_value(sys_info.LOGICAL_CPUS.name, "printf \"%.0f\"")
             + f" logical CPUs (advised: as many, up to {number(t.advised_max_data_files)}); equal sizes: "
             + instance_value("mssql_tempdb_data_files_equal_size", "printf \"%.0f\"")
             + "; equal growth: "

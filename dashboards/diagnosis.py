@@ -3,6 +3,16 @@ SQL Server's memory, and pressure from outside it."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import (
+    memory_clerks,
+    memory_config,
+    memory_node,
+    os_memory,
+    plan_cache,
+    sql_statistics,
+    wait_stats,
+)
+
 from alerts.names import (
     EXTERNAL_PRESSURE,
     GRANT_TIMEOUTS,
@@ -73,7 +83,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "OLTP.",
             "bytes",
             [
-                Query(f"{m('mssql_memory_clerk_bytes')} > 0", "{{clerk}}"),
+                Query(f"{m(memory_clerks.CLERK_BYTES.name)} > 0", "{{clerk}}"),
                 Query(m("mssql_memory_total_bytes"), "Total Server Memory"),
             ],
             width=24,
@@ -81,6 +91,33 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             min=0,
             custom=STACKED,
             overrides=[override("Total Server Memory", *UNSTACKED)],
+        ),
+        Panel(
+            "timeseries",
+            "Plan cache by type: size and re-use",
+            "SQL Server:Plan Cache per cache type: the memory its plans hold (stacked; sql_plans is the "
+            "CACHESTORE_SQLCP clerk above) and the share of lookups that found a cached plan (right axis, "
+            "since start). Healthy: object and SQL plans found again, hit ratios near the top. Gigabytes of "
+            "sql_plans with a low hit ratio are single-use ad hoc plans: plan-cache bloat, taking memory "
+            "from the buffer pool; consider 'optimize for ad hoc workloads' or parameterisation.",
+            "bytes",
+            [
+                Query(m(plan_cache.BYTES.name), "{{cache}}"),
+                Query(m(plan_cache.HIT_RATIO.name), "{{cache}} hit ratio"),
+            ],
+            width=24,
+            min=0,
+            custom=STACKED,
+            overrides=[
+                override(
+                    "hit ratio$",
+                    *UNSTACKED,
+                    ("unit", "percentunit"),
+                    ("max", 1),
+                    ("custom.axisPlacement", "right"),
+                    regex=True,
+                )
+            ],
         ),
         Panel(
             "timeseries",
@@ -92,7 +129,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "not in the buffer pool; WRITELOG: the log disk; CMEMTHREAD and SOS_VIRTUALMEMORY_LOW: memory "
             "allocation itself; THREADPOOL: no worker threads.",
             "suffix: s/s",
-            [Query(f"{rate('mssql_wait_seconds_total')} > 0", "{{wait_type}}")],
+            [Query(f"{rate(wait_stats.SECONDS.name)} > 0", "{{wait_type}}")],
             width=24,
             min=0,
             custom={"axisLabel": "seconds waited per second"},
@@ -125,7 +162,8 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             [
                 Query(m(lim.rule("compilations_per_batch")), f"compilations ({lim.window} average)"),
                 Query(
-                    f"{rate('mssql_sql_recompilations_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)",
+                    f"{rate(sql_statistics.RECOMPILATIONS.name)}\n"
+                    f"/ ({rate(sql_statistics.BATCH_REQUESTS.name)} > 0)",
                     "re-compilations",
                 ),
             ],
@@ -139,7 +177,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "0. Growth means the node ran short of local memory; every access to it pays the cross-node "
             "latency (compare the remote page lookups of the NUMA row).",
             "bytes",
-            [Query(m("mssql_memory_node_foreign_bytes"), "node {{node}}")],
+            [Query(m(memory_node.FOREIGN.name), "node {{node}}")],
             width=8,
             min=0,
         ),
@@ -149,10 +187,10 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
 def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
     """The memory dashboard's row "Pressure from outside"."""
     signals = {
-        "OS low-memory signal": m("mssql_os_memory_low_signal"),
-        "process physical memory low": m("mssql_process_physical_memory_low"),
+        "OS low-memory signal": m(os_memory.OS_MEMORY_LOW_SIGNAL.name),
+        "process physical memory low": m(os_memory.PROCESS_PHYSICAL_MEMORY_LOW.name),
         "committed target under committed": (
-            f"{m('mssql_memory_committed_target_bytes')}\n< bool {m('mssql_memory_committed_bytes')}"
+            f"{m(memory_config.COMMITTED_TARGET.name)}\n< bool {m(memory_config.COMMITTED.name)}"
         ),
     }
     return [
@@ -166,15 +204,15 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             "steady. Available falling while SQL Server is not growing means something else takes memory.",
             "bytes",
             [
-                Query(m("mssql_process_physical_memory_bytes"), "SQL Server"),
+                Query(m(os_memory.PROCESS_PHYSICAL_MEMORY_BYTES.name), "SQL Server"),
                 Query(
-                    f"clamp_min(\n  {m('mssql_os_physical_memory_bytes')}\n"
-                    f"  - {m('mssql_os_available_physical_memory_bytes')}\n"
-                    f"  - {m('mssql_process_physical_memory_bytes')},\n  0\n)",
+                    f"clamp_min(\n  {m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)}\n"
+                    f"  - {m(os_memory.OS_AVAILABLE_PHYSICAL_MEMORY_BYTES.name)}\n"
+                    f"  - {m(os_memory.PROCESS_PHYSICAL_MEMORY_BYTES.name)},\n  0\n)",
                     "other processes",
                 ),
-                Query(m("mssql_os_available_physical_memory_bytes"), "available"),
-                Query(m("mssql_os_physical_memory_bytes"), "physical memory"),
+                Query(m(os_memory.OS_AVAILABLE_PHYSICAL_MEMORY_BYTES.name), "available"),
+                Query(m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name), "physical memory"),
             ],
             width=8,
             min=0,
@@ -212,13 +250,13 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             [
                 Query(m("mssql_memory_target_bytes"), "target"),
                 Query(m("mssql_memory_total_bytes"), "total"),
-                Query(m("mssql_memory_committed_target_bytes"), "committed target"),
+                Query(m(memory_config.COMMITTED_TARGET.name), "committed target"),
                 Query(
-                    f"{m('mssql_config_max_server_memory_bytes')}\n"
-                    f"< {m('mssql_os_physical_memory_bytes')}",
+                    f"{m(memory_config.MAX_SERVER_MEMORY.name)}\n"
+                    f"< {m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)}",
                     "max server memory",
                 ),
-                Query(m("mssql_os_physical_memory_bytes"), "physical memory"),
+                Query(m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name), "physical memory"),
             ],
             width=8,
             min=0,

@@ -163,7 +163,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         tags=[*TAGS, "endurance"],
         items=items,
         variables=variables(lim, multi=False, extra=[pool_variable, host_variable], pools_first=True),
-        annotations=[*annotations(), memory_change_annotation(lim), failover_annotation()],
+        annotations=[*annotations(), memory_change_annotation(lim), failover_annotation(lim)],
         links=header_links(lim, ENDURANCE_UID),
         time_from="now-7d",
     )

@@ -3,6 +3,9 @@ the trends under them."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import buffer_node, server_properties
+from mssql_memory_exporter.collectors.server_properties import BUILD_INFO
+
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, LAZY_WRITES, MEMORY_PRESSURE, PLE_LOW
 from alerts.spec import number as num
 
@@ -35,7 +38,7 @@ EDITION_COLUMN_PX = 200
 def fleet_ple_ratio(lim: Limits) -> str:
     """Each instance's worst NUMA node's PLE over that node's floor."""
     return (
-        f"min by (job, instance) (\n  {m('mssql_buffer_node_page_life_expectancy_seconds')}\n"
+        f"min by (job, instance) (\n  {m(buffer_node.PLE.name)}\n"
         f"  / on (job, instance, node) {m(lim.rule('ple_floor'))}\n)"
     )
 
@@ -53,12 +56,12 @@ def fleet_columns(lim: Limits) -> list[FleetColumn]:
         f'alertstate="firing", {instance()}}}))[$__range:$__interval]\n)\n* $__interval_ms / 60000\n'
         f"or on (job, instance) 0 * {by} ({m('mssql_up')})"
     )
-    oltp_targets = m("mssql_target_info", 'workload="oltp"')
+    oltp_targets = m(server_properties.TARGET_INFO.name, 'workload="oltp"')
     return [
         ("Up", f"{by} ({m('mssql_up')})", "bool_yes_no", None),
         (
             "Build",
-            f"max by (job, instance, version, edition, update_level) ({m('mssql_build_info')})",
+            f"max by (job, instance, version, edition, update_level) ({m(BUILD_INFO.name)})",
             "none",
             None,
         ),

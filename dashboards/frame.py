@@ -3,6 +3,8 @@ the dashboards."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import sys_info
+
 from .grafana import (
     BLUE,
     ORANGE,
@@ -97,7 +99,7 @@ def annotations() -> list[Json]:
             "SQL Server restarts",
             # The start time itself, as the mark's time: one mark at the real start, also when a scrape
             # gap longer than any window hides the change (changes() over a window would miss it).
-            f"{m('mssql_start_time_seconds')} * 1000",
+            f"{m(sys_info.START_TIME.name)} * 1000",
             BLUE,
             "SQL Server started",
             "{{instance}} started: the buffer pool was empty, tempdb was recreated and every counter began"
@@ -108,15 +110,15 @@ def annotations() -> list[Json]:
     ]
 
 
-def failover_annotation() -> Json:
+def failover_annotation(lim: Limits) -> Json:
     """A mark where a target's availability-group role changed (mssql_ag_replica_is_primary moved), for
     the panels where a failover shows: PLE and memory (the new primary's cache is cold for its reads) and
     tempdb and drive writes (the old primary's writes become redo)."""
     role = m("mssql_ag_replica_is_primary")
     return prometheus_annotation(
         "Availability group role changes",
-        # The role in the 2m after a change: 1 marks the new primary, 0 the old one.
-        f"{role}\nand changes({role}[2m]) > 0",
+        # The role for one rate window after a change: 1 marks the new primary, 0 the old one.
+        f"{role}\nand changes({role}[{lim.window}]) > 0",
         ORANGE,
         "{{replica}}: role changed ({{availability_group}})",
         "{{instance}} changed role in availability group {{availability_group}} (1 = now the primary, 0 ="

@@ -4,6 +4,8 @@ exporter; the diagnosis rows come from dashboards/diagnosis.py."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import buffer_node, sql_statistics
+
 from alerts.names import (
     COLLECTOR_FAILING,
     FREE_LIST_STALLS,
@@ -72,13 +74,13 @@ def rate_vs_limit(
 def ple_ratio_expr(lim: Limits) -> str:
     """Each node's page life expectancy over its own floor (1 = at the floor)."""
     return (
-        f"{m('mssql_buffer_node_page_life_expectancy_seconds')}\n"
+        f"{m(buffer_node.PLE.name)}\n"
         f"/ on (job, instance, node) {m(lim.rule('ple_floor'))}"
     )
 
 
 def lookups_per_batch_expr() -> str:
-    return f"{rate('mssql_page_lookups_total')}\n/ ({rate('mssql_batch_requests_total')} > 0)"
+    return f"{rate('mssql_page_lookups_total')}\n/ ({rate(sql_statistics.BATCH_REQUESTS.name)} > 0)"
 
 
 # Alerts of an instance: orange while some are pending and none fires, red from the first firing one.
@@ -259,7 +261,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "hides one starved node.",
             "s",
             [
-                Query(m("mssql_buffer_node_page_life_expectancy_seconds"), "node {{node}}"),
+                Query(m(buffer_node.PLE.name), "node {{node}}"),
                 Query(m(lim.rule("ple_floor")), "node {{node}} floor"),
                 Query(m("mssql_page_life_expectancy_seconds"), "instance (harmonic mean of the nodes)"),
             ],
@@ -370,7 +372,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             f"{num(lim.memory.page_lookups_per_batch_request.min_batch_requests_per_second)} batch/s.",
             "reqps",
             [
-                Query(rate("mssql_batch_requests_total"), "batches/s"),
+                Query(rate(sql_statistics.BATCH_REQUESTS.name), "batches/s"),
                 Query(m(lim.rule("batches")), f"{w} average"),
             ],
             min=0,
@@ -429,7 +431,7 @@ def memory_row_numa_nodes(lim: Limits) -> list[Panel | Row]:
             f"node's PLE floor ({ple_floor_text(lim)}). Healthy: nodes of similar size; a node much smaller "
             "than the others is short of local memory.",
             "bytes",
-            [Query(f"{m('mssql_buffer_node_database_pages')} * {num(lim.page_bytes)}", "node {{node}}")],
+            [Query(f"{m(buffer_node.DATABASE_PAGES.name)} * {num(lim.page_bytes)}", "node {{node}}")],
             min=0,
         ),
         Panel(
@@ -441,9 +443,9 @@ def memory_row_numa_nodes(lim: Limits) -> list[Panel | Row]:
             "percentunit",
             [
                 Query(
-                    f"{rate('mssql_buffer_node_remote_page_lookups_total')}\n/ (\n"
-                    f"  {rate('mssql_buffer_node_local_page_lookups_total')}\n"
-                    f"  + {rate('mssql_buffer_node_remote_page_lookups_total')}\n  > 0\n)",
+                    f"{rate(buffer_node.REMOTE_LOOKUPS.name)}\n/ (\n"
+                    f"  {rate(buffer_node.LOCAL_LOOKUPS.name)}\n"
+                    f"  + {rate(buffer_node.REMOTE_LOOKUPS.name)}\n  > 0\n)",
                     "node {{node}}",
                 )
             ],
@@ -545,7 +547,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         tags=[*TAGS, "memory"],
         items=items,
         variables=variables(lim, multi=False),
-        annotations=[*annotations(), failover_annotation()],
+        annotations=[*annotations(), failover_annotation(lim)],
         links=header_links(lim, MEMORY_UID),
         refresh="1m",
     )

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from mssql_memory_exporter.collectors import server_properties
+
 from alerts.spec import Spec
 
 _BUILDING: ContextVar[Spec] = ContextVar("dashboards_spec")
@@ -62,4 +64,4 @@ def rate(counter: str, extra: str = "") -> str:
 def with_workload(expr: str) -> str:
     """The series of `expr` with its target's workload label (oltp or olap, from mssql_target_info), for
     legends and per-workload colours."""
-    return f"{expr}\n* on (job, instance) group_left (workload) {m('mssql_target_info')}"
+    return f"{expr}\n* on (job, instance) group_left (workload) {m(server_properties.TARGET_INFO.name)}"

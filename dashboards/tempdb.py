@@ -3,6 +3,8 @@ its space and layout, and I/O latency per volume."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import sys_info
+
 from alerts import names as names_
 from alerts.spec import number as num
 
@@ -180,7 +182,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
     size = f"sum({m('mssql_tempdb_file_size_bytes', data)})"
     layout = [
         ("Data files", "mssql_tempdb_data_files"),
-        ("CPUs", "mssql_logical_cpus"),
+        ("CPUs", sys_info.LOGICAL_CPUS.name),
         ("Equal size", "mssql_tempdb_data_files_equal_size"),
         ("Equal growth", "mssql_tempdb_data_files_equal_growth"),
         ("% growth", "mssql_tempdb_percent_growth_files"),

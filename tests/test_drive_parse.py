@@ -406,3 +406,18 @@ def exposition_text(doc: dict, redact: bool) -> str:
     monitor = DriveMonitor(config, run=lambda argv, timeout: smartctl.interpret(0, out))
     monitor.read_all()
     return exposition(drive_families(monitor, {}))
+
+
+def test_family_label_is_the_tables_row_and_empty_family_still_exports_wear_and_bytes():
+    """What docs/metrics.md says of `family`: the exporter's own row name, not smartctl's spelling; and
+    `family=""` on every NVMe drive, which still exports its wear and its bytes written."""
+    micron = read(fixture("sat-Micron_5100_Pro___52x0___5300_SSDs-Micron_5300_MTFDDAK1T9TDS-sda.json"))
+    assert labels_of(micron, "mssql_drive_info")["family"] == "Micron 5100 / 52x0 / 5300 / 5400 SSDs"
+    names = sorted(p.name for p in FIXTURES.glob("*.json"))
+    nvme = [name for name in names if fixture(name)["device"]["protocol"] == "NVMe"]
+    assert len(nvme) > 10
+    for name in nvme:
+        got = read(fixture(name))
+        assert labels_of(got, "mssql_drive_info")["family"] == "", name
+        assert of(got, "mssql_drive_life_used_ratio") is not None, name
+        assert of(got, "mssql_drive_host_written_bytes_total") is not None, name

@@ -11,6 +11,8 @@ as one of:
                                               grows by r per second and restarts from 0 on a restart
   - {fraction: f}                             a ratio and its base row (537003264 / 1073939712)
   - any of the above with cntr_type: N        to imitate a server that types a counter differently
+  - {instances: {name: spec, ...}}            one row (or row pair) per named counter instance, as the
+                                              Plan Cache object's `SQL Plans`, `Bound Trees`, `_Total`
 Under "Buffer Node" and "Memory Node", a list gives one spec per node; a single spec applies to every
 node. When the scenario gives no Buffer Manager page life expectancy, it is the harmonic mean of the
 nodes', as in SQL Server.
@@ -115,7 +117,7 @@ class Scenario:
     object_prefix: str
     pad: bool
     numa_nodes: int
-    counters: dict[str, dict[str, CounterSpec | list[CounterSpec]]]
+    counters: dict[str, dict[str, CounterSpec | list[CounterSpec] | dict[str, CounterSpec]]]
     restarts: list[float] = field(default_factory=list)
     uptime_seconds: float = 0.0  # how long the instance had been up when the scenario starts
     # other objects a real server reports too, so the exporter's filter is exercised
@@ -128,12 +130,14 @@ class Scenario:
     def load(cls, name_or_path: str | Path) -> Scenario:
         path = scenario_path(name_or_path)
         raw = read_scenario(path)
-        counters: dict[str, dict[str, CounterSpec | list[CounterSpec]]] = {}
+        counters: dict[str, dict[str, CounterSpec | list[CounterSpec] | dict[str, CounterSpec]]] = {}
         for obj, specs in raw.get("counters", {}).items():
             counters[obj] = {}
             for counter, spec in specs.items():
                 where = f"{path.name}: counters.{obj}.{counter}"
-                if isinstance(spec, list):
+                if isinstance(spec, dict) and "instances" in spec:
+                    counters[obj][counter] = _named_instances(spec, where)
+                elif isinstance(spec, list):
                     counters[obj][counter] = [CounterSpec.parse(s, where) for s in spec]
                 else:
                     counters[obj][counter] = CounterSpec.parse(spec, where)
@@ -161,6 +165,21 @@ class Scenario:
             workload=str(raw.get("workload", "oltp")),
             views=dict(raw.get("views", {})),
         )
+
+
+def _named_instances(spec: dict[str, Any], where: str) -> dict[str, CounterSpec]:
+    """`{instances: {name: spec}}`: a counter reported once per named instance (SQL Server's instance_name
+    column), e.g. the Plan Cache object's cache types and their `_Total`."""
+    extra = sorted(set(spec) - {"instances"})
+    instances = spec["instances"]
+    if extra or not isinstance(instances, dict) or not instances:
+        raise ValueError(f"{where}: instances must be the only key, mapping instance names to counter specs")
+    named: dict[str, CounterSpec] = {}
+    for name, raw in instances.items():
+        if not isinstance(name, str) or not name.strip() or len(name) > NCHAR:
+            raise ValueError(f"{where}: instance name {name!r} must be non-empty text of at most {NCHAR}")
+        named[name] = CounterSpec.parse(raw, f"{where}.instances.{name}")
+    return named
 
 
 # A handful of the ~1,500 rows a real server has in objects the exporter does not read.
@@ -498,7 +517,10 @@ class Instance:
         rows: list[dict[str, object]] = []
         for obj, counters in self.scenario.counters.items():
             for counter, spec in counters.items():
-                if isinstance(spec, list) or obj in ("Buffer Node", "Memory Node"):
+                if isinstance(spec, dict):
+                    for instance, named_spec in spec.items():
+                        rows += self._rows_for(obj, counter, instance, named_spec, now, since)
+                elif isinstance(spec, list) or obj in ("Buffer Node", "Memory Node"):
                     specs = spec if isinstance(spec, list) else [spec] * self.scenario.numa_nodes
                     for node, node_spec in enumerate(specs):
                         rows += self._rows_for(obj, counter, f"{node:03d}", node_spec, now, since)
@@ -522,7 +544,7 @@ class Instance:
         base = 10_000
         return [
             self._row(obj, counter, instance, round(value * base), spec.cntr_type or FRACTION),
-            self._row(obj, f"{counter} base", instance, base, FRACTION_BASE),
+            self._row(obj, _base_name(counter), instance, base, FRACTION_BASE),
         ]
 
     def _derived_ple(self, rows: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -548,6 +570,13 @@ class Instance:
 
     def _nchar(self, text: str) -> str:
         return text.ljust(NCHAR) if self.scenario.pad else text
+
+
+def _base_name(counter: str) -> str:
+    """The base row's name in the counter's own capitalisation: `Buffer cache hit ratio base`, but
+    `Cache Hit Ratio Base` (Plan Cache), as SQL Server names them."""
+    last = counter.split()[-1] if counter.split() else ""
+    return f"{counter} {'Base' if last[:1].isupper() else 'base'}"
 
 
 _CATALOG: Catalog | None = None

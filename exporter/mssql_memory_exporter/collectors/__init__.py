@@ -1,7 +1,8 @@
 """The collector modules, in the order their sections appear in the batch.
 
-To add a metric: edit one module here (and its stand-in fixture and docs/metrics.md). To add a module:
-give it a `COLLECTOR = CollectorRecord(...)` and list it below.
+To add a metric: declare it in one module here (its `metrics`, collectors/declare.py), give the stand-in
+its rows, and run `make generate` for its docs table. To add a module: give it a
+`COLLECTOR = CollectorRecord(...)` with its declarations and list it below.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from . import (
     memory_manager,
     memory_node,
     os_memory,
+    plan_cache,
     resource_semaphores,
     server_properties,
     sql_statistics,
@@ -47,6 +49,7 @@ COLLECTORS: tuple[CollectorRecord, ...] = tuple(
         memory_config,
         resource_semaphores,
         memory_clerks,
+        plan_cache,
         wait_stats,
         sql_statistics,
         tempdb,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from . import perf
 from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from .declare import MetricSpec
 from .perfcounters import CounterKind, PerfIndex
 
 OBJECT = perf.PerfObject("Buffer Manager")
@@ -17,24 +18,46 @@ METRICS = (
         "mssql_page_life_expectancy_seconds",
         "Seconds a page is expected to stay in the buffer pool (harmonic mean over NUMA nodes).",
         G,
+        question="Dell row: Page life expectancy > 300 (instance-wide; harmonic mean of the nodes, so use "
+        "the per-node metric for alerts).",
     ),
     perf.PerfMetric(
         "Free list stalls/sec",
         "mssql_free_list_stalls_total",
         "Requests that had to wait for a free page.",
         C,
-    ),
-    perf.PerfMetric("Lazy writes/sec", "mssql_lazy_writes_total", "Pages written by the lazy writer.", C),
-    perf.PerfMetric(
-        "Page lookups/sec", "mssql_page_lookups_total", "Requests to find a page in the buffer pool.", C
-    ),
-    perf.PerfMetric("Page reads/sec", "mssql_page_reads_total", "Physical database page reads.", C),
-    perf.PerfMetric("Page writes/sec", "mssql_page_writes_total", "Physical database page writes.", C),
-    perf.PerfMetric(
-        "Checkpoint pages/sec", "mssql_checkpoint_pages_total", "Pages flushed to disk by checkpoints.", C
+        unit="requests",
+        question="Dell row: Free list stalls/sec < 2.",
     ),
     perf.PerfMetric(
-        "Readahead pages/sec", "mssql_readahead_pages_total", "Pages read in anticipation of use.", C
+        "Lazy writes/sec", "mssql_lazy_writes_total", "Pages written by the lazy writer.", C,
+        unit="pages",
+        question="Dell row: Lazy writes/sec < 20.",
+    ),
+    perf.PerfMetric(
+        "Page lookups/sec", "mssql_page_lookups_total", "Requests to find a page in the buffer pool.", C,
+        unit="lookups",
+        question="Dell row: Page lookups/sec ÷ batch requests/sec < 100 (numerator).",
+    ),
+    perf.PerfMetric(
+        "Page reads/sec", "mssql_page_reads_total", "Physical database page reads.", C,
+        unit="pages",
+        question="Dell row: Pages read/sec and writes/sec < 90.",
+    ),
+    perf.PerfMetric(
+        "Page writes/sec", "mssql_page_writes_total", "Physical database page writes.", C,
+        unit="pages",
+        question="Dell row: Pages read/sec and writes/sec < 90.",
+    ),
+    perf.PerfMetric(
+        "Checkpoint pages/sec", "mssql_checkpoint_pages_total", "Pages flushed to disk by checkpoints.", C,
+        unit="pages",
+        question="Context for write volume.",
+    ),
+    perf.PerfMetric(
+        "Readahead pages/sec", "mssql_readahead_pages_total", "Pages read in anticipation of use.", C,
+        unit="pages",
+        question="Explains why the hit ratio stays high.",
     ),
     # Indirect checkpoint's writer (target_recovery_time, the default since 2016): with it, checkpoint
     # pages/sec alone understates how much the buffer pool writes back.
@@ -43,12 +66,16 @@ METRICS = (
         "mssql_background_writer_pages_total",
         "Pages flushed by the background writer (indirect checkpoint).",
         C,
+        unit="pages",
+        question="Indirect checkpoint's writes; with `target_recovery_time`, the default since 2016, most "
+        "checkpoint writes are here.",
     ),
     perf.PerfMetric(
         "Database pages",
         "mssql_buffer_pool_database_pages",
         "Pages in the buffer pool with database content.",
         G,
+        question="Buffer pool size.",
     ),
     # Buffer Pool Extension: reported (as 0) while the extension is off on Windows, but it is a
     # Windows Enterprise/Standard feature that Linux and Managed Instance lack, so never required.
@@ -58,6 +85,8 @@ METRICS = (
         "Pages read from the Buffer Pool Extension file.",
         C,
         required=False,
+        unit="pages",
+        question="See [Buffer Pool Extension](#buffer_pool_extension).",
     ),
     perf.PerfMetric(
         "Extension page writes/sec",
@@ -65,6 +94,8 @@ METRICS = (
         "Pages written to the Buffer Pool Extension file.",
         C,
         required=False,
+        unit="pages",
+        question="Writes that wear the extension's SSD.",
     ),
     perf.PerfMetric(
         "Extension allocated pages",
@@ -75,6 +106,17 @@ METRICS = (
     ),
 )
 
+HIT_RATIO = MetricSpec(
+    name="mssql_buffer_cache_hit_ratio",
+    type="gauge",
+    help="Share of page requests served from the buffer pool, 0..1 (read-ahead counts as hits).",
+    unit="ratio 0..1",
+    source="`Buffer Manager` `Buffer cache hit ratio` (cntr_type 537003264) / "
+    "`Buffer cache hit ratio base` (1073939712)",
+    question="Dell row: Buffer cache hit ratio > 0.95 OLTP, > 0.90 OLAP.",
+    conditional="while the base is 0 (no page lookups since start)",
+)
+
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     index = PerfIndex(perf.perf_rows(results, OBJECT.name))
@@ -83,16 +125,12 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     # base is 0 (no lookups since start) rather than a misleading 0 or 1.
     ratio = index.ratio("Buffer cache hit ratio", "Buffer cache hit ratio base")
     if ratio is not None:
-        out.gauge(
-            "mssql_buffer_cache_hit_ratio",
-            "Share of page requests served from the buffer pool, 0..1 (read-ahead counts as hits).",
-            ratio,
-        )
-
+        out.emit(HIT_RATIO, ratio)
 
 COLLECTOR = CollectorRecord(
     name="buffer_manager",
     sections=(perf.PERF_TAG,),
     collect=collect,
     perf_object=OBJECT,
+    metrics=(*perf.declare(OBJECT.name, METRICS), HIT_RATIO),
 )

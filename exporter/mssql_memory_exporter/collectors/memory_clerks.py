@@ -29,6 +29,7 @@ from .base import (
     rows_of,
     sql_literal,
 )
+from .declare import Label, MetricSpec
 
 TAG = "memory_clerks"
 OTHER = "other"
@@ -67,9 +68,16 @@ SECTION = Section(
     requires=("sys.dm_os_memory_clerks",),
 )
 
-DOC = (
-    "Memory held by SQL Server's memory clerks of this type (sys.dm_os_memory_clerks.pages_kb summed per"
-    ' type), in bytes; clerk="other" sums every type not listed.'
+CLERK_BYTES = MetricSpec(
+    name="mssql_memory_clerk_bytes",
+    type="gauge",
+    help="Memory held by SQL Server's memory clerks of this type (sys.dm_os_memory_clerks.pages_kb summed per"
+    ' type), in bytes; clerk="other" sums every type not listed.',
+    unit="bytes",
+    source="`sys.dm_os_memory_clerks` `SUM(pages_kb)` \u00d7 1024 per clerk type",
+    question="Who holds the memory: buffer pool, plan cache, query workspace, locks, In-Memory OLTP? "
+    "Stacked, the series add up to about `mssql_memory_total_bytes` (Total Server Memory).",
+    labels=(Label("clerk", "a type in the table below, or `other`"),),
 )
 _BY_NAME = {c.casefold(): c for c in CLERKS}
 
@@ -92,7 +100,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         raise MissingData("sys.dm_os_memory_clerks sent no clerks")
     for clerk in LABELS:
         # A listed type with no clerk on this server holds nothing: 0, so the set of series never changes.
-        out.gauge("mssql_memory_clerk_bytes", DOC, held[clerk], {"clerk": clerk})
+        out.emit(CLERK_BYTES, held[clerk], {"clerk": clerk})
 
 
 COLLECTOR = CollectorRecord(
@@ -100,4 +108,5 @@ COLLECTOR = CollectorRecord(
     sections=(TAG,),
     collect=collect,
     defines=(SECTION,),
+    metrics=(CLERK_BYTES,),
 )

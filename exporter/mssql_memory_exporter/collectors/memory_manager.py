@@ -21,12 +21,15 @@ METRICS = (
         "mssql_memory_grants_pending",
         "Queries waiting for a workspace memory grant.",
         G,
+        unit="queries",
+        question="Not in Table 4; see below.",
     ),
     perf.PerfMetric(
         "Memory Grants Outstanding",
         "mssql_memory_grants_outstanding",
         "Queries holding a workspace memory grant.",
         G,
+        unit="queries",
     ),
     perf.PerfMetric(
         "Target Server Memory (KB)",
@@ -43,7 +46,8 @@ METRICS = (
         KIB,
     ),
     perf.PerfMetric(
-        "Free Memory (KB)", "mssql_memory_free_bytes", "Committed memory not in use by SQL Server.", G, KIB
+        "Free Memory (KB)", "mssql_memory_free_bytes", "Committed memory not in use by SQL Server.", G, KIB,
+        question="Dell row: Free pages > 640 (= 5 MiB).",
     ),
     perf.PerfMetric(
         "Stolen Server Memory (KB)",
@@ -87,7 +91,9 @@ METRICS = (
         G,
         KIB,
     ),
-    perf.PerfMetric("Lock Memory (KB)", "mssql_memory_lock_bytes", "Memory used by locks.", G, KIB),
+    perf.PerfMetric(
+        "Lock Memory (KB)", "mssql_memory_lock_bytes", "Memory used by locks.", G, KIB,
+    ),
     perf.PerfMetric(
         "Log Pool Memory (KB)",
         "mssql_memory_log_pool_bytes",
@@ -96,7 +102,7 @@ METRICS = (
         KIB,
     ),
     perf.PerfMetric(
-        "Optimizer Memory (KB)", "mssql_memory_optimizer_bytes", "Memory used by query optimization.", G, KIB
+        "Optimizer Memory (KB)", "mssql_memory_optimizer_bytes", "Memory used by query optimization.", G, KIB,
     ),
     perf.PerfMetric(
         "Connection Memory (KB)",
@@ -118,4 +124,5 @@ COLLECTOR = CollectorRecord(
     sections=(perf.PERF_TAG,),
     collect=collect,
     perf_object=OBJECT,
+    metrics=perf.declare(OBJECT.name, METRICS),
 )

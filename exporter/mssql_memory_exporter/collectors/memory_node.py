@@ -21,6 +21,7 @@ METRICS = (
         "Memory the memory manager has committed on this NUMA node.",
         G,
         KIB,
+        question="How much has SQL Server committed on this node?",
     ),
     perf.PerfMetric(
         "Target Node Memory (KB)",
@@ -28,6 +29,7 @@ METRICS = (
         "Memory the memory manager would like to use on this NUMA node.",
         G,
         KIB,
+        question="How much would it like on this node? (target < total: the node is shrinking)",
     ),
     perf.PerfMetric(
         "Free Node Memory (KB)",
@@ -35,6 +37,7 @@ METRICS = (
         "Committed memory on this NUMA node not in use.",
         G,
         KIB,
+        question="Is this node out of free memory while others have some?",
     ),
     perf.PerfMetric(
         "Stolen Node Memory (KB)",
@@ -42,6 +45,7 @@ METRICS = (
         "Memory on this NUMA node used for purposes other than database pages.",
         G,
         KIB,
+        question="How much of the node is not database pages (plans, grants, locks)?",
     ),
     perf.PerfMetric(
         "Database Node Memory (KB)",
@@ -49,6 +53,7 @@ METRICS = (
         "Memory on this NUMA node holding database pages.",
         G,
         KIB,
+        question="How much of the node's memory caches database pages?",
     ),
     perf.PerfMetric(
         "Foreign Node Memory (KB)",
@@ -56,8 +61,11 @@ METRICS = (
         "Memory this NUMA node uses that comes from another node (remote, slower).",
         G,
         KIB,
+        question="Is this node using remote (slower) memory from other nodes? Should be near 0; growth means "
+        "the node ran short.",
     ),
 )
+TOTAL, TARGET, FREE, STOLEN, DATABASE, FOREIGN = METRICS  # by name, for the generators
 OBJECT = perf.PerfObject("Memory Node", tuple(m.counter for m in METRICS))
 
 
@@ -70,4 +78,5 @@ COLLECTOR = CollectorRecord(
     sections=(perf.PERF_TAG,),
     collect=collect,
     perf_object=OBJECT,
+    metrics=perf.declare(OBJECT.name, METRICS, labels=(perf.NODE,)),
 )

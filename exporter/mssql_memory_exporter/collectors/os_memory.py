@@ -21,6 +21,7 @@ from .base import (
     number,
     rows_of,
 )
+from .declare import Label, MetricSpec
 
 SYS_TAG = "os_sys_memory"
 PROCESS_TAG = "os_process_memory"
@@ -47,37 +48,6 @@ SECTIONS = (
     ),
 )
 
-# (column, metric, help); KB columns become bytes.
-SYS_SIZES = (
-    ("total_physical_memory_kb", "mssql_os_physical_memory_bytes", "Physical memory the OS has."),
-    (
-        "available_physical_memory_kb",
-        "mssql_os_available_physical_memory_bytes",
-        "Physical memory the OS has free now.",
-    ),
-    (
-        "total_page_file_kb",
-        "mssql_os_page_file_bytes",
-        "The OS commit limit: physical memory plus page files (Windows); swap included on Linux.",
-    ),
-    (
-        "available_page_file_kb",
-        "mssql_os_available_page_file_bytes",
-        "Commit limit not yet committed by any process.",
-    ),
-)
-SYS_FLAGS = (
-    (
-        "system_high_memory_signal_state",
-        "mssql_os_memory_high_signal",
-        "1 while the OS signals plenty of free physical memory (SQL Server may grow).",
-    ),
-    (
-        "system_low_memory_signal_state",
-        "mssql_os_memory_low_signal",
-        "1 while the OS signals low physical memory (SQL Server trims its caches: external pressure).",
-    ),
-)
 # system_memory_state_desc as Microsoft documents it, by the state label it gets. A text we do not know
 # (a later release rewording it) is "other", so the state set stays a fixed five series.
 MEMORY_STATES = {
@@ -88,39 +58,144 @@ MEMORY_STATES = {
 }
 STATE_LABELS = (*MEMORY_STATES.values(), "other")
 
+OS_PHYSICAL_MEMORY_BYTES = MetricSpec(
+    name="mssql_os_physical_memory_bytes",
+    type="gauge",
+    help="Physical memory the OS has.",
+    unit="bytes",
+    source="`sys.dm_os_sys_memory` `total_physical_memory_kb` \u00d7 1024",
+    question="How much RAM does the box have?",
+)
+OS_AVAILABLE_PHYSICAL_MEMORY_BYTES = MetricSpec(
+    name="mssql_os_available_physical_memory_bytes",
+    type="gauge",
+    help="Physical memory the OS has free now.",
+    unit="bytes",
+    source="`sys.dm_os_sys_memory` `available_physical_memory_kb` \u00d7 1024",
+    question="How much RAM is free for anyone right now? Low values with SQL Server not growing: something "
+    "else holds it.",
+)
+OS_PAGE_FILE_BYTES = MetricSpec(
+    name="mssql_os_page_file_bytes",
+    type="gauge",
+    help="The OS commit limit: physical memory plus page files (Windows); swap included on Linux.",
+    unit="bytes",
+    source="`sys.dm_os_sys_memory` `total_page_file_kb` (the OS commit limit: RAM plus page files) \u00d7 "
+    "1024",
+    question="How much can all processes commit?",
+)
+OS_AVAILABLE_PAGE_FILE_BYTES = MetricSpec(
+    name="mssql_os_available_page_file_bytes",
+    type="gauge",
+    help="Commit limit not yet committed by any process.",
+    unit="bytes",
+    source="`sys.dm_os_sys_memory` `available_page_file_kb` \u00d7 1024",
+    question="How close is the box to its commit limit?",
+)
+OS_MEMORY_HIGH_SIGNAL = MetricSpec(
+    name="mssql_os_memory_high_signal",
+    type="gauge",
+    help="1 while the OS signals plenty of free physical memory (SQL Server may grow).",
+    unit="0/1",
+    source="`sys.dm_os_sys_memory` `system_high_memory_signal_state`",
+    question="Does the OS say memory is plentiful (SQL Server may grow)?",
+)
+OS_MEMORY_LOW_SIGNAL = MetricSpec(
+    name="mssql_os_memory_low_signal",
+    type="gauge",
+    help="1 while the OS signals low physical memory (SQL Server trims its caches: external pressure).",
+    unit="0/1",
+    source="`sys.dm_os_sys_memory` `system_low_memory_signal_state`",
+    question="Does the OS say memory is low (SQL Server trims its caches)? 1 is external pressure.",
+)
+PROCESS_PHYSICAL_MEMORY_BYTES = MetricSpec(
+    name="mssql_process_physical_memory_bytes",
+    type="gauge",
+    help="Physical memory the SQL Server process uses (working set plus locked and large pages).",
+    unit="bytes",
+    source="`sys.dm_os_process_memory` `physical_memory_in_use_kb` \u00d7 1024",
+    question="How much RAM does SQL Server's process hold (working set plus locked and large pages)?",
+)
+PROCESS_LOCKED_PAGES_BYTES = MetricSpec(
+    name="mssql_process_locked_pages_bytes",
+    type="gauge",
+    help="Memory SQL Server holds as locked pages (Lock Pages in Memory): the OS cannot page it out.",
+    unit="bytes",
+    source="`sys.dm_os_process_memory` `locked_page_allocations_kb` \u00d7 1024",
+    question="How much of it is locked (Lock Pages in Memory), which the OS cannot page out?",
+)
+PROCESS_LARGE_PAGES_BYTES = MetricSpec(
+    name="mssql_process_large_pages_bytes",
+    type="gauge",
+    help="Memory SQL Server holds as large pages.",
+    unit="bytes",
+    source="`sys.dm_os_process_memory` `large_page_allocations_kb` \u00d7 1024",
+    question="How much is in large pages?",
+)
+PROCESS_VIRTUAL_MEMORY_COMMITTED_BYTES = MetricSpec(
+    name="mssql_process_virtual_memory_committed_bytes",
+    type="gauge",
+    help="Virtual address space the SQL Server process has committed.",
+    unit="bytes",
+    source="`sys.dm_os_process_memory` `virtual_address_space_committed_kb` \u00d7 1024",
+    question="How much has the process committed?",
+)
+PROCESS_PHYSICAL_MEMORY_LOW = MetricSpec(
+    name="mssql_process_physical_memory_low",
+    type="gauge",
+    help="1 while SQL Server sees its process short of physical memory (it shrinks: external pressure).",
+    unit="0/1",
+    source="`sys.dm_os_process_memory` `process_physical_memory_low`",
+    question="Does SQL Server see its process short of RAM? 1 is external pressure.",
+)
+PROCESS_VIRTUAL_MEMORY_LOW = MetricSpec(
+    name="mssql_process_virtual_memory_low",
+    type="gauge",
+    help="1 while SQL Server sees its process short of virtual address space.",
+    unit="0/1",
+    source="`sys.dm_os_process_memory` `process_virtual_memory_low`",
+    question="Is the process short of virtual address space?",
+)
+OS_MEMORY_STATE = MetricSpec(
+    name="mssql_os_memory_state",
+    type="gauge",
+    help="The OS memory state SQL Server reports (sys.dm_os_sys_memory.system_memory_state_desc): 1 for "
+    "the current state, 0 for the others.",
+    unit="0/1",
+    source="`sys.dm_os_sys_memory` `system_memory_state_desc`",
+    question="The same as one state: 1 for the current one. The four documented texts map to the first four; "
+    "any other text is `other`, so there are always exactly five series.",
+    labels=(Label("state", "`high`, `steady`, `low`, `transitioning`, `other`"),),
+)
+PROCESS_MEMORY_UTILIZATION_RATIO = MetricSpec(
+    name="mssql_process_memory_utilization_ratio",
+    type="gauge",
+    help="Share of SQL Server's committed memory that is in physical memory (0..1); below 1 the OS has "
+    "paged part of it out.",
+    unit="ratio 0..1",
+    source="`sys.dm_os_process_memory` `memory_utilization_percentage` / 100",
+    question="How much of what SQL Server committed is in RAM? Below 1, the OS paged part of SQL Server out.",
+)
+# (column, metric); KB columns become bytes.
+SYS_SIZES = (
+    ("total_physical_memory_kb", OS_PHYSICAL_MEMORY_BYTES),
+    ("available_physical_memory_kb", OS_AVAILABLE_PHYSICAL_MEMORY_BYTES),
+    ("total_page_file_kb", OS_PAGE_FILE_BYTES),
+    ("available_page_file_kb", OS_AVAILABLE_PAGE_FILE_BYTES),
+)
+SYS_FLAGS = (
+    ("system_high_memory_signal_state", OS_MEMORY_HIGH_SIGNAL),
+    ("system_low_memory_signal_state", OS_MEMORY_LOW_SIGNAL),
+)
 PROCESS_SIZES = (
-    (
-        "physical_memory_in_use_kb",
-        "mssql_process_physical_memory_bytes",
-        "Physical memory the SQL Server process uses (working set plus locked and large pages).",
-    ),
-    (
-        "locked_page_allocations_kb",
-        "mssql_process_locked_pages_bytes",
-        "Memory SQL Server holds as locked pages (Lock Pages in Memory): the OS cannot page it out.",
-    ),
-    (
-        "large_page_allocations_kb",
-        "mssql_process_large_pages_bytes",
-        "Memory SQL Server holds as large pages.",
-    ),
-    (
-        "virtual_address_space_committed_kb",
-        "mssql_process_virtual_memory_committed_bytes",
-        "Virtual address space the SQL Server process has committed.",
-    ),
+    ("physical_memory_in_use_kb", PROCESS_PHYSICAL_MEMORY_BYTES),
+    ("locked_page_allocations_kb", PROCESS_LOCKED_PAGES_BYTES),
+    ("large_page_allocations_kb", PROCESS_LARGE_PAGES_BYTES),
+    ("virtual_address_space_committed_kb", PROCESS_VIRTUAL_MEMORY_COMMITTED_BYTES),
 )
 PROCESS_FLAGS = (
-    (
-        "process_physical_memory_low",
-        "mssql_process_physical_memory_low",
-        "1 while SQL Server sees its process short of physical memory (it shrinks: external pressure).",
-    ),
-    (
-        "process_virtual_memory_low",
-        "mssql_process_virtual_memory_low",
-        "1 while SQL Server sees its process short of virtual address space.",
-    ),
+    ("process_physical_memory_low", PROCESS_PHYSICAL_MEMORY_LOW),
+    ("process_virtual_memory_low", PROCESS_VIRTUAL_MEMORY_LOW),
 )
 
 
@@ -139,30 +214,19 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     system = _one_row(results, SYS_TAG)
     process = _one_row(results, PROCESS_TAG)
     for row, sizes, flags in ((system, SYS_SIZES, SYS_FLAGS), (process, PROCESS_SIZES, PROCESS_FLAGS)):
-        for column, metric, doc in sizes:
+        for column, spec in sizes:
             if (value := _number(row, column)) is not None:
-                out.gauge(metric, doc, value * KIB)
-        for column, metric, doc in flags:
+                out.emit(spec, value * KIB)
+        for column, spec in flags:
             if (value := _number(row, column)) is not None:
-                out.gauge(metric, doc, 1.0 if value else 0.0)
+                out.emit(spec, 1.0 if value else 0.0)
     desc = system.get("system_memory_state_desc")
     if desc is not None:
         current = MEMORY_STATES.get(str(desc).strip(), "other")
         for state in STATE_LABELS:
-            out.gauge(
-                "mssql_os_memory_state",
-                "The OS memory state SQL Server reports (sys.dm_os_sys_memory.system_memory_state_desc):"
-                " 1 for the current state, 0 for the others.",
-                1.0 if state == current else 0.0,
-                {"state": state},
-            )
+            out.emit(OS_MEMORY_STATE, 1.0 if state == current else 0.0, {"state": state})
     if (percent := _number(process, "memory_utilization_percentage")) is not None:
-        out.gauge(
-            "mssql_process_memory_utilization_ratio",
-            "Share of SQL Server's committed memory that is in physical memory (0..1); below 1 the OS has"
-            " paged part of it out.",
-            percent / 100.0,
-        )
+        out.emit(PROCESS_MEMORY_UTILIZATION_RATIO, percent / 100.0)
 
 
 COLLECTOR = CollectorRecord(
@@ -170,4 +234,11 @@ COLLECTOR = CollectorRecord(
     sections=(SYS_TAG, PROCESS_TAG),
     collect=collect,
     defines=SECTIONS,
+    metrics=(
+        *(spec for _, spec in SYS_SIZES + SYS_FLAGS),
+        OS_MEMORY_STATE,
+        *(spec for _, spec in PROCESS_SIZES),
+        PROCESS_MEMORY_UTILIZATION_RATIO,
+        *(spec for _, spec in PROCESS_FLAGS),
+    ),
 )

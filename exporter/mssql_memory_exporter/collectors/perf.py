@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .base import FamilyBuilder, MissingData, ScrapeContext, Section, SectionResult, sql_literal
+from .declare import Label, MetricSpec
 from .perfcounters import CounterKind, PerfIndex, PerfRow, parse_perf_rows, parse_perf_table
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,51 @@ class PerfMetric:
     # rather than succeed with a hole. Optional ones (features some editions or platforms lack) are
     # skipped.
     required: bool = True
+    unit: str = ""  # for the docs; by default read from the name (_bytes, _seconds, _pages)
+    question: str = ""  # what a reader learns from it, for the docs
+
+    @property
+    def name(self) -> str:
+        """The metric's name, as MetricSpec.name: what the rule and dashboard generators import."""
+        return self.metric
+
+
+UNITS_BY_SUFFIX = (
+    ("_bytes", "bytes"),
+    ("_seconds", "seconds"),
+    ("_pages", "pages (8 KiB)"),
+    ("_ratio", "ratio 0..1"),
+)
+NODE = Label("node", "the NUMA node number as in sys.dm_os_memory_nodes (SQL Server's `000` is `0`)")
+OPTIONAL = "where the edition or platform lacks the counter"
+TIMES = "\u00d7"  # the multiplication sign the docs write
+
+
+def unit_of(metric: str) -> str:
+    """The docs' unit of a metric whose declaration gives none, from its name's suffix."""
+    for suffix, unit in UNITS_BY_SUFFIX:
+        if metric.removesuffix("_total").endswith(suffix):
+            return unit
+    return ""
+
+
+def declare(
+    obj: str, metrics: Sequence[PerfMetric], labels: tuple[Label, ...] = (), conditional: str = ""
+) -> tuple[MetricSpec, ...]:
+    """The declarations of an object's counter metrics, read from its PerfMetric table (nothing twice)."""
+    return tuple(
+        MetricSpec(
+            name=m.metric,
+            type="counter" if m.kind is CounterKind.CUMULATIVE else "gauge",
+            help=m.doc,
+            unit=m.unit or unit_of(m.metric),
+            source=f"`{obj}` `{m.counter}`" + (f" {TIMES} {m.scale:g}" if m.scale != 1.0 else ""),
+            question=m.question,
+            labels=labels,
+            conditional=conditional or ("" if m.required else OPTIONAL),
+        )
+        for m in metrics
+    )
 
 
 def perf_section(objects: Iterable[PerfObject]) -> Section:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
+from .declare import Label, MetricSpec
 
 TAG = "resource_semaphores"
 
@@ -24,54 +25,95 @@ SECTION = Section(
     requires=("sys.dm_exec_query_resource_semaphores",),
 )
 
-# (column, metric, help, scale, is_counter)
+SEMAPHORE = (
+    Label("pool_id", "the resource pool (`1` internal, `2` default, then user pools)"),
+    Label("resource_semaphore_id", "`0` the regular semaphore, `1` the small-query one"),
+)
+TARGET_BYTES = MetricSpec(
+    name="mssql_resource_semaphore_target_bytes",
+    type="gauge",
+    help="Workspace memory this semaphore aims to hand out (its grant limit now).",
+    unit="bytes",
+    source="`sys.dm_exec_query_resource_semaphores` `target_memory_kb` \u00d7 1024",
+    question="How much workspace memory may this semaphore grant now?",
+    labels=SEMAPHORE,
+)
+AVAILABLE_BYTES = MetricSpec(
+    name="mssql_resource_semaphore_available_bytes",
+    type="gauge",
+    help="Workspace memory this semaphore can still grant.",
+    unit="bytes",
+    source="`sys.dm_exec_query_resource_semaphores` `available_memory_kb` \u00d7 1024",
+    question="How much can it still grant? Near 0 with waiters: starved.",
+    labels=SEMAPHORE,
+)
+GRANTED_BYTES = MetricSpec(
+    name="mssql_resource_semaphore_granted_bytes",
+    type="gauge",
+    help="Workspace memory granted to running queries.",
+    unit="bytes",
+    source="`sys.dm_exec_query_resource_semaphores` `granted_memory_kb` \u00d7 1024",
+    question="How much is granted to running queries?",
+    labels=SEMAPHORE,
+)
+USED_BYTES = MetricSpec(
+    name="mssql_resource_semaphore_used_bytes",
+    type="gauge",
+    help="Granted workspace memory the queries actually use.",
+    unit="bytes",
+    source="`sys.dm_exec_query_resource_semaphores` `used_memory_kb` \u00d7 1024",
+    question="How much of the grants is used? (granted far above used: over-estimated grants)",
+    labels=SEMAPHORE,
+)
+GRANTEES = MetricSpec(
+    name="mssql_resource_semaphore_grantees",
+    type="gauge",
+    help="Queries holding a grant.",
+    unit="queries",
+    source="`sys.dm_exec_query_resource_semaphores` `grantee_count`",
+    question="How many queries hold a grant?",
+    labels=SEMAPHORE,
+)
+WAITERS = MetricSpec(
+    name="mssql_resource_semaphore_waiters",
+    type="gauge",
+    help="Queries waiting for a grant.",
+    unit="queries",
+    source="`sys.dm_exec_query_resource_semaphores` `waiter_count`",
+    question="How many wait for one (RESOURCE_SEMAPHORE waits)?",
+    labels=SEMAPHORE,
+)
+TIMEOUT_ERRORS = MetricSpec(
+    name="mssql_resource_semaphore_timeout_errors_total",
+    type="counter",
+    help="Queries that gave up waiting for a grant (error 8645), since the instance started. Absent for "
+    "the small-query semaphore.",
+    unit="queries",
+    source="`sys.dm_exec_query_resource_semaphores` `timeout_error_count` (since start; NULL for semaphore "
+    "1)",
+    question="Did queries fail waiting for memory (error 8645)? Any increase is bad.",
+    labels=SEMAPHORE,
+)
+FORCED_GRANTS = MetricSpec(
+    name="mssql_resource_semaphore_forced_grants_total",
+    type="counter",
+    help="Grants given less memory than asked for (the query may spill to tempdb), since the instance "
+    "started. Absent for the small-query semaphore.",
+    unit="grants",
+    source="`sys.dm_exec_query_resource_semaphores` `forced_grant_count` (since start; NULL for semaphore 1)",
+    question="Were queries given less than they asked for (and may spill to tempdb)?",
+    labels=SEMAPHORE,
+)
+# (column, metric, scale)
 COLUMNS = (
-    (
-        "target_memory_kb",
-        "mssql_resource_semaphore_target_bytes",
-        "Workspace memory this semaphore aims to hand out (its grant limit now).",
-        KIB,
-        False,
-    ),
-    (
-        "available_memory_kb",
-        "mssql_resource_semaphore_available_bytes",
-        "Workspace memory this semaphore can still grant.",
-        KIB,
-        False,
-    ),
-    (
-        "granted_memory_kb",
-        "mssql_resource_semaphore_granted_bytes",
-        "Workspace memory granted to running queries.",
-        KIB,
-        False,
-    ),
-    (
-        "used_memory_kb",
-        "mssql_resource_semaphore_used_bytes",
-        "Granted workspace memory the queries actually use.",
-        KIB,
-        False,
-    ),
-    ("grantee_count", "mssql_resource_semaphore_grantees", "Queries holding a grant.", 1.0, False),
-    ("waiter_count", "mssql_resource_semaphore_waiters", "Queries waiting for a grant.", 1.0, False),
-    (
-        "timeout_error_count",
-        "mssql_resource_semaphore_timeout_errors_total",
-        "Queries that gave up waiting for a grant (error 8645), since the instance started. Absent for"
-        " the small-query semaphore.",
-        1.0,
-        True,
-    ),
-    (
-        "forced_grant_count",
-        "mssql_resource_semaphore_forced_grants_total",
-        "Grants given less memory than asked for (the query may spill to tempdb), since the instance"
-        " started. Absent for the small-query semaphore.",
-        1.0,
-        True,
-    ),
+    ("target_memory_kb", TARGET_BYTES, KIB),
+    ("available_memory_kb", AVAILABLE_BYTES, KIB),
+    ("granted_memory_kb", GRANTED_BYTES, KIB),
+    ("used_memory_kb", USED_BYTES, KIB),
+    ("grantee_count", GRANTEES, 1.0),
+    ("waiter_count", WAITERS, 1.0),
+    ("timeout_error_count", TIMEOUT_ERRORS, 1.0),
+    ("forced_grant_count", FORCED_GRANTS, 1.0),
 )
 
 
@@ -81,14 +123,10 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
             "pool_id": str(row.get("pool_id")),
             "resource_semaphore_id": str(row.get("resource_semaphore_id")),
         }
-        for column, metric, doc, scale, is_counter in COLUMNS:
+        for column, spec, scale in COLUMNS:
             value = number(row.get(column), column)
-            if value is None:
-                continue
-            if is_counter:
-                out.counter(metric, doc, value * scale, labels)
-            else:
-                out.gauge(metric, doc, value * scale, labels)
+            if value is not None:
+                out.emit(spec, value * scale, labels)
 
 
 COLLECTOR = CollectorRecord(
@@ -96,4 +134,5 @@ COLLECTOR = CollectorRecord(
     sections=(TAG,),
     collect=collect,
     defines=(SECTION,),
+    metrics=tuple(spec for _, spec, _ in COLUMNS),
 )

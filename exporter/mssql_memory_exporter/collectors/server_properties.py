@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+from .declare import Label, MetricSpec
 
 TAG = "server"
 ENGINE_EDITION_KEY = "engine_edition"  # ctx.memo; read by the scrape (platform.py)
@@ -29,21 +30,44 @@ SECTION = Section(
     + ";",
 )
 
+BUILD_INFO = MetricSpec(
+    name="mssql_build_info",
+    type="gauge",
+    help="SQL Server version and edition; always 1.",
+    unit="always 1",
+    source="`SERVERPROPERTY('ProductVersion')`, `('ProductLevel')`, `('ProductUpdateLevel')`, `('Edition')`, "
+    "`('EngineEdition')`; a NULL property (`ProductUpdateLevel` on a build without a CU) is an empty value",
+    question="Which version, update and edition is this server (the example and `engine_edition`'s "
+    "numbers are below)?",
+    labels=(
+        Label("version"),
+        Label("product_level"),
+        Label("update_level"),
+        Label("edition"),
+        Label("engine_edition"),
+    ),
+)
+TARGET_INFO = MetricSpec(
+    name="mssql_target_info",
+    type="gauge",
+    help="The exporter's configuration of this target; always 1.",
+    unit="always 1",
+    source="Not from SQL Server: the target's `workload` setting (`oltp` or `olap`, default `oltp`)",
+    question="Which hit-ratio threshold applies (rules join on it: 0.95 OLTP, 0.90 OLAP)? Exported whenever "
+    "`mssql_up` is 1, even if the `server` section returned nothing.",
+    labels=(Label("workload", "`oltp` or `olap`"),),
+)
+
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     for row in rows_of(results, TAG):
         labels = {col: "" if row.get(col) is None else str(row.get(col)).strip() for col in PROPERTIES}
-        out.gauge("mssql_build_info", "SQL Server version and edition; always 1.", 1.0, labels)
+        out.emit(BUILD_INFO, 1.0, labels)
         # The platform (platform.py) is decided from it once per target, by the scrape.
         ctx.memo[ENGINE_EDITION_KEY] = labels["engine_edition"]
         break
     # Alert thresholds that depend on the workload (hit ratio 0.95 OLTP, 0.90 OLAP) join on this.
-    out.gauge(
-        "mssql_target_info",
-        "The exporter's configuration of this target; always 1.",
-        1.0,
-        {"workload": ctx.workload},
-    )
+    out.emit(TARGET_INFO, 1.0, {"workload": ctx.workload})
 
 
 COLLECTOR = CollectorRecord(
@@ -51,4 +75,5 @@ COLLECTOR = CollectorRecord(
     sections=(TAG,),
     collect=collect,
     defines=(SECTION,),
+    metrics=(BUILD_INFO, TARGET_INFO),
 )

@@ -17,20 +17,30 @@ METRICS = (
         "mssql_batch_requests_total",
         "T-SQL command batches received.",
         CounterKind.CUMULATIVE,
+        unit="batches",
+        question="Dell's batch requests/sec (the denominator of page lookups per batch).",
     ),
     perf.PerfMetric(
         "SQL Compilations/sec",
         "mssql_sql_compilations_total",
         "Query compilations (statement-level, auto-parameterization attempts and recompiles included).",
         CounterKind.CUMULATIVE,
+        unit="compilations",
+        question="Are plans reused? `rate(compilations) / rate(batch requests)` near 1 means almost every "
+        "batch compiles: an ad hoc workload filling `CACHESTORE_SQLCP` (plan-cache bloat; see `plan_cache`); "
+        "a healthy OLTP server compiles a small share of its batches.",
     ),
     perf.PerfMetric(
         "SQL Re-Compilations/sec",
         "mssql_sql_recompilations_total",
         "Statement recompilations (a cached plan found invalid: schema or statistics changed, or a hint).",
         CounterKind.CUMULATIVE,
+        unit="recompilations",
+        question="Are cached plans thrown away (schema or statistics changes, `RECOMPILE` hints)? A high "
+        "share of compilations is worth a look.",
     ),
 )
+BATCH_REQUESTS, COMPILATIONS, RECOMPILATIONS = METRICS  # by name, for the rule and dashboard generators
 OBJECT = perf.PerfObject("SQL Statistics", tuple(m.counter for m in METRICS))
 
 
@@ -43,4 +53,5 @@ COLLECTOR = CollectorRecord(
     sections=(perf.PERF_TAG,),
     collect=collect,
     perf_object=OBJECT,
+    metrics=perf.declare(OBJECT.name, METRICS),
 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
+from .declare import MetricSpec
 
 TAG = "sys_info"
 
@@ -35,6 +36,25 @@ JITTER_FLOOR_SECONDS = 5.0
 JITTER_PER_SECOND_UP = 1e-4
 MEMO_KEY = "start_time_seconds"
 
+LOGICAL_CPUS = MetricSpec(
+    name="mssql_logical_cpus",
+    type="gauge",
+    help="Logical CPUs of the server (sys.dm_os_sys_info.cpu_count).",
+    unit="CPUs",
+    source="`sys.dm_os_sys_info` `cpu_count`, read every scrape with the start time (no extra cost)",
+    question="How many logical CPUs? tempdb's usual advice is min(this, 8) data files; see "
+    "[tempdb layout](#tempdb-layout-facts).",
+)
+START_TIME = MetricSpec(
+    name="mssql_start_time_seconds",
+    type="gauge",
+    help="Unix time the SQL Server instance started.",
+    unit="seconds (Unix time)",
+    source="`sys.dm_os_sys_info` `ms_ticks`, `sqlserver_start_time_ms_ticks` and `SYSUTCDATETIME()`, one "
+    "statement; see [Start time](#start-time)",
+    question="When did the instance (re)start? A change is a restart, which resets every counter.",
+)
+
 
 def jitter_tolerance(uptime_seconds: float) -> float:
     """How far the computed start time may move, at this uptime, before it counts as a new start."""
@@ -45,11 +65,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     for row in rows_of(results, TAG):
         cpus = number(row.get("cpu_count"), "cpu_count")
         if cpus is not None:
-            out.gauge(
-                "mssql_logical_cpus",
-                "Logical CPUs of the server (sys.dm_os_sys_info.cpu_count).",
-                cpus,
-            )
+            out.emit(LOGICAL_CPUS, cpus)
         now_ms, ticks, start_ticks = (
             row.get("now_unix_ms"),
             row.get("ms_ticks"),
@@ -63,7 +79,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         if isinstance(previous, float) and abs(previous - start) < jitter_tolerance(uptime_ms / 1000.0):
             start = previous
         ctx.memo[MEMO_KEY] = float(start)
-        out.gauge("mssql_start_time_seconds", "Unix time the SQL Server instance started.", float(start))
+        out.emit(START_TIME, float(start))
         return
 
 
@@ -72,4 +88,5 @@ COLLECTOR = CollectorRecord(
     sections=(TAG,),
     collect=collect,
     defines=(SECTION,),
+    metrics=(LOGICAL_CPUS, START_TIME),
 )

@@ -24,6 +24,7 @@ from .base import (
     rows_of,
     sql_literal,
 )
+from .declare import Label, MetricSpec
 
 TAG = "wait_stats"
 MS = 1000.0
@@ -52,29 +53,44 @@ SECTION = Section(
     requires=("sys.dm_os_wait_stats",),
 )
 
-# (column, metric, help, divisor): milliseconds become seconds
+WAIT_TYPE = Label("wait_type", "one of the twelve in the table below")
+TASKS = MetricSpec(
+    name="mssql_wait_tasks_total",
+    type="counter",
+    help="Waits of this type that started (sys.dm_os_wait_stats.waiting_tasks_count), since the instance"
+    " started or the wait statistics were cleared.",
+    unit="waits",
+    source="`sys.dm_os_wait_stats` `waiting_tasks_count`",
+    question="How often did tasks start waiting on this?",
+    labels=(WAIT_TYPE,),
+)
+SECONDS = MetricSpec(
+    name="mssql_wait_seconds_total",
+    type="counter",
+    help="Time tasks spent waiting on this wait type, signal wait included (wait_time_ms / 1000), since the"
+    " instance started or the wait statistics were cleared.",
+    unit="seconds",
+    source="`sys.dm_os_wait_stats` `wait_time_ms` / 1000 (signal wait included)",
+    question="How much time went into waiting on it? `rate()` is seconds of waiting per second: on "
+    "average that many tasks waiting at once.",
+    labels=(WAIT_TYPE,),
+)
+SIGNAL_SECONDS = MetricSpec(
+    name="mssql_wait_signal_seconds_total",
+    type="counter",
+    help="Part of the wait time spent between being signalled and running again: waiting for a CPU"
+    " (signal_wait_time_ms / 1000).",
+    unit="seconds",
+    source="`sys.dm_os_wait_stats` `signal_wait_time_ms` / 1000",
+    question="How much of that was waiting for a CPU after the resource was free? High share: CPU "
+    "pressure, not the resource.",
+    labels=(WAIT_TYPE,),
+)
+# (column, metric, divisor): milliseconds become seconds
 COLUMNS = (
-    (
-        "waiting_tasks_count",
-        "mssql_wait_tasks_total",
-        "Waits of this type that started (sys.dm_os_wait_stats.waiting_tasks_count), since the instance"
-        " started or the wait statistics were cleared.",
-        1.0,
-    ),
-    (
-        "wait_time_ms",
-        "mssql_wait_seconds_total",
-        "Time tasks spent waiting on this wait type, signal wait included (wait_time_ms / 1000), since the"
-        " instance started or the wait statistics were cleared.",
-        MS,
-    ),
-    (
-        "signal_wait_time_ms",
-        "mssql_wait_signal_seconds_total",
-        "Part of the wait time spent between being signalled and running again: waiting for a CPU"
-        " (signal_wait_time_ms / 1000).",
-        MS,
-    ),
+    ("waiting_tasks_count", TASKS, 1.0),
+    ("wait_time_ms", SECONDS, MS),
+    ("signal_wait_time_ms", SIGNAL_SECONDS, MS),
 )
 _BY_NAME = {w.casefold(): w for w in WAIT_TYPES}
 
@@ -86,10 +102,10 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         if wait_type is None or wait_type in seen:
             continue  # not one we asked for, or a repeat: never a new or a duplicate series
         seen.add(wait_type)
-        for column, metric, doc, divisor in COLUMNS:
+        for column, spec, divisor in COLUMNS:
             value = number(row.get(column), f"{column} of {wait_type}")
             if value is not None:
-                out.counter(metric, doc, value / divisor, {"wait_type": wait_type})
+                out.emit(spec, value / divisor, {"wait_type": wait_type})
 
 
 COLLECTOR = CollectorRecord(
@@ -97,4 +113,5 @@ COLLECTOR = CollectorRecord(
     sections=(TAG,),
     collect=collect,
     defines=(SECTION,),
+    metrics=(TASKS, SECONDS, SIGNAL_SECONDS),
 )

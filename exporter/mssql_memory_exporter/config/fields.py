@@ -12,6 +12,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ..collectors import COLLECTORS
+
 TARGET_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 TARGET_NAME_MAX = 128
 
@@ -21,8 +23,10 @@ TARGET_NAME_MAX = 128
 PROMETHEUS_TARGET_LABELS = frozenset({"job", "instance"})
 
 # Label names the exporter's own metrics use; an extra label with one of these names would clash.
-# tests/test_scenarios.py checks this list against every label the exporter actually emits.
-RESERVED_LABELS = frozenset(
+# tests/test_scenarios.py checks this list against every label the exporter actually emits. The labels
+# of declared collectors (CollectorRecord.metrics) come from their declarations; the list below keeps
+# those of collectors not yet declared, the scrape's own and the host's.
+_UNDECLARED_LABELS = frozenset(
     {
         "collector",
         "node",
@@ -57,6 +61,9 @@ RESERVED_LABELS = frozenset(
         # tempdb's log (collectors/tempdb_log.py)
         "reason",
     }
+)
+RESERVED_LABELS = _UNDECLARED_LABELS | frozenset(
+    label.name for record in COLLECTORS for spec in record.metrics for label in spec.labels
 )
 
 ODBC18 = "ODBC Driver 18 for SQL Server"

@@ -128,8 +128,8 @@ def collect(monitor: DriveMonitor, pools: Mapping[str, str], out: FamilyBuilder)
         labels = _base_labels(view, reading, pools, monitor.redact_serial)
         out.gauge(
             "mssql_drive_info",
-            "A drive smartctl reads: family is the drive family whose attributes the exporter understands "
-            "('' if none: no wear or bytes), kind ssd, hdd or unknown.",
+            "A drive smartctl reads: family is the exporter's SATA family row its model_family matched ('' "
+            "for NVMe, SCSI, disks and SATA drives of no row), kind ssd, hdd or unknown.",
             1.0,
             {**labels, "family": reading.family, "protocol": reading.protocol, "kind": reading.kind},
         )

@@ -1,0 +1,77 @@
+"""Each collector declares its metrics once (CollectorRecord.metrics, collectors/declare.py): what it emits
+on the stand-in's scenarios is what it declares, and docs/metrics.md's tables are written from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mssql_memory_exporter import reference
+from mssql_memory_exporter.collectors import COLLECTORS
+
+from tests.declared import emitted, undeclared
+from tests.timeouts import PATIENT_SECONDS
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "metrics.md"
+DECLARED = [record for record in COLLECTORS if record.metrics]
+# Collectors whose metrics are still declared only in their docs table and call sites: this list only
+# shrinks (a new collector must declare its metrics).
+NOT_YET_DECLARED = {
+    "tempdb",
+    "tempdb_files", "tempdb_usage", "tempdb_volumes", "tempdb_log", "volumes", "ssd_pools",
+    "hybrid_buffer_pool", "buffer_pool_extension", "availability_groups",
+}  # fmt: skip
+SCENARIOS = ("healthy-oltp", "memory-pressure", "plan-cache-bloat", "named-instance-padded", "numa-4-nodes")
+# Series the scrape adds whatever the collectors: not any collector's to declare.
+SCRAPE_FAMILIES = ("mssql_up", "mssql_scrape_duration_seconds", "mssql_exporter_")
+
+
+def test_every_collector_declares_its_metrics_or_is_on_the_shrinking_list():
+    names = {record.name for record in COLLECTORS}
+    assert names >= NOT_YET_DECLARED, NOT_YET_DECLARED - names
+    assert {r.name for r in DECLARED} == names - NOT_YET_DECLARED
+
+
+def test_a_metric_is_declared_by_one_collector_once():
+    seen: dict[str, str] = {}
+    for record in DECLARED:
+        for spec in record.metrics:
+            assert spec.name not in seen, f"{spec.name}: declared by {seen[spec.name]} and {record.name}"
+            seen[spec.name] = record.name
+            assert spec.name.startswith("mssql_") and spec.help and spec.source and spec.unit, spec
+            assert spec.name.endswith("_total") == (spec.type == "counter"), spec.name
+
+
+def test_docs_tables_are_written_from_the_declarations():
+    assert reference.main(["--docs", str(DOCS), "--check"]) == 0, "stale: run `make generate`"
+
+
+def test_a_stale_or_missing_table_is_caught(tmp_path: Path):
+    page = tmp_path / "metrics.md"
+    text = DOCS.read_text(encoding="utf-8")
+    record = DECLARED[0]
+    page.write_text(text.replace(f"| `{record.metrics[0].name}` |", "| `mssql_renamed` |"), encoding="utf-8")
+    assert reference.main(["--docs", str(page), "--check"]) == 1
+    assert reference.main(["--docs", str(page)]) == 0
+    assert page.read_text(encoding="utf-8") == text
+    page.write_text(text.replace(reference.end(record.name), ""), encoding="utf-8")
+    with pytest.raises(LookupError, match=rf"no table markers for collector '{record.name}'"):
+        reference.render(page.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name", [r.name for r in DECLARED])
+def test_emits_exactly_what_it_declares(standin, scraper_for, name):
+    """A probe narrowed to the collector, on each scenario: every family it exports is declared with that
+    type and those labels, and every declared one shows in some scenario unless marked conditional."""
+    record = next(r for r in COLLECTORS if r.name == name)
+    seen: set[str] = set()
+    for scenario in SCENARIOS:
+        s = standin(scenario)
+        config = s.config(collectors={"include": [name]})
+        families = scraper_for(config).probe(config.targets["standin"], PATIENT_SECONDS)
+        mine = [f for f in families if not f.name.startswith(SCRAPE_FAMILIES)]
+        assert not undeclared(record, mine), (scenario, undeclared(record, mine))
+        seen |= set(emitted(mine))
+    never = [s.name for s in record.metrics if s.family not in seen and not s.conditional]
+    assert not never, f"declared, emitted by no scenario and not marked conditional: {never}"
