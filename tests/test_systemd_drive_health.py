@@ -34,10 +34,11 @@ needs_systemd_analyze = tools.needs(tools.SYSTEMD_ANALYZE)
 
 def installed(tmp_path: Path, drop_in: str | None) -> Path:
     """The unit (and the drop-in, when given) laid out as under /etc/systemd/system. verify insists that
-    ExecStart's program exists; the virtualenv is not installed here."""
+    the programs of ExecStart and ExecStartPre (the --config.check) exist; the virtualenv is not installed
+    here."""
     unit = tmp_path / SYSTEMD_UNIT.name
     text = SYSTEMD_UNIT.read_text(encoding="utf-8")
-    unit.write_text(re.sub(r"^ExecStart=\S+", "ExecStart=/bin/true", text, flags=re.M), encoding="utf-8")
+    unit.write_text(re.sub(r"^(ExecStart(?:Pre)?)=\S+", r"\1=/bin/true", text, flags=re.M), encoding="utf-8")
     if drop_in is not None:
         directory = tmp_path / f"{SYSTEMD_UNIT.name}.d"
         directory.mkdir()
