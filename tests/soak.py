@@ -81,7 +81,7 @@ FINAL_ROUNDS = 5  # scrapes of each target in the final healthy round
 # after the thread has gone. Measured (docs/operations.md, "Soak"): in a 4,000-scrape run traced with
 # tracemalloc the Python heap grew by 0.6 MB by mid-run and by 0.03 MB more to the end, while malloc's
 # thread arenas went from 11 to 14 and their reserved bytes from 3.3 to 11.5 MB; with MALLOC_ARENA_MAX=2
-# the same run grew 2.2 MB instead of about 5. A leak still shows as growth after warm-up.
+# the same run grew 2.2 MB instead of 4.3 MB. A leak still shows as growth after warm-up.
 WARM_STRETCHES = len(FAULTS) + QUIET_STRETCHES
 RSS_GROWTH_LIMIT = 2_000_000  # after warm-up
 # The target's labels (the reloads change them) come between the name and the value.
