@@ -27,10 +27,14 @@ def test_short_soak_with_faults():
 
 
 def _snapshot(
-    threads: int = 10, fds: int = 20, sockets: Counter[str] | None = None, busy: int = 0
+    threads: int = 10,
+    fds: int = 20,
+    sockets: Counter[str] | None = None,
+    busy: int = 0,
+    rss: int = 50_000_000,
 ) -> soak.Snapshot:
     sockets = Counter({"ESTABLISHED": 4}) if sockets is None else sockets
-    return soak.Snapshot(50_000_000, fds, threads, sockets, busy)
+    return soak.Snapshot(rss, fds, threads, sockets, busy)
 
 
 def _report(**changes: object) -> soak.Report:
@@ -42,6 +46,8 @@ def _report(**changes: object) -> soak.Report:
 
 def test_the_verdict_catches_each_kind_of_leak_and_a_stuck_target():
     assert _report().failures() == []
+    # Warm-up growth (threads' malloc arenas, first fault paths) before the warm snapshot is not a leak.
+    assert _report(warm=_snapshot(rss=56_000_000), end=_snapshot(rss=57_000_000)).failures() == []
     cases = {
         "final round not all up": _report(final_answers=["up", "down"]),
         "no answers": _report(final_answers=[]),
@@ -54,6 +60,8 @@ def test_the_verdict_catches_each_kind_of_leak_and_a_stuck_target():
         "bad answers": _report(bad_answers=["0: ConnectionResetError()"]),
         "password": _report(password_leaked=True),
         "reloads answered wrongly": _report(reload_errors=["bad: 200 config reloaded"]),
+        # RSS is judged from the warm snapshot (after the first cycle of faults), not from the start.
+        "RSS grew by 2.00 MB after warm-up": _report(warm=_snapshot(), end=_snapshot(rss=52_000_000)),
     }
     for expected, report in cases.items():
         problems = report.failures()
