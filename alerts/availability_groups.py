@@ -75,6 +75,10 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     ]
 
 
+# The label of a paging alert's warning twin on a secondary (its value: "secondary").
+SECONDARY_LABEL = "ag_role"
+
+
 def follow_the_primary(spec: Spec, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each paging alert named in `availability_groups.secondary_warns_only` becomes two rules of the same
     name: the paging one unless the target is a secondary, and a warning one while it is. One instance is
@@ -99,6 +103,9 @@ def follow_the_primary(spec: Spec, rules: list[dict[str, Any]]) -> list[dict[str
         warns = copy.deepcopy(rule)
         warns["expr"] = f"(\n  {expr}\n)\nand {on_secondary}"
         warns["labels"]["severity"] = "warning"
+        # Its own label set: where the alert also has a warning rule of its own (tempdb headroom), both may
+        # fire for one secondary, and two rules writing the same ALERTS series would overwrite each other.
+        warns["labels"][SECONDARY_LABEL] = "secondary"
         warns["annotations"]["description"] += (
             " Only a warning here: this target is a secondary replica of an availability group"
             " (alerts/thresholds.yml availability_groups.secondary_warns_only)."
