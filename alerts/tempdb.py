@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mssql_memory_exporter.collectors import sys_info
+from mssql_memory_exporter.collectors import sys_info, tempdb_log
 
 from . import names as N
 from .names import RuleNames
@@ -81,7 +81,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     t = spec.tempdb
     names = RuleNames.from_spec(spec)
     data_size = f"sum without (file, file_type, volume) ({m('mssql_tempdb_file_size_bytes', DATA)})"
-    log_size, log_used = m("mssql_tempdb_log_size_bytes"), m("mssql_tempdb_log_used_bytes")
+    log_size, log_used = m(tempdb_log.SIZE_BYTES.name), m(tempdb_log.USED_BYTES.name)
     fact = partial(_fact, spec)
     rules: list[dict[str, Any]] = [
         {
@@ -230,7 +230,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     t = spec.tempdb
     names = RuleNames.from_spec(spec)
     reuse_wait = (
-        with_instance_series("mssql_tempdb_log_reuse_wait")
+        with_instance_series(tempdb_log.REUSE_WAIT.name)
         + "{{ (first .).Labels.reason }}{{ else }}unknown{{ end }}"
     )
     rules = _headroom_alerts(

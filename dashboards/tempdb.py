@@ -3,7 +3,7 @@ its space and layout, and I/O latency per volume."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import sys_info
+from mssql_memory_exporter.collectors import sys_info, tempdb_log
 
 from alerts import names as names_
 from alerts.spec import number as num
@@ -298,8 +298,8 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             "changes in tempdb fail with error 9002.",
             "bytes",
             [
-                Query(m("mssql_tempdb_log_used_bytes"), "used"),
-                Query(m("mssql_tempdb_log_size_bytes"), "log size"),
+                Query(m(tempdb_log.USED_BYTES.name), "used"),
+                Query(m(tempdb_log.SIZE_BYTES.name), "log size"),
             ],
             width=12,
             height=7,
@@ -323,7 +323,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             "NOTHING or CHECKPOINT. ACTIVE_TRANSACTION for long is a transaction left open: it holds the "
             "log and the version store.",
             "none",
-            [Query(m("mssql_tempdb_log_reuse_wait"), "{{reason}}", instant=True)],
+            [Query(m(tempdb_log.REUSE_WAIT.name), "{{reason}}", instant=True)],
             width=6,
             height=7,
             options={"textMode": "name", "colorMode": "none"},

@@ -19,7 +19,7 @@ DECLARED = [record for record in COLLECTORS if record.metrics]
 # shrinks (a new collector must declare its metrics).
 NOT_YET_DECLARED = {
     "tempdb",
-    "tempdb_files", "tempdb_usage", "tempdb_volumes", "tempdb_log", "volumes", "ssd_pools",
+    "tempdb_files", "tempdb_usage", "tempdb_volumes", "volumes", "ssd_pools",
     "availability_groups",
 }  # fmt: skip
 SCENARIOS = ("healthy-oltp", "memory-pressure", "plan-cache-bloat", "named-instance-padded", "numa-4-nodes")
