@@ -20,7 +20,6 @@ DECLARED = [record for record in COLLECTORS if record.metrics]
 NOT_YET_DECLARED = {
     "tempdb",
     "tempdb_files", "tempdb_usage", "tempdb_volumes", "volumes", "ssd_pools",
-    "availability_groups",
 }  # fmt: skip
 SCENARIOS = ("healthy-oltp", "memory-pressure", "plan-cache-bloat", "named-instance-padded", "numa-4-nodes")
 # Series the scrape adds whatever the collectors: not any collector's to declare.
