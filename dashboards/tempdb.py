@@ -3,7 +3,7 @@ its space and layout, and I/O latency per volume."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import sys_info, tempdb_log
+from mssql_memory_exporter.collectors import sys_info, tempdb, tempdb_log
 
 from alerts import names as names_
 from alerts.spec import number as num
@@ -41,7 +41,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "Bps",
             [
                 Query(
-                    f"sum by (file, volume) ({rate('mssql_tempdb_file_written_bytes_total')})",
+                    f"sum by (file, volume) ({rate(tempdb.WRITTEN_BYTES.name)})",
                     "{{file}} ({{volume}})",
                 )
             ],
@@ -60,7 +60,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "weigh it against the drives' rating.",
             "Bps",
             [
-                Query(f"sum by (volume) ({rate('mssql_tempdb_file_written_bytes_total')})", "{{volume}}"),
+                Query(f"sum by (volume) ({rate(tempdb.WRITTEN_BYTES.name)})", "{{volume}}"),
                 Query(m(lim.rule("tempdb_short")), f"all tempdb files, {short_w} average"),
                 Query(
                     enough_instance_data(lim, m(lim.rule("tempdb_long"))),
@@ -78,8 +78,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "s",
             [
                 Query(
-                    f"{rate('mssql_tempdb_file_write_stall_seconds_total')}\n"
-                    f"/ ({rate('mssql_tempdb_file_writes_total')} > 0)",
+                    f"{rate(tempdb.WRITE_STALL_SECONDS.name)}\n/ ({rate(tempdb.WRITES.name)} > 0)",
                     "{{file}} ({{volume}})",
                 )
             ],
