@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mssql_memory_exporter.collectors import sys_info, tempdb_log
+from mssql_memory_exporter.collectors import sys_info, tempdb_log, tempdb_usage
 
 from . import names as N
 from .names import RuleNames
@@ -88,7 +88,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": N.TEMPDB_FREE_IN_FILES,
             "expr": (
                 "sum without (file, file_type, usage) (\n"
-                f"  {m('mssql_tempdb_file_space_bytes', UNALLOCATED)}\n)"
+                f"  {m(tempdb_usage.SPACE_BYTES.name, UNALLOCATED)}\n)"
             ),
         },
         *_growth_rules(spec, "data", N.TEMPDB_GROWTH_EVENT, N.TEMPDB_GROWTH_ROOM, together=True),
@@ -142,7 +142,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": N.TEMPDB_VERSION_STORE_BYTES,
             "expr": (
                 "sum without (file, file_type, volume, usage) (\n"
-                f"  {m('mssql_tempdb_file_space_bytes', VERSION_STORE)}\n)"
+                f"  {m(tempdb_usage.SPACE_BYTES.name, VERSION_STORE)}\n)"
             ),
         },
         {

@@ -3,7 +3,7 @@ its space and layout, and I/O latency per volume."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import sys_info, tempdb, tempdb_log
+from mssql_memory_exporter.collectors import sys_info, tempdb, tempdb_log, tempdb_usage
 
 from alerts import names as names_
 from alerts.spec import number as num
@@ -205,7 +205,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             "spilling (queries short of workspace memory).",
             "bytes",
             [
-                Query(f"sum by (usage) ({m('mssql_tempdb_file_space_bytes')})", "{{usage}}"),
+                Query(f"sum by (usage) ({m(tempdb_usage.SPACE_BYTES.name)})", "{{usage}}"),
                 Query(size, "data files' size"),
                 Query(f"{size} + sum({m(lim.rule('tempdb_room'))})", "size + growth room"),
             ],
