@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mssql_memory_exporter.collectors import sys_info, tempdb_log, tempdb_usage
+from mssql_memory_exporter.collectors import sys_info, tempdb_log, tempdb_usage, tempdb_volumes
 
 from . import names as N
 from .names import RuleNames
@@ -44,7 +44,7 @@ def _growth_rules(spec: Spec, file_type: str, event: str, room: str, together: b
         "count without (file, file_type) (\n"
         f"  {m('mssql_tempdb_file_max_size_unlimited', kind)} == 1\n  and {growing}\n)"
     )
-    free = m("mssql_tempdb_volume_free_bytes")
+    free = m(tempdb_volumes.FREE_BYTES.name)
     # The volume's free space in whole growth events: what growth can actually use of it.
     usable = f"floor({free} / {event}) * {event}"
     return [
