@@ -3,7 +3,7 @@ its space and layout, and I/O latency per volume."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import sys_info, tempdb, tempdb_log, tempdb_usage
+from mssql_memory_exporter.collectors import sys_info, tempdb, tempdb_files, tempdb_log, tempdb_usage
 
 from alerts import names as names_
 from alerts.spec import number as num
@@ -178,14 +178,14 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
     """The endurance dashboard's row "tempdb space": what fills tempdb, its room and its layout."""
     t = lim.spec.tempdb
     data = 'file_type="data"'
-    size = f"sum({m('mssql_tempdb_file_size_bytes', data)})"
+    size = f"sum({m(tempdb_files.SIZE_BYTES.name, data)})"
     layout = [
-        ("Data files", "mssql_tempdb_data_files"),
+        ("Data files", tempdb_files.DATA_FILES.name),
         ("CPUs", sys_info.LOGICAL_CPUS.name),
-        ("Equal size", "mssql_tempdb_data_files_equal_size"),
-        ("Equal growth", "mssql_tempdb_data_files_equal_growth"),
-        ("% growth", "mssql_tempdb_percent_growth_files"),
-        ("System volume", "mssql_tempdb_system_volume_files"),
+        ("Equal size", tempdb_files.EQUAL_SIZE.name),
+        ("Equal growth", tempdb_files.EQUAL_GROWTH.name),
+        ("% growth", tempdb_files.PERCENT_GROWTH_FILES.name),
+        ("System volume", tempdb_files.SYSTEM_VOLUME_FILES.name),
     ]
     renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _) in enumerate(layout)}
     # The headroom and the time until full judge each other: neither is green while the other is not.
