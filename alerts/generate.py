@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 from mssql_memory_exporter.collectors import tempdb as tempdb_collector
+from mssql_memory_exporter.collectors import volumes as volumes_collector
 
 from . import availability_groups, capacity, diagnosis, drives, smartctl_exporter
 from . import names as N
@@ -161,7 +162,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     rules.append(
         {
             "record": names.volume,
-            "expr": f"sum without (file_type) (rate({_m(spec, 'mssql_volume_written_bytes_total')}[{w}]))",
+            "expr": f"sum without (file_type) (rate({_m(spec, volumes_collector.WRITTEN_BYTES.name)}[{w}]))",
         }
     )
     rules += diagnosis.recording_rules(spec)

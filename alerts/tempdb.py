@@ -16,7 +16,14 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mssql_memory_exporter.collectors import sys_info, tempdb_files, tempdb_log, tempdb_usage, tempdb_volumes
+from mssql_memory_exporter.collectors import (
+    sys_info,
+    tempdb_files,
+    tempdb_log,
+    tempdb_usage,
+    tempdb_volumes,
+    volumes,
+)
 
 from . import names as N
 from .names import RuleNames
@@ -166,8 +173,8 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
         return f"rate({m(counter)}[{w}])"
 
     for what, stall, ops in (
-        ("read", "mssql_volume_read_stall_seconds_total", "mssql_volume_reads_total"),
-        ("write", "mssql_volume_write_stall_seconds_total", "mssql_volume_writes_total"),
+        ("read", volumes.READ_STALL_SECONDS.name, volumes.READS.name),
+        ("write", volumes.WRITE_STALL_SECONDS.name, volumes.WRITES.name),
     ):
         rules.append({"record": names.volume_io(f"{what}s"), "expr": per_volume(ops)})
         rules.append(
@@ -178,8 +185,8 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             }
         )
     for what, size, ops in (
-        ("read", "mssql_volume_read_bytes_total", "reads"),
-        ("write", "mssql_volume_written_bytes_total", "writes"),
+        ("read", volumes.READ_BYTES.name, "reads"),
+        ("write", volumes.WRITTEN_BYTES.name, "writes"),
     ):
         rules.append(
             {

@@ -3,7 +3,7 @@ its space and layout, and I/O latency per volume."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import sys_info, tempdb, tempdb_files, tempdb_log, tempdb_usage
+from mssql_memory_exporter.collectors import sys_info, tempdb, tempdb_files, tempdb_log, tempdb_usage, volumes
 
 from alerts import names as names_
 from alerts.spec import number as num
@@ -94,7 +94,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "Bps",
             [
                 Query(
-                    f"sum by (volume, file_type) ({rate('mssql_volume_written_bytes_total')})",
+                    f"sum by (volume, file_type) ({rate(volumes.WRITTEN_BYTES.name)})",
                     "{{volume}} {{file_type}}",
                 ),
                 Query(m(lim.rule("volume")), f"{{{{volume}}}} all files, {lim.window} average"),
