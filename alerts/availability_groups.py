@@ -12,11 +12,13 @@ import copy
 from functools import partial
 from typing import Any
 
+from mssql_memory_exporter.collectors import availability_groups as ag_collector
+
 from . import names as N
 from .rule_parts import INSTANCE, alert, metric
 from .spec import Spec, SpecError, number
 
-IS_PRIMARY = "mssql_ag_replica_is_primary"
+IS_PRIMARY = ag_collector.REPLICA_IS_PRIMARY.name
 
 
 def secondary(spec: Spec) -> str:
@@ -38,7 +40,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         alert(
             spec,
             N.AG_REPLICA_UNHEALTHY,
-            f"{m('mssql_ag_replica_synchronization_health')} < 2\nor {m('mssql_ag_replica_connected')} == 0",
+            f"{m(ag_collector.REPLICA_HEALTH.name)} < 2\nor {m(ag_collector.REPLICA_CONNECTED.name)} == 0",
             ag.unhealthy_for,
             "critical",
             "Availability group {{ $labels.availability_group }}: replica {{ $labels.replica }} not healthy",
@@ -51,7 +53,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         alert(
             spec,
             N.AG_REDO_QUEUE_GROWING,
-            growing(m("mssql_ag_database_redo_queue_bytes"), ag.redo_queue_min_bytes),
+            growing(m(ag_collector.REDO_QUEUE_BYTES.name), ag.redo_queue_min_bytes),
             ag.queue_for,
             "warning",
             "Redo falling behind for {{ $labels.database }} on {{ $labels.instance }}",
@@ -63,7 +65,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         alert(
             spec,
             N.AG_SEND_QUEUE_GROWING,
-            growing(m("mssql_ag_database_log_send_queue_bytes"), ag.send_queue_min_bytes),
+            growing(m(ag_collector.LOG_SEND_QUEUE_BYTES.name), ag.send_queue_min_bytes),
             ag.queue_for,
             "warning",
             "Log send queue growing for {{ $labels.database }} on {{ $labels.instance }}",

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from mssql_memory_exporter.collectors import tempdb as tempdb_collector
+from mssql_memory_exporter.collectors import volumes as volumes_collector
 
 from . import availability_groups, capacity, diagnosis, drives, smartctl_exporter
 from . import names as N
@@ -131,7 +133,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "expr": f"time() - {_m(spec, 'mssql_start_time_seconds')}",
         },
     ]
-    tempdb = _m(spec, "mssql_tempdb_file_written_bytes_total")
+    tempdb = _m(spec, tempdb_collector.WRITTEN_BYTES.name)
     long_window = spec.window(spec.tempdb.long_rate_window)
     tempdb_long = names.tempdb(names.tempdb_long)
     rules += [
@@ -160,7 +162,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     rules.append(
         {
             "record": names.volume,
-            "expr": f"sum without (file_type) (rate({_m(spec, 'mssql_volume_written_bytes_total')}[{w}]))",
+            "expr": f"sum without (file_type) (rate({_m(spec, volumes_collector.WRITTEN_BYTES.name)}[{w}]))",
         }
     )
     rules += diagnosis.recording_rules(spec)

@@ -16,7 +16,14 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from mssql_memory_exporter.collectors import sys_info
+from mssql_memory_exporter.collectors import (
+    sys_info,
+    tempdb_files,
+    tempdb_log,
+    tempdb_usage,
+    tempdb_volumes,
+    volumes,
+)
 
 from . import names as N
 from .names import RuleNames
@@ -35,16 +42,16 @@ def _growth_rules(spec: Spec, file_type: str, event: str, room: str, together: b
     m = partial(metric, spec)
     kind = f'file_type="{file_type}"'
     growing = (
-        f"(\n    {m('mssql_tempdb_file_growth_bytes', kind)} > 0\n"
-        f"    or {m('mssql_tempdb_file_growth_ratio', kind)} > 0\n  )"
+        f"(\n    {m(tempdb_files.GROWTH_BYTES.name, kind)} > 0\n"
+        f"    or {m(tempdb_files.GROWTH_RATIO.name, kind)} > 0\n  )"
     )
-    size, maximum = m("mssql_tempdb_file_size_bytes", kind), m("mssql_tempdb_file_max_size_bytes", kind)
+    size, maximum = m(tempdb_files.SIZE_BYTES.name, kind), m(tempdb_files.MAX_SIZE_BYTES.name, kind)
     capped = f"sum without (file, file_type) (\n  clamp_min({maximum} - {size}, 0)\n  and {growing}\n)"
     unlimited = (
         "count without (file, file_type) (\n"
-        f"  {m('mssql_tempdb_file_max_size_unlimited', kind)} == 1\n  and {growing}\n)"
+        f"  {m(tempdb_files.MAX_SIZE_UNLIMITED.name, kind)} == 1\n  and {growing}\n)"
     )
-    free = m("mssql_tempdb_volume_free_bytes")
+    free = m(tempdb_volumes.FREE_BYTES.name)
     # The volume's free space in whole growth events: what growth can actually use of it.
     usable = f"floor({free} / {event}) * {event}"
     return [
@@ -55,10 +62,10 @@ def _growth_rules(spec: Spec, file_type: str, event: str, room: str, together: b
             "expr": (
                 f"{'sum' if together else 'min'} without (file, file_type) (\n"
                 "  (\n"
-                f"    {m('mssql_tempdb_file_growth_bytes', kind)} > 0\n"
-                f"    or\n    ({m('mssql_tempdb_file_growth_ratio', kind)} > 0) * {size}\n"
+                f"    {m(tempdb_files.GROWTH_BYTES.name, kind)} > 0\n"
+                f"    or\n    ({m(tempdb_files.GROWTH_RATIO.name, kind)} > 0) * {size}\n"
                 "  )\n"
-                f"  and (\n    {m('mssql_tempdb_file_max_size_unlimited', kind)} == 1\n"
+                f"  and (\n    {m(tempdb_files.MAX_SIZE_UNLIMITED.name, kind)} == 1\n"
                 f"    or\n    {maximum} - {size} > 0\n  )\n)"
             ),
         },
@@ -80,15 +87,15 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     m = partial(metric, spec)
     t = spec.tempdb
     names = RuleNames.from_spec(spec)
-    data_size = f"sum without (file, file_type, volume) ({m('mssql_tempdb_file_size_bytes', DATA)})"
-    log_size, log_used = m("mssql_tempdb_log_size_bytes"), m("mssql_tempdb_log_used_bytes")
+    data_size = f"sum without (file, file_type, volume) ({m(tempdb_files.SIZE_BYTES.name, DATA)})"
+    log_size, log_used = m(tempdb_log.SIZE_BYTES.name), m(tempdb_log.USED_BYTES.name)
     fact = partial(_fact, spec)
     rules: list[dict[str, Any]] = [
         {
             "record": N.TEMPDB_FREE_IN_FILES,
             "expr": (
                 "sum without (file, file_type, usage) (\n"
-                f"  {m('mssql_tempdb_file_space_bytes', UNALLOCATED)}\n)"
+                f"  {m(tempdb_usage.SPACE_BYTES.name, UNALLOCATED)}\n)"
             ),
         },
         *_growth_rules(spec, "data", N.TEMPDB_GROWTH_EVENT, N.TEMPDB_GROWTH_ROOM, together=True),
@@ -142,7 +149,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": N.TEMPDB_VERSION_STORE_BYTES,
             "expr": (
                 "sum without (file, file_type, volume, usage) (\n"
-                f"  {m('mssql_tempdb_file_space_bytes', VERSION_STORE)}\n)"
+                f"  {m(tempdb_usage.SPACE_BYTES.name, VERSION_STORE)}\n)"
             ),
         },
         {
@@ -150,12 +157,13 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # tell yet (settings not read, a volume it cannot name) count as passing.
             "record": N.TEMPDB_LAYOUT_PROBLEMS,
             "expr": (
-                f"(\n  {m('mssql_tempdb_data_files')}\n  < bool clamp_max({m(sys_info.LOGICAL_CPUS.name)}, "
+                f"(\n  {m(tempdb_files.DATA_FILES.name)}\n"
+                f"  < bool clamp_max({m(sys_info.LOGICAL_CPUS.name)}, "
                 f"{number(t.advised_max_data_files)})\n)\n"
-                f"+ {fact('mssql_tempdb_data_files_equal_size', '== bool 0')}\n"
-                f"+ {fact('mssql_tempdb_data_files_equal_growth', '== bool 0')}\n"
-                f"+ {fact('mssql_tempdb_percent_growth_files', '> bool 0')}\n"
-                f"+ {fact('mssql_tempdb_system_volume_files', '> bool 0')}"
+                f"+ {fact(tempdb_files.EQUAL_SIZE.name, '== bool 0')}\n"
+                f"+ {fact(tempdb_files.EQUAL_GROWTH.name, '== bool 0')}\n"
+                f"+ {fact(tempdb_files.PERCENT_GROWTH_FILES.name, '> bool 0')}\n"
+                f"+ {fact(tempdb_files.SYSTEM_VOLUME_FILES.name, '> bool 0')}"
             ),
         },
     ]
@@ -165,8 +173,8 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
         return f"rate({m(counter)}[{w}])"
 
     for what, stall, ops in (
-        ("read", "mssql_volume_read_stall_seconds_total", "mssql_volume_reads_total"),
-        ("write", "mssql_volume_write_stall_seconds_total", "mssql_volume_writes_total"),
+        ("read", volumes.READ_STALL_SECONDS.name, volumes.READS.name),
+        ("write", volumes.WRITE_STALL_SECONDS.name, volumes.WRITES.name),
     ):
         rules.append({"record": names.volume_io(f"{what}s"), "expr": per_volume(ops)})
         rules.append(
@@ -177,8 +185,8 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             }
         )
     for what, size, ops in (
-        ("read", "mssql_volume_read_bytes_total", "reads"),
-        ("write", "mssql_volume_written_bytes_total", "writes"),
+        ("read", volumes.READ_BYTES.name, "reads"),
+        ("write", volumes.WRITTEN_BYTES.name, "writes"),
     ):
         rules.append(
             {
@@ -191,7 +199,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
 
 def _fact(spec: Spec, name: str, check: str) -> str:
     """A 0/1 check of a layout fact, 0 where the fact is absent (not known yet)."""
-    return f"(\n  {metric(spec, name)} {check}\n  or {metric(spec, 'mssql_tempdb_data_files')} * 0\n)"
+    return f"(\n  {metric(spec, name)} {check}\n  or {metric(spec, tempdb_files.DATA_FILES.name)} * 0\n)"
 
 
 def _indent(text: str) -> str:
@@ -230,7 +238,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     t = spec.tempdb
     names = RuleNames.from_spec(spec)
     reuse_wait = (
-        with_instance_series("mssql_tempdb_log_reuse_wait")
+        with_instance_series(tempdb_log.REUSE_WAIT.name)
         + "{{ (first .).Labels.reason }}{{ else }}unknown{{ end }}"
     )
     rules = _headroom_alerts(
@@ -287,17 +295,17 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "info",
             "tempdb on {{ $labels.instance }} is not laid out as advised",
             "{{ $value }} of tempdb's layout checks fail. Data files: "
-            + instance_value("mssql_tempdb_data_files", "printf \"%.0f\"")
+            + instance_value(tempdb_files.DATA_FILES.name, "printf \"%.0f\"")
             + " for "
             + instance_value(sys_info.LOGICAL_CPUS.name, "printf \"%.0f\"")
             + f" logical CPUs (advised: as many, up to {number(t.advised_max_data_files)}); equal sizes: "
-            + instance_value("mssql_tempdb_data_files_equal_size", "printf \"%.0f\"")
+            + instance_value(tempdb_files.EQUAL_SIZE.name, "printf \"%.0f\"")
             + "; equal growth: "
-            + instance_value("mssql_tempdb_data_files_equal_growth", "printf \"%.0f\"")
+            + instance_value(tempdb_files.EQUAL_GROWTH.name, "printf \"%.0f\"")
             + "; files growing by a percentage: "
-            + instance_value("mssql_tempdb_percent_growth_files", "printf \"%.0f\"")
+            + instance_value(tempdb_files.PERCENT_GROWTH_FILES.name, "printf \"%.0f\"")
             + "; files on the system volume: "
-            + instance_value("mssql_tempdb_system_volume_files", "printf \"%.0f\"")
+            + instance_value(tempdb_files.SYSTEM_VOLUME_FILES.name, "printf \"%.0f\"")
             + ".",
         ),
     ]

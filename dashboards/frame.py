@@ -3,7 +3,7 @@ the dashboards."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import sys_info
+from mssql_memory_exporter.collectors import availability_groups, sys_info
 
 from .grafana import (
     BLUE,
@@ -114,7 +114,7 @@ def failover_annotation(lim: Limits) -> Json:
     """A mark where a target's availability-group role changed (mssql_ag_replica_is_primary moved), for
     the panels where a failover shows: PLE and memory (the new primary's cache is cold for its reads) and
     tempdb and drive writes (the old primary's writes become redo)."""
-    role = m("mssql_ag_replica_is_primary")
+    role = m(availability_groups.REPLICA_IS_PRIMARY.name)
     return prometheus_annotation(
         "Availability group role changes",
         # The role for one rate window after a change: 1 marks the new primary, 0 the old one.

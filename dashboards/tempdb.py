@@ -3,7 +3,7 @@ its space and layout, and I/O latency per volume."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import sys_info
+from mssql_memory_exporter.collectors import sys_info, tempdb, tempdb_files, tempdb_log, tempdb_usage, volumes
 
 from alerts import names as names_
 from alerts.spec import number as num
@@ -41,7 +41,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "Bps",
             [
                 Query(
-                    f"sum by (file, volume) ({rate('mssql_tempdb_file_written_bytes_total')})",
+                    f"sum by (file, volume) ({rate(tempdb.WRITTEN_BYTES.name)})",
                     "{{file}} ({{volume}})",
                 )
             ],
@@ -60,7 +60,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "weigh it against the drives' rating.",
             "Bps",
             [
-                Query(f"sum by (volume) ({rate('mssql_tempdb_file_written_bytes_total')})", "{{volume}}"),
+                Query(f"sum by (volume) ({rate(tempdb.WRITTEN_BYTES.name)})", "{{volume}}"),
                 Query(m(lim.rule("tempdb_short")), f"all tempdb files, {short_w} average"),
                 Query(
                     enough_instance_data(lim, m(lim.rule("tempdb_long"))),
@@ -78,8 +78,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "s",
             [
                 Query(
-                    f"{rate('mssql_tempdb_file_write_stall_seconds_total')}\n"
-                    f"/ ({rate('mssql_tempdb_file_writes_total')} > 0)",
+                    f"{rate(tempdb.WRITE_STALL_SECONDS.name)}\n/ ({rate(tempdb.WRITES.name)} > 0)",
                     "{{file}} ({{volume}})",
                 )
             ],
@@ -95,7 +94,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "Bps",
             [
                 Query(
-                    f"sum by (volume, file_type) ({rate('mssql_volume_written_bytes_total')})",
+                    f"sum by (volume, file_type) ({rate(volumes.WRITTEN_BYTES.name)})",
                     "{{volume}} {{file_type}}",
                 ),
                 Query(m(lim.rule("volume")), f"{{{{volume}}}} all files, {lim.window} average"),
@@ -179,14 +178,14 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
     """The endurance dashboard's row "tempdb space": what fills tempdb, its room and its layout."""
     t = lim.spec.tempdb
     data = 'file_type="data"'
-    size = f"sum({m('mssql_tempdb_file_size_bytes', data)})"
+    size = f"sum({m(tempdb_files.SIZE_BYTES.name, data)})"
     layout = [
-        ("Data files", "mssql_tempdb_data_files"),
+        ("Data files", tempdb_files.DATA_FILES.name),
         ("CPUs", sys_info.LOGICAL_CPUS.name),
-        ("Equal size", "mssql_tempdb_data_files_equal_size"),
-        ("Equal growth", "mssql_tempdb_data_files_equal_growth"),
-        ("% growth", "mssql_tempdb_percent_growth_files"),
-        ("System volume", "mssql_tempdb_system_volume_files"),
+        ("Equal size", tempdb_files.EQUAL_SIZE.name),
+        ("Equal growth", tempdb_files.EQUAL_GROWTH.name),
+        ("% growth", tempdb_files.PERCENT_GROWTH_FILES.name),
+        ("System volume", tempdb_files.SYSTEM_VOLUME_FILES.name),
     ]
     renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _) in enumerate(layout)}
     # The headroom and the time until full judge each other: neither is green while the other is not.
@@ -206,7 +205,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             "spilling (queries short of workspace memory).",
             "bytes",
             [
-                Query(f"sum by (usage) ({m('mssql_tempdb_file_space_bytes')})", "{{usage}}"),
+                Query(f"sum by (usage) ({m(tempdb_usage.SPACE_BYTES.name)})", "{{usage}}"),
                 Query(size, "data files' size"),
                 Query(f"{size} + sum({m(lim.rule('tempdb_room'))})", "size + growth room"),
             ],
@@ -298,8 +297,8 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             "changes in tempdb fail with error 9002.",
             "bytes",
             [
-                Query(m("mssql_tempdb_log_used_bytes"), "used"),
-                Query(m("mssql_tempdb_log_size_bytes"), "log size"),
+                Query(m(tempdb_log.USED_BYTES.name), "used"),
+                Query(m(tempdb_log.SIZE_BYTES.name), "log size"),
             ],
             width=12,
             height=7,
@@ -323,7 +322,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             "NOTHING or CHECKPOINT. ACTIVE_TRANSACTION for long is a transaction left open: it holds the "
             "log and the version store.",
             "none",
-            [Query(m("mssql_tempdb_log_reuse_wait"), "{{reason}}", instant=True)],
+            [Query(m(tempdb_log.REUSE_WAIT.name), "{{reason}}", instant=True)],
             width=6,
             height=7,
             options={"textMode": "name", "colorMode": "none"},

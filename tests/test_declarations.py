@@ -18,9 +18,7 @@ DECLARED = [record for record in COLLECTORS if record.metrics]
 # Collectors whose metrics are still declared only in their docs table and call sites: this list only
 # shrinks (a new collector must declare its metrics).
 NOT_YET_DECLARED = {
-    "tempdb",
-    "tempdb_files", "tempdb_usage", "tempdb_volumes", "tempdb_log", "volumes", "ssd_pools",
-    "hybrid_buffer_pool", "buffer_pool_extension", "availability_groups",
+    "ssd_pools",
 }  # fmt: skip
 SCENARIOS = ("healthy-oltp", "memory-pressure", "plan-cache-bloat", "named-instance-padded", "numa-4-nodes")
 # Series the scrape adds whatever the collectors: not any collector's to declare.

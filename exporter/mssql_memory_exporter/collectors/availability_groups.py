@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
+from .declare import Label, MetricSpec
 
 REPLICA_STATES = "sys.dm_hadr_availability_replica_states"
 DATABASE_STATES = "sys.dm_hadr_database_replica_states"
@@ -36,6 +37,108 @@ GROUPS_TAG = "ag_groups"
 REPLICAS_TAG = "ag_replica_names"
 
 ROLES = {0: "resolving", 1: "primary", 2: "secondary"}
+
+NO_GROUP = "on a server in no availability group"
+NULL_TOO = NO_GROUP + ", and where SQL Server reports NULL"
+GROUP = Label("availability_group", "`sys.availability_groups.name` (the group id if the name is gone)")
+REPLICA = Label("replica", "`sys.availability_replicas.replica_server_name` (the replica id if gone)")
+DATABASE = Label("database", "`DB_NAME(database_id)`")
+REPLICA_INFO = MetricSpec(
+    name="mssql_ag_replica_info",
+    type="gauge",
+    help="This target's replica of an availability group and its current role; always 1. Join other"
+    " series on it (by instance) to tell the primary from a secondary.",
+    unit="1",
+    source=f"`{REPLICA_STATES}` `role` 1, 2, 0 as `primary`, `secondary`, `resolving`",
+    question="Which availability groups is this target a replica of, and in which role? One per group; its "
+    "`role` label changes at a failover.",
+    labels=(GROUP, REPLICA, Label("role", "`primary`, `secondary` or `resolving`")),
+    conditional=NO_GROUP,
+)
+REPLICA_IS_PRIMARY = MetricSpec(
+    name="mssql_ag_replica_is_primary",
+    type="gauge",
+    help="1 while this replica is the primary of its availability group, else 0; changes mark failovers.",
+    unit="0/1",
+    source=f"`{REPLICA_STATES}` `role` = 1",
+    question="Is this replica the primary? The series the alert rules join on "
+    "(alerts/availability_groups.py) and the dashboards mark failovers with: it keeps one series through "
+    "a failover.",
+    labels=(GROUP, REPLICA),
+    conditional=NO_GROUP,
+)
+REPLICA_HEALTH = MetricSpec(
+    name="mssql_ag_replica_synchronization_health",
+    type="gauge",
+    help="Rollup of this replica's databases: 0 not healthy, 1 partially healthy, 2 healthy.",
+    unit="0/1/2",
+    source=f"`{REPLICA_STATES}` `synchronization_health`",
+    question="Are this replica's databases synchronizing? 0 not healthy, 1 partially healthy, 2 healthy "
+    "(the rollup of this replica's databases).",
+    labels=(GROUP, REPLICA),
+    conditional=NO_GROUP,
+)
+REPLICA_CONNECTED = MetricSpec(
+    name="mssql_ag_replica_connected",
+    type="gauge",
+    help="1 if this replica is connected to its partner(s) in the availability group, else 0.",
+    unit="0/1",
+    source=f"`{REPLICA_STATES}` `connected_state`",
+    question="Is this replica connected to its partner(s)?",
+    labels=(GROUP, REPLICA),
+    conditional=NO_GROUP,
+)
+DATABASE_HEALTH = MetricSpec(
+    name="mssql_ag_database_synchronization_health",
+    type="gauge",
+    help="This replica's copy of the database: 0 not healthy, 1 partially healthy, 2 healthy.",
+    unit="0/1/2",
+    source=f"`{DATABASE_STATES}` `synchronization_health` of this replica's copy",
+    question="Is this copy of the database synchronizing? 0 not healthy, 1 partially healthy, 2 healthy.",
+    labels=(GROUP, DATABASE),
+    conditional=NULL_TOO,
+)
+LOG_SEND_QUEUE_BYTES = MetricSpec(
+    name="mssql_ag_database_log_send_queue_bytes",
+    type="gauge",
+    help="Log of the primary database not yet sent to this secondary copy.",
+    unit="bytes",
+    source=f"`{DATABASE_STATES}` `log_send_queue_size` (KB) \u00d7 1024",
+    question="How much of the primary database's log has this copy not received?",
+    labels=(GROUP, DATABASE),
+    conditional=NULL_TOO,
+)
+LOG_SEND_RATE = MetricSpec(
+    name="mssql_ag_database_log_send_rate_bytes_per_second",
+    type="gauge",
+    help="Average rate the primary sent log at in its last active period (SQL Server's own average).",
+    unit="bytes/s",
+    source=f"`{DATABASE_STATES}` `log_send_rate` (KB/s) \u00d7 1024",
+    question="How fast is log sent to this copy? SQL Server's own average over its last active period, not "
+    "a counter.",
+    labels=(GROUP, DATABASE),
+    conditional=NULL_TOO,
+)
+REDO_QUEUE_BYTES = MetricSpec(
+    name="mssql_ag_database_redo_queue_bytes",
+    type="gauge",
+    help="Log hardened on this secondary copy but not yet redone.",
+    unit="bytes",
+    source=f"`{DATABASE_STATES}` `redo_queue_size` (KB) \u00d7 1024",
+    question="How much log hardened on this copy is not yet redone?",
+    labels=(GROUP, DATABASE),
+    conditional=NULL_TOO,
+)
+REDO_RATE = MetricSpec(
+    name="mssql_ag_database_redo_rate_bytes_per_second",
+    type="gauge",
+    help="Average rate log is being redone at on this secondary copy (SQL Server's own average).",
+    unit="bytes/s",
+    source=f"`{DATABASE_STATES}` `redo_rate` (KB/s) \u00d7 1024",
+    question="How fast is log redone on this copy? SQL Server's own average redo rate.",
+    labels=(GROUP, DATABASE),
+    conditional=NULL_TOO,
+)
 
 
 def _section(tag: str, columns: str, source: str, requires: str, where: str = "") -> Section:
@@ -98,34 +201,15 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         }
         role = number(row.get("role"), "role")
         role_name = ROLES.get(int(role), "unknown") if role is not None else "unknown"
-        out.gauge(
-            "mssql_ag_replica_info",
-            "This target's replica of an availability group and its current role; always 1. Join other"
-            " series on it (by instance) to tell the primary from a secondary.",
-            1.0,
-            {**labels, "role": role_name},
-        )
-        out.gauge(
-            "mssql_ag_replica_is_primary",
-            "1 while this replica is the primary of its availability group, else 0; changes mark failovers.",
-            1.0 if role_name == "primary" else 0.0,
-            labels,
-        )
-        for column, metric, doc in (
-            (
-                "synchronization_health",
-                "mssql_ag_replica_synchronization_health",
-                "Rollup of this replica's databases: 0 not healthy, 1 partially healthy, 2 healthy.",
-            ),
-            (
-                "connected_state",
-                "mssql_ag_replica_connected",
-                "1 if this replica is connected to its partner(s) in the availability group, else 0.",
-            ),
+        out.emit(REPLICA_INFO, 1.0, {**labels, "role": role_name})
+        out.emit(REPLICA_IS_PRIMARY, 1.0 if role_name == "primary" else 0.0, labels)
+        for column, spec in (
+            ("synchronization_health", REPLICA_HEALTH),
+            ("connected_state", REPLICA_CONNECTED),
         ):
             value = number(row.get(column), column)
             if value is not None:
-                out.gauge(metric, doc, value, labels)
+                out.emit(spec, value, labels)
     for row in rows_of(results, DATABASES_TAG):
         group_id = _key(row.get("group_id"))
         labels = {
@@ -134,37 +218,16 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         }
         health = number(row.get("synchronization_health"), "synchronization_health")
         if health is not None:
-            out.gauge(
-                "mssql_ag_database_synchronization_health",
-                "This replica's copy of the database: 0 not healthy, 1 partially healthy, 2 healthy.",
-                health,
-                labels,
-            )
-        for column, metric, doc in (
-            (
-                "log_send_queue_size",
-                "mssql_ag_database_log_send_queue_bytes",
-                "Log of the primary database not yet sent to this secondary copy.",
-            ),
-            (
-                "log_send_rate",
-                "mssql_ag_database_log_send_rate_bytes_per_second",
-                "Average rate the primary sent log at in its last active period (SQL Server's own average).",
-            ),
-            (
-                "redo_queue_size",
-                "mssql_ag_database_redo_queue_bytes",
-                "Log hardened on this secondary copy but not yet redone.",
-            ),
-            (
-                "redo_rate",
-                "mssql_ag_database_redo_rate_bytes_per_second",
-                "Average rate log is being redone at on this secondary copy (SQL Server's own average).",
-            ),
+            out.emit(DATABASE_HEALTH, health, labels)
+        for column, spec in (
+            ("log_send_queue_size", LOG_SEND_QUEUE_BYTES),
+            ("log_send_rate", LOG_SEND_RATE),
+            ("redo_queue_size", REDO_QUEUE_BYTES),
+            ("redo_rate", REDO_RATE),
         ):
             value = number(row.get(column), column)
             if value is not None:
-                out.gauge(metric, doc, value * KIB, labels)
+                out.emit(spec, value * KIB, labels)
 
 
 COLLECTOR = CollectorRecord(
@@ -172,4 +235,15 @@ COLLECTOR = CollectorRecord(
     sections=(REPLICA_TAG, DATABASES_TAG, GROUPS_TAG, REPLICAS_TAG),
     collect=collect,
     defines=SECTIONS,
+    metrics=(
+        REPLICA_INFO,
+        REPLICA_IS_PRIMARY,
+        REPLICA_HEALTH,
+        REPLICA_CONNECTED,
+        DATABASE_HEALTH,
+        LOG_SEND_QUEUE_BYTES,
+        LOG_SEND_RATE,
+        REDO_QUEUE_BYTES,
+        REDO_RATE,
+    ),
 )

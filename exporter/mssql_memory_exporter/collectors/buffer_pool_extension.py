@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+from .declare import MetricSpec
 
 TAG = "bpe"
 ENABLED_STATE = 5  # "BUFFER POOL EXTENSION ENABLED"
@@ -19,17 +20,32 @@ SECTION = Section(
     may_be_empty=True,
 )
 
+ENABLED = MetricSpec(
+    name="mssql_buffer_pool_extension_enabled",
+    type="gauge",
+    help="1 if the Buffer Pool Extension is enabled.",
+    unit="0/1",
+    source='1 when a row of `sys.dm_os_buffer_pool_extension_configuration` has `state` 5 ("buffer pool '
+    'extension enabled"); 0 otherwise, including the transitional states 1 (disabling) and 3 (enabling)',
+    question="Is the Buffer Pool Extension on?",
+)
+SIZE_BYTES = MetricSpec(
+    name="mssql_buffer_pool_extension_size_bytes",
+    type="gauge",
+    help="Size of the Buffer Pool Extension file.",
+    unit="bytes",
+    source="`sys.dm_os_buffer_pool_extension_configuration` `current_size_in_kb` summed over its rows "
+    "\u00d7 1024",
+    question="How large is the extension file? 0 when the extension is off.",
+)
+
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     rows = list(rows_of(results, TAG))
     enabled = any(int(r.get("state") or 0) == ENABLED_STATE for r in rows)  # type: ignore[call-overload]
     size_kb = sum(int(r.get("current_size_in_kb") or 0) for r in rows)  # type: ignore[call-overload]
-    out.gauge(
-        "mssql_buffer_pool_extension_enabled", "1 if the Buffer Pool Extension is enabled.", float(enabled)
-    )
-    out.gauge(
-        "mssql_buffer_pool_extension_size_bytes", "Size of the Buffer Pool Extension file.", size_kb * KIB
-    )
+    out.emit(ENABLED, float(enabled))
+    out.emit(SIZE_BYTES, size_kb * KIB)
 
 
 COLLECTOR = CollectorRecord(
@@ -37,4 +53,5 @@ COLLECTOR = CollectorRecord(
     sections=(TAG,),
     collect=collect,
     defines=(SECTION,),
+    metrics=(ENABLED, SIZE_BYTES),
 )

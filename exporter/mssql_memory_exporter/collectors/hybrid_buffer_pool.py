@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from . import files
 from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
+from .declare import Label, MetricSpec
 
 CONFIG_TAG = "hbp"
 DATABASES_TAG = "hbp_databases"
@@ -42,6 +43,50 @@ SECTIONS = (
 )
 ENABLED_KEY = "hbp_enabled_databases"  # ctx.memo: database ids of the last refresh
 
+CONFIGURED = MetricSpec(
+    name="mssql_hybrid_buffer_pool_configured",
+    type="gauge",
+    help="1 if the Hybrid Buffer Pool is configured at server level (takes effect after a restart).",
+    unit="0/1",
+    source=f"`{HBP_VIEW}` `is_configured`: the server-level setting (`ALTER SERVER CONFIGURATION SET "
+    "MEMORY_OPTIMIZED HYBRID_BUFFER_POOL = ON`), which takes effect at the next restart",
+    question="Is the Hybrid Buffer Pool set to be on after the next restart? 0 on servers before 2019.",
+)
+ENABLED = MetricSpec(
+    name="mssql_hybrid_buffer_pool_enabled",
+    type="gauge",
+    help="1 if the Hybrid Buffer Pool is enabled now.",
+    unit="0/1",
+    source=f"`{HBP_VIEW}` `is_enabled`",
+    question="Is the Hybrid Buffer Pool in effect now? 0 on servers before 2019.",
+)
+DATABASES = MetricSpec(
+    name="mssql_hybrid_buffer_pool_databases",
+    type="gauge",
+    help="Databases whose database-level Hybrid Buffer Pool switch is on (the default since 2019), as of"
+    " the last refresh of the file list; they use it only while it is enabled at server level.",
+    unit="databases",
+    source="Count of rows of `sys.databases` with `is_memory_optimized_enabled = 1` (the database-level "
+    "setting, `ALTER DATABASE … SET MEMORY_OPTIMIZED`), read with the file list every "
+    "`volume_refresh_seconds`, so a changed setting shows at the next refresh",
+    question="How many databases have not opted out? The setting is **on by default** for every database "
+    "since 2019, system databases included, so this is usually nearly every database, whether or not the "
+    "server-level Hybrid Buffer Pool is on. 0 on servers before 2019.",
+)
+ELIGIBLE_BYTES = MetricSpec(
+    name="mssql_hybrid_buffer_pool_eligible_bytes",
+    type="gauge",
+    help="Size of data files of HBP-enabled databases on this PMEM volume: what HBP may serve from PMEM.",
+    unit="bytes",
+    source="`sys.master_files.size` \u00d7 8192, summed over the data files of the databases counted above "
+    "that sit on that PMEM volume, while the Hybrid Buffer Pool is enabled at server level "
+    "(`mssql_hybrid_buffer_pool_enabled` 1); 0 while it is not",
+    question="How much could the Hybrid Buffer Pool serve from PMEM? An upper bound, **not** a measure of "
+    "use.",
+    labels=(Label("volume", "a PMEM volume"),),
+    conditional="on a server with no PMEM volume, and until the file list has been read",
+)
+
 
 def _pmem_volumes(ctx: ScrapeContext) -> set[str]:
     volumes = {files.canonical_volume(v) for v in ctx.target.pmem_volumes}
@@ -53,14 +98,12 @@ def _pmem_volumes(ctx: ScrapeContext) -> set[str]:
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     config = next(iter(rows_of(results, CONFIG_TAG)), {})
     # A server without the view (before 2019) cannot have HBP: 0 is the true answer there.
-    out.gauge(
-        "mssql_hybrid_buffer_pool_configured",
-        "1 if the Hybrid Buffer Pool is configured at server level (takes effect after a restart).",
+    out.emit(
+        CONFIGURED,
         float(int(config.get("is_configured") or 0)),  # type: ignore[call-overload]
     )
-    out.gauge(
-        "mssql_hybrid_buffer_pool_enabled",
-        "1 if the Hybrid Buffer Pool is enabled now.",
+    out.emit(
+        ENABLED,
         float(int(config.get("is_enabled") or 0)),  # type: ignore[call-overload]
     )
     if DATABASES_TAG in results:
@@ -69,12 +112,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
             for r in rows_of(results, DATABASES_TAG)
         )
     enabled_dbs: frozenset[int] = ctx.memo.get(ENABLED_KEY, frozenset())  # type: ignore[assignment]
-    out.gauge(
-        "mssql_hybrid_buffer_pool_databases",
-        "Databases whose database-level Hybrid Buffer Pool switch is on (the default since 2019), as of"
-        " the last refresh of the file list; they use it only while it is enabled at server level.",
-        len(enabled_dbs),
-    )
+    out.emit(DATABASES, len(enabled_dbs))
     cat = files.update(results, ctx)
     if not cat.refreshed:
         return
@@ -90,12 +128,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
             if volume is not None:
                 eligible[volume] += f.size_bytes
     for volume, size in sorted(eligible.items()):
-        out.gauge(
-            "mssql_hybrid_buffer_pool_eligible_bytes",
-            "Size of data files of HBP-enabled databases on this PMEM volume: what HBP may serve from PMEM.",
-            size,
-            {"volume": volume},
-        )
+        out.emit(ELIGIBLE_BYTES, size, {"volume": volume})
 
 
 COLLECTOR = CollectorRecord(
@@ -104,4 +137,5 @@ COLLECTOR = CollectorRecord(
     collect=collect,
     # The shared file list says which data files sit on PMEM volumes (eligible bytes).
     defines=(*SECTIONS, files.FILES_SECTION),
+    metrics=(CONFIGURED, ENABLED, DATABASES, ELIGIBLE_BYTES),
 )

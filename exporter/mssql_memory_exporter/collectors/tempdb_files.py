@@ -29,6 +29,7 @@ from .base import (
     number,
     rows_of,
 )
+from .declare import Label, MetricSpec
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,126 @@ class Growth:
     max_size: int  # pages; -1 unlimited, 0 no growth
     growth: int  # pages, or percent; 0 fixed size
     percent: bool
+
+
+PER_FILE = (
+    Label("file", "the logical name from `sys.master_files.name`"),
+    Label("file_type", "`data` or `log`"),
+    Label("volume", "the volume the file lives on"),
+)
+SETTINGS_UNREAD = "while a file's settings are not read yet (a file added since the last refresh)"
+
+
+def _gauge(
+    name: str,
+    help: str,
+    unit: str,
+    source: str,
+    question: str,
+    labels: tuple[Label, ...] = (),
+    conditional: str = "",
+) -> MetricSpec:
+    return MetricSpec(name, "gauge", help, unit, source, question, labels, conditional)
+
+
+SIZE_BYTES = _gauge(
+    "mssql_tempdb_file_size_bytes",
+    "Size of this tempdb file now (tempdb.sys.database_files.size).",
+    "bytes",
+    "`tempdb.sys.database_files` `size` \u00d7 8192: data files and log; read with every scrape",
+    "How large is each tempdb file now?",
+    labels=PER_FILE,
+)
+STARTUP_SIZE_BYTES = _gauge(
+    "mssql_tempdb_file_startup_size_bytes",
+    "Size this tempdb file is created with at start-up (sys.master_files.size).",
+    "bytes",
+    "`sys.master_files` `size` \u00d7 8192 of database 2; slow cadence",
+    "What size is tempdb's file created with at the next start (`ALTER DATABASE tempdb MODIFY FILE (SIZE = "
+    "\u2026)` sets it)?",
+    labels=PER_FILE,
+)
+MAX_SIZE_UNLIMITED = _gauge(
+    "mssql_tempdb_file_max_size_unlimited",
+    "1 if this tempdb file may grow until its volume is full (max_size -1), 0 if it has a maximum.",
+    "0/1",
+    "`tempdb.sys.database_files` `max_size` = -1; slow cadence",
+    "May the file grow until its volume is full (1), or has it a maximum (0)?",
+    labels=PER_FILE,
+    conditional=SETTINGS_UNREAD,
+)
+MAX_SIZE_BYTES = _gauge(
+    "mssql_tempdb_file_max_size_bytes",
+    "Largest size this tempdb file may grow to (0: no growth allowed); absent when unlimited.",
+    "bytes",
+    "`tempdb.sys.database_files` `max_size` \u00d7 8192; slow cadence",
+    "How large may the file grow? 0 means no growth is allowed. A log file created with the defaults has "
+    "268435456 pages (2 TiB).",
+    labels=PER_FILE,
+    conditional="when the maximum is unlimited (-1), and " + SETTINGS_UNREAD,
+)
+GROWTH_BYTES = _gauge(
+    "mssql_tempdb_file_growth_bytes",
+    "Bytes each autogrowth of this tempdb file adds (0: fixed size); absent for percent growth.",
+    "bytes",
+    "`tempdb.sys.database_files` `growth` \u00d7 8192 when `is_percent_growth` is 0; slow cadence",
+    "What does each autogrowth add? **0: the file has a fixed size** and never grows.",
+    labels=PER_FILE,
+    conditional="for a file that grows by a percentage, and " + SETTINGS_UNREAD,
+)
+GROWTH_RATIO = _gauge(
+    "mssql_tempdb_file_growth_ratio",
+    "Each autogrowth of this tempdb file adds this share of its size; absent for a fixed step.",
+    "ratio",
+    "`tempdb.sys.database_files` `growth` / 100 when `is_percent_growth` is 1; slow cadence",
+    "What share of the file's size does each autogrowth add then (0.1 for 10 %)?",
+    labels=PER_FILE,
+    conditional="for a file that grows by a fixed step, and " + SETTINGS_UNREAD,
+)
+DATA_FILES = _gauge(
+    "mssql_tempdb_data_files",
+    "Number of tempdb data files.",
+    "files",
+    "`tempdb.sys.database_files` rows of `type` 0; every scrape",
+    "How many data files has tempdb? The usual advice is min(`mssql_logical_cpus`, 8), more in steps of "
+    "four if allocation contention (`PAGELATCH_*` waits on tempdb) persists.",
+)
+EQUAL_SIZE = _gauge(
+    "mssql_tempdb_data_files_equal_size",
+    "1 if every tempdb data file has the same size now (proportional fill spreads evenly), else 0.",
+    "0/1",
+    "`tempdb.sys.database_files` `size` of the data files; every scrape",
+    "Have all data files the same size now? Proportional fill allocates in proportion to each file's free "
+    "space, so a larger file takes more of the allocations and of the allocation-page contention. 1 with a "
+    "single file.",
+)
+EQUAL_GROWTH = _gauge(
+    "mssql_tempdb_data_files_equal_growth",
+    "1 if every tempdb data file has the same growth step, growth kind and maximum size, else 0.",
+    "0/1",
+    "`tempdb.sys.database_files` `growth`, `is_percent_growth`, `max_size` of the data files; slow cadence",
+    "Do all data files grow alike (same step, same kind, same maximum)? Files that grow differently soon "
+    "differ in size.",
+    conditional=SETTINGS_UNREAD,
+)
+PERCENT_GROWTH_FILES = _gauge(
+    "mssql_tempdb_percent_growth_files",
+    "Number of tempdb files (data and log) that grow by a percentage of their size.",
+    "files",
+    "`tempdb.sys.database_files` `is_percent_growth` = 1, data **and** log; slow cadence",
+    "How many tempdb files grow by a percentage?",
+    conditional=SETTINGS_UNREAD,
+)
+SYSTEM_VOLUME_FILES = _gauge(
+    "mssql_tempdb_system_volume_files",
+    "Number of tempdb files (data and log) on the system volume (C:\\ on Windows, / elsewhere).",
+    "files",
+    "the files' `volume` labels: `C:\\` (the usual Windows system drive; a Windows installed on another "
+    "drive is not recognised) or `/` (the root file system); with the file list",
+    "How many tempdb files (data and log) sit on the system volume?",
+    conditional="when the exporter cannot tell: a file's label is only its directory (SQL Server on Linux "
+    "without `volume_map` or `colocated`), or a file has no label yet",
+)
 
 
 def labels_of(
@@ -134,17 +255,15 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         where = labels.get(file_id)
         if where is None:
             continue
-        out.gauge(
-            "mssql_tempdb_file_size_bytes",
-            "Size of this tempdb file now (tempdb.sys.database_files.size).",
+        out.emit(
+            SIZE_BYTES,
             pages * PAGE_BYTES,
             where,
         )
         known = cat.files.get((TEMPDB_ID, file_id))
         if known is not None:
-            out.gauge(
-                "mssql_tempdb_file_startup_size_bytes",
-                "Size this tempdb file is created with at start-up (sys.master_files.size).",
+            out.emit(
+                STARTUP_SIZE_BYTES,
                 known.size_bytes,
                 where,
             )
@@ -154,30 +273,26 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
 
 
 def _growth_metrics(g: Growth, where: dict[str, str], out: FamilyBuilder) -> None:
-    out.gauge(
-        "mssql_tempdb_file_max_size_unlimited",
-        "1 if this tempdb file may grow until its volume is full (max_size -1), 0 if it has a maximum.",
+    out.emit(
+        MAX_SIZE_UNLIMITED,
         1.0 if g.max_size == UNLIMITED else 0.0,
         where,
     )
     if g.max_size != UNLIMITED:
-        out.gauge(
-            "mssql_tempdb_file_max_size_bytes",
-            "Largest size this tempdb file may grow to (0: no growth allowed); absent when unlimited.",
+        out.emit(
+            MAX_SIZE_BYTES,
             g.max_size * PAGE_BYTES,
             where,
         )
     if g.percent:
-        out.gauge(
-            "mssql_tempdb_file_growth_ratio",
-            "Each autogrowth of this tempdb file adds this share of its size; absent for a fixed step.",
+        out.emit(
+            GROWTH_RATIO,
             g.growth / 100.0,
             where,
         )
     else:
-        out.gauge(
-            "mssql_tempdb_file_growth_bytes",
-            "Bytes each autogrowth of this tempdb file adds (0: fixed size); absent for percent growth.",
+        out.emit(
+            GROWTH_BYTES,
             g.growth * PAGE_BYTES,
             where,
         )
@@ -191,31 +306,27 @@ def _layout(
     out: FamilyBuilder,
 ) -> None:
     data = [file_id for file_id, (kind, _) in sizes.items() if kind == 0]
-    out.gauge("mssql_tempdb_data_files", "Number of tempdb data files.", len(data))
-    out.gauge(
-        "mssql_tempdb_data_files_equal_size",
-        "1 if every tempdb data file has the same size now (proportional fill spreads evenly), else 0.",
+    out.emit(DATA_FILES, len(data))
+    out.emit(
+        EQUAL_SIZE,
         1.0 if len({sizes[i][1] for i in data}) <= 1 else 0.0,
     )
     if all(i in settings for i in data):
-        out.gauge(
-            "mssql_tempdb_data_files_equal_growth",
-            "1 if every tempdb data file has the same growth step, growth kind and maximum size, else 0.",
+        out.emit(
+            EQUAL_GROWTH,
             1.0 if len({settings[i] for i in data}) <= 1 else 0.0,
         )
     if all(i in settings for i in sizes):
-        out.gauge(
-            "mssql_tempdb_percent_growth_files",
-            "Number of tempdb files (data and log) that grow by a percentage of their size.",
+        out.emit(
+            PERCENT_GROWTH_FILES,
             sum(1 for i in sizes if settings[i].percent),
         )
     volumes = [labels[i]["volume"] for i in sizes if i in labels]
     # A label that is only a directory (SQL Server on Linux, no volume_map, not co-located) says nothing
     # about the file system under it, and a file without a label yet cannot be judged either.
     if len(volumes) == len(sizes) and not any(v in cat.directory_labels for v in volumes):
-        out.gauge(
-            "mssql_tempdb_system_volume_files",
-            "Number of tempdb files (data and log) on the system volume (C:\\ on Windows, / elsewhere).",
+        out.emit(
+            SYSTEM_VOLUME_FILES,
             sum(1 for v in volumes if v in SYSTEM_VOLUMES),
         )
 
@@ -225,4 +336,17 @@ COLLECTOR = CollectorRecord(
     sections=(SIZES_TAG,),
     collect=collect,
     defines=(SIZES, SETTINGS, files.FILES_SECTION),
+    metrics=(
+        SIZE_BYTES,
+        STARTUP_SIZE_BYTES,
+        MAX_SIZE_UNLIMITED,
+        MAX_SIZE_BYTES,
+        GROWTH_BYTES,
+        GROWTH_RATIO,
+        DATA_FILES,
+        EQUAL_SIZE,
+        EQUAL_GROWTH,
+        PERCENT_GROWTH_FILES,
+        SYSTEM_VOLUME_FILES,
+    ),
 )

@@ -26,6 +26,7 @@ from .base import (
     number,
     rows_of,
 )
+from .declare import Label, MetricSpec
 
 SPACE_TAG = "tempdb_log_space"
 REUSE_TAG = "tempdb_log_reuse"
@@ -41,6 +42,45 @@ REUSE = Section(
     sql="SELECT N'tempdb_log_reuse' AS section, d.log_reuse_wait_desc\n"
     f"FROM sys.databases AS d\nWHERE d.database_id = {tempdb_files.TEMPDB_ID};",
     requires=("sys.databases",),
+)
+
+SIZE_BYTES = MetricSpec(
+    name="mssql_tempdb_log_size_bytes",
+    type="gauge",
+    help="Size of tempdb's transaction log, all its log files together"
+    " (tempdb.sys.dm_db_log_space_usage.total_log_size_in_bytes).",
+    unit="bytes",
+    source="`tempdb.sys.dm_db_log_space_usage` `total_log_size_in_bytes`: all of tempdb's log files together",
+    question="How large is tempdb's log now? It grows with autogrowth and shrinks only at a restart (or a "
+    "manual shrink).",
+)
+USED_BYTES = MetricSpec(
+    name="mssql_tempdb_log_used_bytes",
+    type="gauge",
+    help="Bytes of tempdb's transaction log in use, which a checkpoint cannot truncate while the oldest"
+    " open transaction holds them (tempdb.sys.dm_db_log_space_usage.used_log_space_in_bytes).",
+    unit="bytes",
+    source="`tempdb.sys.dm_db_log_space_usage` `used_log_space_in_bytes`",
+    question="How much of it is in use? Used near size means the log must grow at the next change; used "
+    "that keeps rising means something holds the truncation point.",
+)
+REUSE_WAIT = MetricSpec(
+    name="mssql_tempdb_log_reuse_wait",
+    type="gauge",
+    help="1, labelled with what tempdb's log waits on before its space can be reused"
+    " (sys.databases.log_reuse_wait_desc: NOTHING, CHECKPOINT, ACTIVE_TRANSACTION, ...).",
+    unit="always 1",
+    source="`sys.databases` `log_reuse_wait_desc` of tempdb (`database_id` 2)",
+    question="Why can the log not be reused? `ACTIVE_TRANSACTION` with a rising used figure is the "
+    "transaction that will fill it; `NOTHING` and `CHECKPOINT` are the normal states. One series; it "
+    "changes label when the reason changes.",
+    labels=(
+        Label(
+            "reason",
+            "as the server spells it: `NOTHING`, `CHECKPOINT`, `ACTIVE_TRANSACTION`, "
+            "`AVAILABILITY_REPLICA`, `OLDEST_PAGE`, \u2026",
+        ),
+    ),
 )
 
 
@@ -62,27 +102,11 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         raise ImpossibleValue(f"log_reuse_wait_desc of tempdb is {reason!r}, not text")
     # NULL: not known, so absent rather than 0.
     if total is not None:
-        out.gauge(
-            "mssql_tempdb_log_size_bytes",
-            "Size of tempdb's transaction log, all its log files together"
-            " (tempdb.sys.dm_db_log_space_usage.total_log_size_in_bytes).",
-            total,
-        )
+        out.emit(SIZE_BYTES, total)
     if used is not None:
-        out.gauge(
-            "mssql_tempdb_log_used_bytes",
-            "Bytes of tempdb's transaction log in use, which a checkpoint cannot truncate while the oldest"
-            " open transaction holds them (tempdb.sys.dm_db_log_space_usage.used_log_space_in_bytes).",
-            used,
-        )
+        out.emit(USED_BYTES, used)
     if reason is not None and reason.strip():
-        out.gauge(
-            "mssql_tempdb_log_reuse_wait",
-            "1, labelled with what tempdb's log waits on before its space can be reused"
-            " (sys.databases.log_reuse_wait_desc: NOTHING, CHECKPOINT, ACTIVE_TRANSACTION, ...).",
-            1.0,
-            {"reason": reason.strip()},
-        )
+        out.emit(REUSE_WAIT, 1.0, {"reason": reason.strip()})
 
 
 COLLECTOR = CollectorRecord(
@@ -90,4 +114,5 @@ COLLECTOR = CollectorRecord(
     sections=(SPACE_TAG, REUSE_TAG),
     collect=collect,
     defines=(SPACE, REUSE),
+    metrics=(SIZE_BYTES, USED_BYTES, REUSE_WAIT),
 )

@@ -20,6 +20,7 @@ from .base import (
     SectionResult,
     number,
 )
+from .declare import Label, MetricSpec
 
 TAG = "tempdb_usage"
 
@@ -41,6 +42,24 @@ USAGES = (
     ("mixed_extent_page_count", "mixed_extents"),
 )
 
+SPACE_BYTES = MetricSpec(
+    name="mssql_tempdb_file_space_bytes",
+    type="gauge",
+    help="Bytes of this tempdb data file by what holds them (tempdb.sys.dm_db_file_space_usage):"
+    " unallocated, version_store, user_objects, internal_objects, mixed_extents.",
+    unit="bytes",
+    source="`tempdb.sys.dm_db_file_space_usage`, one row per **data** file (the log is not in it), "
+    "page counts \u00d7 8192",
+    question="What fills tempdb's data files: free space, the version store, temporary tables, spills? Read "
+    "with every scrape.",
+    labels=(
+        Label("file", "the logical name from `sys.master_files.name`"),
+        Label("file_type", "always `data`"),
+        Label("volume", "the volume the file lives on"),
+        Label("usage", "one of the five in the table below"),
+    ),
+)
+
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     result = results.get(TAG)
@@ -60,13 +79,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
             pages = number(row.get(column), f"{column} of tempdb file {file_id}")
             if pages is None:
                 continue  # NULL: not known, so absent rather than 0
-            out.gauge(
-                "mssql_tempdb_file_space_bytes",
-                "Bytes of this tempdb data file by what holds them (tempdb.sys.dm_db_file_space_usage):"
-                " unallocated, version_store, user_objects, internal_objects, mixed_extents.",
-                pages * tempdb_files.PAGE_BYTES,
-                {**where, "usage": usage},
-            )
+            out.emit(SPACE_BYTES, pages * tempdb_files.PAGE_BYTES, {**where, "usage": usage})
 
 
 COLLECTOR = CollectorRecord(
@@ -75,4 +88,5 @@ COLLECTOR = CollectorRecord(
     collect=collect,
     # The shared file list names and places its files (tempdb_files.labels_of).
     defines=(SECTION, files.FILES_SECTION),
+    metrics=(SPACE_BYTES,),
 )

@@ -21,6 +21,7 @@ from .base import (
     SectionResult,
     number,
 )
+from .declare import Label, MetricSpec
 
 TAG = "tempdb_volumes"
 
@@ -30,6 +31,27 @@ SECTION = Section(
     "FROM tempdb.sys.database_files AS df\n"
     f"CROSS APPLY sys.dm_os_volume_stats({tempdb_files.TEMPDB_ID}, df.file_id) AS vs;",
     requires=("tempdb.sys.database_files", "sys.dm_os_volume_stats"),
+)
+
+VOLUME = Label("volume", "a volume that holds tempdb files, as the tempdb file series name it")
+SIZE_BYTES = MetricSpec(
+    name="mssql_tempdb_volume_size_bytes",
+    type="gauge",
+    help="Size of a volume that holds tempdb files (sys.dm_os_volume_stats.total_bytes).",
+    unit="bytes",
+    source="`sys.dm_os_volume_stats(2, file_id)` `total_bytes` for tempdb's files, one series per volume",
+    question="How large is each volume tempdb's files grow into? Read with every scrape.",
+    labels=(VOLUME,),
+)
+FREE_BYTES = MetricSpec(
+    name="mssql_tempdb_volume_free_bytes",
+    type="gauge",
+    help="Free bytes of a volume that holds tempdb files (sys.dm_os_volume_stats.available_bytes).",
+    unit="bytes",
+    source="`sys.dm_os_volume_stats(2, file_id)` `available_bytes`",
+    question="What can autogrowth of tempdb's files on this volume still take (other files on the volume "
+    "take from it too)? Read with every scrape.",
+    labels=(VOLUME,),
 )
 
 
@@ -56,18 +78,8 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         if seen is None or available < seen[1]:
             volumes[where["volume"]] = (total, available)
     for volume, (total, available) in sorted(volumes.items()):
-        out.gauge(
-            "mssql_tempdb_volume_size_bytes",
-            "Size of a volume that holds tempdb files (sys.dm_os_volume_stats.total_bytes).",
-            total,
-            {"volume": volume},
-        )
-        out.gauge(
-            "mssql_tempdb_volume_free_bytes",
-            "Free bytes of a volume that holds tempdb files (sys.dm_os_volume_stats.available_bytes).",
-            available,
-            {"volume": volume},
-        )
+        out.emit(SIZE_BYTES, total, {"volume": volume})
+        out.emit(FREE_BYTES, available, {"volume": volume})
 
 
 COLLECTOR = CollectorRecord(
@@ -76,4 +88,5 @@ COLLECTOR = CollectorRecord(
     collect=collect,
     # The shared file list names and places its files (tempdb_files.labels_of).
     defines=(SECTION, files.FILES_SECTION),
+    metrics=(SIZE_BYTES, FREE_BYTES),
 )

@@ -16,6 +16,7 @@ from operator import add, ge, itemgetter, sub
 
 from . import file_stats, files, sys_info
 from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, SectionResult, rows_of
+from .declare import Label, MetricSpec
 
 SECTIONS = (file_stats.SECTION, files.FILES_SECTION)
 MEMO_KEY = "volume_io"
@@ -28,37 +29,73 @@ VANISHED_KEEP_SECONDS = 86_400.0
 Placement = Callable[[tuple[int, int]], tuple[str | None, str]]
 Reading = tuple[int, ...]  # one file's counters, in file_stats.IO_COUNTERS order
 
-# (counter index, metric, help, scale): every metric is per (volume, file_type).
+SLOT = (
+    Label("volume", "the volume the files live on"),
+    Label("file_type", "`data` or `log`"),
+)
+KEPT = (
+    "accumulated per file by the exporter **since the exporter started** and summed per volume and file type"
+)
+
+
+def _counter(name: str, help: str, unit: str, source: str, question: str) -> MetricSpec:
+    return MetricSpec(name, "counter", help, unit, source, question, SLOT)
+
+
+WRITTEN_BYTES = _counter(
+    "mssql_volume_written_bytes_total",
+    "Bytes SQL Server wrote to database files on this volume, counted by the exporter since it"
+    " started (kept when databases go away and across SQL Server restarts).",
+    "bytes",
+    "`sys.dm_io_virtual_file_stats(NULL, NULL)` `num_of_bytes_written` of **every** database file (tempdb "
+    f"included), {KEPT}",
+    "How much did SQL Server write to each volume, by file type: the writes that wear its SSDs?",
+)
+WRITES = _counter(
+    "mssql_volume_writes_total",
+    "Writes to database files on this volume.",
+    "write operations",
+    "`num_of_writes`, kept the same way",
+    "How many writes did the volume's database files take?",
+)
+WRITE_STALL_SECONDS = _counter(
+    "mssql_volume_write_stall_seconds_total",
+    "Seconds writers waited for writes to database files on this volume.",
+    "seconds",
+    "`io_stall_write_ms` / 1000, kept the same way",
+    "How long did writers wait for their writes to complete, summed over the writes?",
+)
+READ_BYTES = _counter(
+    "mssql_volume_read_bytes_total",
+    "Bytes SQL Server read from database files on this volume.",
+    "bytes",
+    "`num_of_bytes_read`, kept the same way",
+    "How much did SQL Server read from each volume?",
+)
+READS = _counter(
+    "mssql_volume_reads_total",
+    "Reads from database files on this volume.",
+    "read operations",
+    "`num_of_reads`, kept the same way",
+    "How many reads did the volume's database files take?",
+)
+READ_STALL_SECONDS = _counter(
+    "mssql_volume_read_stall_seconds_total",
+    "Seconds readers waited for reads from database files on this volume.",
+    "seconds",
+    "`io_stall_read_ms` / 1000, kept the same way",
+    "How long did readers wait for their reads to complete, summed over the reads?",
+)
+# (counter index, metric, scale): every metric is per (volume, file_type).
 METRICS = tuple(
-    (file_stats.IO_COUNTERS.index(column), metric, doc, scale)
-    for column, metric, doc, scale in (
-        (
-            "num_of_bytes_written",
-            "mssql_volume_written_bytes_total",
-            "Bytes SQL Server wrote to database files on this volume, counted by the exporter since it"
-            " started (kept when databases go away and across SQL Server restarts).",
-            1.0,
-        ),
-        ("num_of_writes", "mssql_volume_writes_total", "Writes to database files on this volume.", 1.0),
-        (
-            "io_stall_write_ms",
-            "mssql_volume_write_stall_seconds_total",
-            "Seconds writers waited for writes to database files on this volume.",
-            1e-3,
-        ),
-        (
-            "num_of_bytes_read",
-            "mssql_volume_read_bytes_total",
-            "Bytes SQL Server read from database files on this volume.",
-            1.0,
-        ),
-        ("num_of_reads", "mssql_volume_reads_total", "Reads from database files on this volume.", 1.0),
-        (
-            "io_stall_read_ms",
-            "mssql_volume_read_stall_seconds_total",
-            "Seconds readers waited for reads from database files on this volume.",
-            1e-3,
-        ),
+    (file_stats.IO_COUNTERS.index(column), spec, scale)
+    for column, spec, scale in (
+        ("num_of_bytes_written", WRITTEN_BYTES, 1.0),
+        ("num_of_writes", WRITES, 1.0),
+        ("io_stall_write_ms", WRITE_STALL_SECONDS, 1e-3),
+        ("num_of_bytes_read", READ_BYTES, 1.0),
+        ("num_of_reads", READS, 1.0),
+        ("io_stall_read_ms", READ_STALL_SECONDS, 1e-3),
     )
 )
 
@@ -232,9 +269,9 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     acc.update(readings, _start_tick(results), place, cat.generation, ctx.now)
     totals = sorted(acc.totals().items())
     ctx.memo[TOTALS_KEY] = (weakref.ref(ctx), {slot: t[file_stats.WRITTEN] for slot, t in totals})
-    for at, metric, doc, scale in METRICS:
+    for at, spec, scale in METRICS:
         for (volume, file_type), total in totals:
-            out.counter(metric, doc, total[at] * scale, {"volume": volume, "file_type": file_type})
+            out.emit(spec, total[at] * scale, {"volume": volume, "file_type": file_type})
 
 
 COLLECTOR = CollectorRecord(
@@ -242,5 +279,6 @@ COLLECTOR = CollectorRecord(
     sections=(file_stats.TAG,),
     collect=collect,
     defines=SECTIONS,
+    metrics=tuple(spec for _, spec, _ in METRICS),
     needs=("sys_info",),  # the start tick that tells a restart from a file reset
 )
