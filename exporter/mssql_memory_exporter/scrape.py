@@ -214,6 +214,9 @@ class Scraper:
             for record in plan.run:
                 if record.name in state.left_out:
                     continue  # left out after server_properties ran in this very scrape
+                if platform.missing_objects(record, results, target.name):
+                    state.left_out = state.left_out | {record.name}
+                    continue
                 self._run_collector(record, results, ctx, out, target.name, plan.exported)
                 if state.platform_pending and ENGINE_EDITION_KEY in ctx.memo:
                     state.platform_pending = False
