@@ -18,7 +18,7 @@ import yaml
 from mssql_memory_exporter.collectors import tempdb as tempdb_collector
 from mssql_memory_exporter.collectors import volumes as volumes_collector
 
-from . import availability_groups, capacity, diagnosis, drives, smartctl_exporter
+from . import availability_groups, capacity, diagnosis, drives, memory_health, smartctl_exporter
 from . import names as N
 from . import tempdb as tempdb_rules
 from .generated import generator_main
@@ -444,6 +444,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         )
     )
     rules += diagnosis.alert_rules(spec)
+    rules += memory_health.alert_rules(spec)
     rules += tempdb_rules.alert_rules(spec)
     rules += drives.alert_rules(spec)
     rules += _endurance_alerts(spec)
