@@ -58,7 +58,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "For {{ $value | humanizePercentage }} of the last "
             + health.degraded_window
             + ", SQL Server's memory health snapshots said MEDIUM or HIGH (limit: "
-            + f"{number(health.degraded_share * 100)}%): allocations may fail, the data cache is shrinking"
-            " and disk reads are rising. Not yet HIGH for long; find what is taking the memory before it is.",
+            + f"{number(health.degraded_share)} of the time): allocations may fail, the data cache is"
+            " shrinking and disk reads are rising. Not yet HIGH for long; find what is taking the memory"
+            " before it is.",
         ),
     ]
