@@ -125,6 +125,35 @@ def test_left_out_where_the_view_is_missing_logged_once_never_failing(standin, s
     assert memory_health.VIEW in lines[0]
 
 
+def test_an_upgrade_to_2025_is_seen_after_the_restart_it_takes(standin, scraper_for, caplog):
+    """Left out on 2022; an in-place upgrade restarts SQL Server, and the exporter looks again."""
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    with caplog.at_level(logging.INFO, logger=PLATFORM_LOG):
+        for _ in range(2):
+            assert (
+                value(scrape(scraper, config), "mssql_exporter_collector_enabled", collector="memory_health")
+                == 0
+            )
+            s.clock.advance(15)
+    s.instance.scenario.properties["ProductVersion"] = "17.0.1000.7"
+    s.instance.scenario.views["dm_os_memory_health_history"] = {
+        "severity_level": 2,
+        "allocation_potential_memory_mb": 1024,
+        "reclaimable_cache_memory_mb": 4096,
+    }
+    s.instance.restart()
+    s.clock.advance(60)
+    scrape(scraper, config)  # sees the new start time
+    s.clock.advance(15)
+    got = scrape(scraper, config)
+    assert value(got, "mssql_exporter_collector_enabled", collector="memory_health") == 1
+    assert value(got, "mssql_exporter_collector_success", collector="memory_health") == 1
+    assert value(got, memory_health.SEVERITY.name) == 2
+    assert len([r for r in caplog.records if "left out memory_health" in r.getMessage()]) == 1
+
+
 def test_an_empty_view_gives_no_severity_and_says_so_once(standin, scraper_for, caplog):
     with caplog.at_level(logging.WARNING, logger=COLLECTOR_LOG):
         got = scrapes_at(standin, scraper_for, "sql2025-memory-health-empty", (0, 15, 30))

@@ -82,8 +82,8 @@ def decide(edition: object, collectors: Sequence[CollectorRecord], target: str) 
 def missing_objects(record: CollectorRecord, results: Mapping[str, SectionResult], target: str) -> bool:
     """True when a collector that is left out where its objects are missing (`left_out_when_missing`) got
     "unavailable" from every one of its sections: the server has none of them (an older release, or a
-    Managed Instance whose update policy lacks them). Logs the decision; the caller keeps it for the
-    target's lifetime, so it is logged once."""
+    Managed Instance whose update policy lacks them). Logs the decision; the caller keeps it until SQL
+    Server restarts (scrape.py), so it is logged once per start."""
     if not record.left_out_when_missing or not record.sections:
         return False
     if not all(tag in results and results[tag].unavailable for tag in record.sections):

@@ -202,8 +202,8 @@ class CollectorRecord:
     # What the collector as a whole tells a reader, the heading of its docs table.
     summary: str = ""
     # True: when every one of its sections answers "unavailable" (the server lacks the object: an older
-    # release, a platform option that is off), the scrape leaves it out for the target's lifetime, logged
-    # once, as it does for what an engine edition lacks (platform.py); a reload detects it again.
+    # release, a platform option that is off), the scrape leaves it out, logged once, as it does for what
+    # an engine edition lacks (platform.py), until SQL Server restarts (an upgrade does) and it looks again.
     left_out_when_missing: bool = False
 
 

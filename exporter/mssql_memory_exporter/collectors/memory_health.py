@@ -11,7 +11,7 @@ skipped. Reading it needs VIEW SERVER PERFORMANCE STATE (docs/permissions.md).
 
 Where the view does not exist (SQL Server 2022 and older; a Managed Instance under the SQL Server 2022
 policy) the section answers "unavailable" and the scrape leaves the collector out for that target, logged
-once (`left_out_when_missing`, scrape.py); it never fails there.
+once (`left_out_when_missing`, scrape.py), until SQL Server restarts; it never fails there.
 
 Time at each severity, as a counter the exporter accumulates, not a gauge over the view's window: the
 view holds only the last hour or so, so "seconds at HIGH among the snapshots still held" would fall as old
