@@ -15,10 +15,10 @@ from .grafana import GREEN, ORANGE, RED, Panel, Query, override, value_map
 from .limits import Limits, pct
 from .queries import m, rate
 
-# Why the panels are empty where they are: the view's platforms, or the collector turned off.
+# Why the panels are empty where they are: the view's platforms, or the collector turned off. Short: the
+# stat is narrow, and Grafana shrinks a long text there until it cannot be read.
 NO_VIEW = (
-    "No memory health here: SQL Server 2025, Azure SQL Database or Managed Instance under the SQL Server "
-    "2025 update policy only (or the memory_health collector is off)"
+    "Only on SQL Server 2025, Azure SQL Database, Managed Instance with the 2025 policy (or collector off)"
 )
 # The counter's `level` label values, severity 1 to 3, in the colours a DBA reads them by.
 LEVEL_COLOURS = {"low": GREEN, "medium": ORANGE, "high": RED}
@@ -40,9 +40,8 @@ def memory_health_panels(lim: Limits) -> list[Panel]:
             f"allocations and caches, so read it beside the Dell counters, which may disagree. {alerts}",
             "none",
             [Query(m(memory_health.SEVERITY.name), instant=True)],
-            width=6,
+            width=8,
             mappings=value_map({1: ("LOW", GREEN), 2: ("MEDIUM", ORANGE), 3: ("HIGH", RED)}),
-            options={"colorMode": "background"},
             links=[lim.runbook(MEMORY_HEALTH_HIGH), lim.runbook(MEMORY_HEALTH_DEGRADED)],
             no_value=NO_VIEW,
         ),
@@ -57,7 +56,7 @@ def memory_health_panels(lim: Limits) -> list[Panel]:
                 Query(rate(memory_health.SECONDS.name, f'level="{level}"'), level.upper())
                 for level in LEVEL_COLOURS
             ],
-            width=18,
+            width=16,
             min=0,
             max=1,
             custom={"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 60},
