@@ -8,12 +8,16 @@ from pathlib import Path
 import pytest
 from mssql_memory_exporter import reference
 from mssql_memory_exporter.collectors import COLLECTORS
+from mssql_memory_exporter.config import ConfigError
+from mssql_memory_exporter.scrape_metrics import SCRAPE_METRICS
 
+from tests.conftest import make_config
 from tests.declared import emitted, undeclared
 from tests.timeouts import PATIENT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "metrics.md"
+CONFIG_DOCS = ROOT / "docs" / "configuration.md"
 DECLARED = list(COLLECTORS)
 SCENARIOS = ("healthy-oltp", "memory-pressure", "plan-cache-bloat", "named-instance-padded", "numa-4-nodes")
 # Series the scrape adds whatever the collectors: not any collector's to declare.
@@ -45,8 +49,12 @@ def test_a_metric_is_declared_by_one_collector_once():
             assert spec.name.endswith("_total") == (spec.type == "counter"), spec.name
 
 
+def _reference(metrics_page: Path = DOCS, config_page: Path = CONFIG_DOCS, *flags: str) -> int:
+    return reference.main(["--docs", str(metrics_page), "--config-docs", str(config_page), *flags])
+
+
 def test_docs_tables_are_written_from_the_declarations():
-    assert reference.main(["--docs", str(DOCS), "--check"]) == 0, "stale: run `make generate`"
+    assert _reference(DOCS, CONFIG_DOCS, "--check") == 0, "stale: run `make generate`"
 
 
 def test_a_stale_or_missing_table_is_caught(tmp_path: Path):
@@ -54,12 +62,45 @@ def test_a_stale_or_missing_table_is_caught(tmp_path: Path):
     text = DOCS.read_text(encoding="utf-8")
     record = DECLARED[0]
     page.write_text(text.replace(f"| `{record.metrics[0].name}` |", "| `mssql_renamed` |"), encoding="utf-8")
-    assert reference.main(["--docs", str(page), "--check"]) == 1
-    assert reference.main(["--docs", str(page)]) == 0
+    assert _reference(page, CONFIG_DOCS, "--check") == 1
+    assert _reference(page, CONFIG_DOCS) == 0
     assert page.read_text(encoding="utf-8") == text
     page.write_text(text.replace(reference.end(record.name), ""), encoding="utf-8")
     with pytest.raises(LookupError, match=rf"no table markers for collector '{record.name}'"):
         reference.render(page.read_text(encoding="utf-8"))
+
+
+# Every label name a target's series carry, as the declarations say: the probe's own and its collectors'.
+DECLARED_LABELS = sorted(
+    {label.name for spec in SCRAPE_METRICS for label in spec.labels}
+    | {label.name for record in COLLECTORS for spec in record.metrics for label in spec.labels}
+)
+
+
+@pytest.mark.parametrize("label", DECLARED_LABELS)
+def test_a_target_label_named_like_a_declared_label_is_refused(label):
+    """A constant label goes on every series of its target: one that a metric also carries would be
+    there twice. Adding a label to a declaration reserves it, with no list to edit."""
+    target = {"host": "db", "auth_module": "standin", "labels": {label: "x"}}
+    with pytest.raises(ConfigError, match=rf"labels\.{label}: .*'{label}' is set by the exporter itself"):
+        make_config({"standin": target})
+
+
+@pytest.mark.parametrize("label", ["env", "team", "target", "serial"])
+def test_a_target_label_no_series_carries_is_accepted(label):
+    # `target` and the drives' `serial` were reserved by hand once; no series of a target carries them.
+    config = make_config({"standin": {"host": "db", "auth_module": "standin", "labels": {label: "x"}}})
+    assert config.targets["standin"].labels == {label: "x"}
+
+
+def test_the_docs_list_of_reserved_labels_is_written_from_the_declarations(tmp_path: Path):
+    page = tmp_path / "configuration.md"
+    text = CONFIG_DOCS.read_text(encoding="utf-8")
+    assert "`cache`" in text.split(reference.LABELS_BEGIN)[1].split(reference.LABELS_END)[0]
+    page.write_text(text.replace("`cache`, ", ""), encoding="utf-8")
+    assert _reference(DOCS, page, "--check") == 1
+    assert _reference(DOCS, page) == 0
+    assert page.read_text(encoding="utf-8") == text
 
 
 @pytest.mark.parametrize("name", [r.name for r in DECLARED])
