@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import pytest
 from mssql_memory_exporter.collectors import COLLECTORS
+from mssql_memory_exporter.scrape_metrics import LOGIN_BACKOFF, SCRAPE_DURATION, UP
 
 from tests.collector_matrix import FailureCase, declared_names, failure_cases, objects_read
 from tests.conftest import exposition, make_config, samples_of, scrape, value
@@ -42,11 +43,7 @@ def only_scrape_metrics(samples: dict) -> set[str]:
 def assert_down_and_nothing_stale(samples: dict) -> None:
     assert value(samples, "mssql_up") == 0
     # Never the last scrape's values: a down target exports only what describes the scrape itself.
-    assert only_scrape_metrics(samples) == {
-        "mssql_up",
-        "mssql_scrape_duration_seconds",
-        "mssql_exporter_login_backoff_seconds",
-    }
+    assert only_scrape_metrics(samples) == {UP.name, SCRAPE_DURATION.name, LOGIN_BACKOFF.name}
 
 
 def eventually(check: Callable[[], bool], seconds: float = 3.0) -> bool:
