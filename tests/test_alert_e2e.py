@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -59,7 +58,7 @@ from tests.e2e_stack import (
 )
 from tests.lint.dashboards import ALL_QUERIES, substitute
 from tests.standin.scenario import Scenario
-from tests.standin.schedule import FaultSchedule, MomentSpec
+from tests.standin.schedule import FaultSchedule, MomentSpec, run_together
 from tests.timeouts import PATIENT_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,6 +79,7 @@ NOT_DELIVERED_GRACE = 4.0  # > group_wait + group_interval (1 s each): time for 
 # these waits only ever end early.
 PAIR = {"sqlag1": "ag-pressure-a", "sqlag2": "ag-pressure-b"}  # target (= replica) -> scenario
 FAILOVER_WAIT = 90.0
+MOVE_FAILOVER = MomentSpec("failover", 1.0)  # the scenarios' moment, brought forward to 1 s from now
 
 
 @pytest.fixture(autouse=True)
@@ -405,12 +405,7 @@ def _paged_and_warned(receiver: WebhookReceiver, primary: str, secondary: str) -
 def _fail_over(stack: Stack, pair: dict[str, Any], timeline: Timeline) -> tuple[float, float]:
     """The pair fails over through the stand-ins' schedule (moment `failover`, 1 s from now on one clock
     for both); returns when both have, as (monotonic, wall) time."""
-    origin, stop = time.monotonic(), threading.Event()
-    for s in pair.values():
-        schedule = FaultSchedule(s.handler, [], [], moments=[MomentSpec("failover", 1.0)])
-        threading.Thread(
-            target=schedule.run, args=(lambda: time.monotonic() - origin, stop), daemon=True
-        ).start()
+    stop = run_together([FaultSchedule(s.handler, [], [], moments=[MOVE_FAILOVER]) for s in pair.values()])
     stack.reports["stand-in moments"] = lambda: str({n: s.instance.moments for n, s in pair.items()})
     try:
         stack.wait_for(

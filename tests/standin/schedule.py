@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
@@ -139,3 +140,14 @@ class FaultSchedule:
     def run(self, clock: Callable[[], float], stop: threading.Event, tick: float = 0.25) -> None:
         while not stop.wait(tick):
             self.apply(clock())
+
+
+def run_together(schedules: list[FaultSchedule], tick: float = 0.25) -> threading.Event:
+    """Run schedules on one clock, seconds from now, each on a thread of its own: two stand-ins playing
+    the replicas of one availability group fail over on the same tick. Set the returned event to stop."""
+    origin, stop = time.monotonic(), threading.Event()
+    for schedule in schedules:
+        threading.Thread(
+            target=schedule.run, args=(lambda: time.monotonic() - origin, stop, tick), daemon=True
+        ).start()
+    return stop
