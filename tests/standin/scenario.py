@@ -26,7 +26,7 @@ type has one clerk per memory node), so a scenario that extends another changes 
 or wait type and keeps the rest;
 each column is a literal (number, text, null) or a counter spec as above ({gauge:, steps:} or {rate:},
 which grows with time and restarts from 0). Columns the catalog says the scenario's ProductVersion
-lacks are dropped from the rows, as an older server would not have them.
+or platform (EngineEdition) lacks are dropped from the rows, as that server would not have them.
 
 A view cell's `steps` may name a moment instead of a time: `role: {gauge: 1, steps: [[failover, 2]]}`
 with `moments: {failover: 300}` at the top. The moment happens at that scenario time unless something
@@ -407,20 +407,25 @@ class Instance:
         return release_of(str(version)) if version else None
 
     def column_exists(self, name: str, column: str) -> bool:
-        """What COL_LENGTH answers: the object exists here and the catalog gives this release the column."""
+        """What COL_LENGTH answers: the object exists here and the catalog gives this release and this
+        platform the column."""
         if not self.object_exists(name):
             return False
         obj = _catalog().objects.get(_catalog_name(name))
         if obj is None:
             return False
         spec = obj.columns.get(column.lower())
-        return spec is not None and available(spec.since, spec.until, self.release)
+        return spec is not None and available(spec.since, spec.until, self.release) and spec.on(self.platform)
 
-    def _drop_unreleased(self, name: str, rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    def _drop_absent(self, name: str, rows: list[dict[str, object]]) -> list[dict[str, object]]:
         obj = _catalog().objects.get(_catalog_name(name))
         if obj is None:
             return rows
-        gone = {k for k, c in obj.columns.items() if not available(c.since, c.until, self.release)}
+        gone = {
+            k
+            for k, c in obj.columns.items()
+            if not available(c.since, c.until, self.release) or not c.on(self.platform)
+        }
         if not gone:
             return rows
         return [{k: v for k, v in row.items() if k not in gone} for row in rows]
@@ -471,7 +476,7 @@ class Instance:
             "sys.dm_os_buffer_pool_extension_configuration": self._bpe_rows,
             **{view: (lambda view=view: self.view_rows(view)) for view in self.SCENARIO_VIEWS},
         }[name]
-        return self._drop_unreleased(name, producer())
+        return self._drop_absent(name, producer())
 
     def view_rows(self, name: str) -> list[dict[str, object]]:
         """The scenario's rows for a view, each column evaluated at the current scenario time."""
