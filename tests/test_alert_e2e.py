@@ -404,7 +404,8 @@ def _paged_and_warned(receiver: WebhookReceiver, primary: str, secondary: str) -
 
 def _fail_over(stack: Stack, pair: dict[str, Any], timeline: Timeline) -> tuple[float, float]:
     """The pair fails over through the stand-ins' schedule (moment `failover`, 1 s from now on one clock
-    for both); returns when both have, as (monotonic, wall) time."""
+    for both); returns, once both have, when the first did, as (monotonic, wall) time: the instances'
+    own record, not when this thread noticed."""
     stop = run_together([FaultSchedule(s.handler, [], [], moments=[MOVE_FAILOVER]) for s in pair.values()])
     stack.reports["stand-in moments"] = lambda: str({n: s.instance.moments for n, s in pair.items()})
     try:
@@ -415,8 +416,10 @@ def _fail_over(stack: Stack, pair: dict[str, Any], timeline: Timeline) -> tuple[
         )
     finally:
         stop.set()
-    timeline.mark("failed over (stand-in schedule)")
-    return time.monotonic(), time.time()
+    wall = min(s.clock.wall_origin + s.instance.moments["failover"] for s in pair.values())
+    monotonic = time.monotonic() - (time.time() - wall)
+    timeline.mark("failed over (stand-in schedule)", monotonic)
+    return monotonic, wall
 
 
 def _check_failover_marks(stack: Stack, prom: Prometheus, start: float, failed_over: float) -> None:
@@ -435,6 +438,7 @@ def _check_failover_marks(stack: Stack, prom: Prometheus, start: float, failed_o
             points = seen.get(instance, [])
             if not points:
                 problems.append(f"{instance}: no mark")
+            # A scrape is stamped when it starts: one that began just before the failover may carry it.
             elif {v for _, v in points} != {role} or min(float(t) for t, _ in points) < failed_over - 2:
                 problems.append(f"{instance}: marks {points[:3]}..., expected {role} after {failed_over:.0f}")
         if problems:
@@ -496,7 +500,13 @@ def test_the_memory_page_follows_the_primary_over_a_failover(standin, tmp_path, 
         _check_failover_marks(stack, prom, start, failed_over_wall)
         time.sleep(NOT_DELIVERED_GRACE)  # time for a second page, or a late wrong one, to arrive
 
-        pages = [n for n in receiver.notifications() if n.status == "firing" and n.receiver == "pager"]
+        # MSSQLTargetDown is left out: on a loaded machine a run of slow scrapes can page and resolve it
+        # more than once, which says nothing about the failover (the other test checks it on its own).
+        pages = [
+            n
+            for n in receiver.notifications()
+            if (n.status, n.receiver) == ("firing", "pager") and n.labels["alertname"] != "MSSQLTargetDown"
+        ]
         twice = [
             labels
             for labels, count in Counter(frozenset(n.labels.items()) for n in pages).items()
