@@ -46,6 +46,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_host": "unit",
     "test_kubernetes_drive_health": "unit",
     "test_packaging": "unit",
+    "test_permissions_doc": "unit",  # docs/permissions.md's tables from the collectors' SQL
     "test_secret_check": "unit",
     "test_soak": "unit",
     "test_spec": "unit",
