@@ -21,8 +21,6 @@ from tests.offline import (
 )
 
 BM = "SQLServer:Buffer Manager"
-
-
 CNTR_TYPE = {CounterKind.GAUGE: 65792, CounterKind.CUMULATIVE: 272696576}
 
 

@@ -58,7 +58,6 @@ MODULE_TIERS: dict[str, str] = {
     # integration: the stand-in over TDS, real sockets and subprocesses
     "test_bench": "integration",
     "test_bootstrap": "integration",
-    "test_availability_groups": "unit",  # the stand-in's model and the collector's parser in process
     "test_cli": "integration",
     "test_prepared_batch": "integration",  # prepared batches against stand-ins over TDS
     "test_rule_groups": "unit",  # the rule split read as data
