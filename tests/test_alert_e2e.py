@@ -19,9 +19,9 @@ production (docs/configuration.md):
 The rules are generated from alerts/thresholds.yml with short `for:` and rate windows, so the thresholds
 and expressions under test are the shipped ones; only the durations are shortened.
 
-A second run plays an availability-group pair, both replicas short of memory (ag-pressure-a and -b, the
-targets sqlag1 and sqlag2), failed over mid-run by the stand-in's schedule once the first pages are in:
-MSSQLMemoryPressure pages for the primary only (the secondary's copy is a ticket warning,
+A second run plays an availability-group pair, both replicas short of memory (ag-pair-a and -b with the
+pressure added, the targets sqlag1 and sqlag2), failed over mid-run by the stand-in's schedule once the
+first pages are in: MSSQLMemoryPressure pages for the primary only (the secondary's copy is a ticket warning,
 availability_groups.secondary_warns_only), moves to the new primary, no alert pages twice, and the
 dashboards' role-change annotation marks the failover.
 """
@@ -77,7 +77,18 @@ NOT_DELIVERED_GRACE = 4.0  # > group_wait + group_interval (1 s each): time for 
 # for a rate, 5 s for, delivery). After: the new primary's page ~7 s after the failover, the old one's
 # warning ~11 s (its page keeps firing 5 s, keep_firing_for, then its warning's own 5 s for). Generous:
 # these waits only ever end early.
-PAIR = {"sqlag1": "ag-pressure-a", "sqlag2": "ag-pressure-b"}  # target (= replica) -> scenario
+PAIR = {"sqlag1": "ag-pair-a", "sqlag2": "ag-pair-b"}  # target (= replica) -> scenario it extends
+# What both replicas add to their scenario: short of memory the whole time, as the replicas of a readable
+# pair under the same reporting load are. PLE 140 s, far under the floor of base.yml's 1,800,000 pages;
+# free list stalls 6/s and lazy writes 45/s, over their limits. Whether that pages is the role's alone.
+SHORT_OF_MEMORY = {
+    "Buffer Manager": {
+        "Page life expectancy": 140,
+        "Free list stalls/sec": {"rate": 6},
+        "Lazy writes/sec": {"rate": 45},
+    },
+    "Buffer Node": {"Page life expectancy": 140},
+}
 FAILOVER_WAIT = 90.0
 MOVE_FAILOVER = MomentSpec("failover", 1.0)  # the scenarios' moment, brought forward to 1 s from now
 
@@ -387,6 +398,13 @@ def test_memory_pressure_and_target_down_reach_the_webhook(standin, tmp_path, pr
 # --- an availability group failing over ---------------------------------------------------------------
 
 
+def _short_of_memory(tmp_path: Path, scenario: str) -> str:
+    """A scenario file extending `scenario` with SHORT_OF_MEMORY (a test's variant, not a shipped one)."""
+    path = tmp_path / f"{scenario}-short-of-memory.yml"
+    path.write_text(yaml.safe_dump({"extends": scenario, "counters": SHORT_OF_MEMORY}, sort_keys=False))
+    return str(path)
+
+
 def _memory_notices(receiver: WebhookReceiver, instance: str) -> dict[str, Notification | None]:
     """The first firing MSSQLMemoryPressure of `instance` at each webhook: the page and the ticket."""
     got = receiver.find("firing", alertname="MSSQLMemoryPressure", instance=instance)
@@ -455,7 +473,10 @@ def test_the_memory_page_follows_the_primary_over_a_failover(standin, tmp_path, 
         rule_files = _generate_rules(tmp_path / "rules")
         receiver = stack.start_receiver()
         am = stack.start_alertmanager(alertmanager_config_for_test(SHIPPED_ALERTMANAGER, receiver.url))
-        pair = {name: standin(scenario, manual_clock=False) for name, scenario in PAIR.items()}
+        pair = {
+            name: standin(_short_of_memory(tmp_path, scenario), manual_clock=False)
+            for name, scenario in PAIR.items()
+        }
         exporter = stack.start_exporter(
             {
                 "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
