@@ -1,12 +1,14 @@
 """docs/platforms.md's collectors-by-platform table is what the exporter does, row by row (issue 28).
 
 The table is generated from the code (mssql_memory_exporter.platform_table: the collector registry and
-platform.py); here it is checked twice: not stale against the code, and against real scrapes of a
-stand-in playing each platform, through FreeTDS over TDS, every enabled collector succeeding.
+platform.py); here it is checked three ways: not stale against the code, against real scrapes of a
+stand-in playing each platform, through FreeTDS over TDS, every enabled collector succeeding, and
+against the hand-written matrix above it, row by row.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,30 @@ def test_each_platform_scrapes_as_the_page_says(standin, scraper_for, scenario):
         success = _by_collector(samples, "mssql_exporter_collector_success")
         assert {c for c, ok in success.items() if ok != 1} == set(), SCENARIOS[scenario]
         assert set(success) == set(page) - left_out
+
+
+def _editions(detected: str) -> list[int]:
+    """'EngineEdition 1-4', 'EngineEdition 2 or 3', 'EngineEdition 5' -> the numbers."""
+    text = detected.split("EngineEdition", 1)[1].split(",")[0].split("(")[0]
+    if (span := re.match(r"\s*(\d+)-(\d+)", text)) is not None:
+        return list(range(int(span[1]), int(span[2]) + 1))
+    return [int(n) for n in re.findall(r"\d+", text)]
+
+
+def test_the_matrix_above_it_agrees_row_by_row():
+    """The hand-written matrix's "Collectors left out" says, per platform row, what the generated table
+    says for that row's EngineEdition: "none" where nothing is, else the very collectors left out."""
+    text = DOCS.read_text()
+    page = platform_table.parse(text)
+    matrix = text.split("## The matrix", 1)[1].split("\n\n")
+    [table] = [block for block in matrix if block.lstrip().startswith("| Platform |")]
+    rows = [line.strip().strip("|").split(" | ") for line in table.strip().splitlines()[2:]]
+    assert len(rows) >= 6, rows
+    for platform, detected, left_cell, *_ in ([c.strip() for c in row] for row in rows):
+        said = set(re.findall(r"`(\w+)`", left_cell.split(":", 1)[0])) & set(page)
+        for edition in _editions(detected):
+            generated = {c for c, cells in page.items() if cells[edition].startswith(platform_table.LEFT_OUT)}
+            if left_cell.startswith("none"):
+                assert generated == set(), (platform, edition, generated)
+            else:
+                assert said == generated, (platform, edition, said ^ generated)
