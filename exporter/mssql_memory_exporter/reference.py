@@ -1,8 +1,9 @@
 """docs/metrics.md's metric reference tables, written from the collectors' declarations (their
 `CollectorRecord.metrics`) between markers, so the page cannot drift from what the exporter emits; and
-docs/configuration.md's list of the label names a target's `labels` may not use, from the same.
+docs/permissions.md's tables of what each collector reads and needs (permission_reference.py); and
+docs/configuration.md's list of the label names a target's `labels` may not use, from the declarations.
 
-    python -m mssql_memory_exporter.reference [--docs docs/metrics.md]
+    python -m mssql_memory_exporter.reference [--docs docs/metrics.md] [--permissions docs/permissions.md]
         [--config-docs docs/configuration.md] [--check]
 
 `--check` rewrites nothing and exits 1 when a table is stale (the tests and `make generate` run it).
@@ -15,9 +16,10 @@ import argparse
 import re
 import sys
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from . import permission_reference
 from .collectors import COLLECTORS
 from .collectors.base import CollectorRecord
 from .collectors.declare import MetricSpec
@@ -102,25 +104,35 @@ def render_labels(text: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mssql_memory_exporter.reference", description=__doc__)
     parser.add_argument("--docs", type=Path, default=DOCS)
+    parser.add_argument("--permissions", type=Path, default=permission_reference.DOCS)
     parser.add_argument("--config-docs", type=Path, default=CONFIG_DOCS)
     parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale; write nothing")
     args = parser.parse_args(argv)
     status = 0
-    for page, rendered in ((args.docs, render), (args.config_docs, render_labels)):
-        current = page.read_text(encoding="utf-8")
-        try:
-            fresh = rendered(current)
-        except LookupError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        if fresh == current:
-            continue
-        if args.check:
-            print(f"{page} is stale: run `make generate`", file=sys.stderr)
-            status = 1
-            continue
-        page.write_text(fresh, encoding="utf-8")
+    pages = (
+        (args.docs, render),
+        (args.permissions, permission_reference.render),
+        (args.config_docs, render_labels),
+    )
+    for page, renderer in pages:
+        status = max(status, _refresh(page, renderer, check=args.check))
     return status
+
+
+def _refresh(page: Path, renderer: Callable[[str], str], *, check: bool) -> int:
+    current = page.read_text(encoding="utf-8")
+    try:
+        fresh = renderer(current)
+    except LookupError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if fresh == current:
+        return 0
+    if check:
+        print(f"{page} is stale: run `make generate`", file=sys.stderr)
+        return 1
+    page.write_text(fresh, encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":
