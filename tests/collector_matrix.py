@@ -2,8 +2,9 @@
 their own: the failure matrix (tests/test_failures.py) and the whole-scrape fuzz (tests/test_fuzz.py).
 
 Each record names the sections it reads (`CollectorRecord.sections`) and brings their SQL (`defines`);
-the stand-in's own T-SQL analysis says which server objects each section's SQL reads, dynamic SQL
-included. So a new collector is in the matrix and the fuzz the moment it is listed in COLLECTORS.
+collectors/permissions.py finds the server objects each section's SQL reads (the same list that writes
+docs/permissions.md), and the stand-in's own T-SQL analysis must agree with it (`analysed_objects`). So a
+new collector is in the matrix and the fuzz the moment it is listed in COLLECTORS.
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mssql_memory_exporter.batch import sections_of
-from mssql_memory_exporter.collectors import COLLECTORS
+from mssql_memory_exporter.collectors import COLLECTORS, permissions
 from mssql_memory_exporter.collectors.base import CollectorRecord, Section
 
 from tests.standin.sql_analysis import Analysis, analyze
 
 SECTIONS: dict[str, Section] = {section.tag: section for section in sections_of(COLLECTORS)}
+
+
+@functools.cache
+def objects_read(tag: str) -> frozenset[str]:
+    """The server objects a section's SQL reads, lower-cased as written (`tempdb.sys.database_files`)."""
+    return frozenset(name.lower() for name in permissions.objects_in(SECTIONS[tag]))
 
 
 def _analyses(analysis: Analysis) -> Iterator[Analysis]:
@@ -27,9 +34,9 @@ def _analyses(analysis: Analysis) -> Iterator[Analysis]:
         yield from _analyses(dynamic.analysis)
 
 
-@functools.cache
-def objects_read(tag: str) -> frozenset[str]:
-    """The server objects a section's SQL reads, lower-cased as written (`tempdb.sys.database_files`)."""
+def analysed_objects(tag: str) -> frozenset[str]:
+    """The same, as the stand-in's parse of the SQL finds them (dynamic SQL included): a cross-check of
+    the exporter's pattern, which a view named in an unusual way could slip past."""
     return frozenset(
         source.written.lower()
         for analysis in _analyses(analyze(SECTIONS[tag].sql))

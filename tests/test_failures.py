@@ -17,7 +17,14 @@ import pytest
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.scrape_metrics import LOGIN_BACKOFF, SCRAPE_DURATION, UP
 
-from tests.collector_matrix import FailureCase, declared_names, failure_cases, objects_read
+from tests.collector_matrix import (
+    SECTIONS,
+    FailureCase,
+    analysed_objects,
+    declared_names,
+    failure_cases,
+    objects_read,
+)
 from tests.conftest import exposition, make_config, samples_of, scrape, value
 from tests.standin.server import StandInServer
 from tests.timeouts import SLACK_SECONDS
@@ -325,6 +332,11 @@ def test_a_failing_view_fails_exactly_the_collectors_that_read_it_then_recovers(
     got = assert_recovers(scraper, config)
     assert not _failed_collectors(got)
     assert before <= only_scrape_metrics(got), before - only_scrape_metrics(got)
+
+
+def test_the_objects_a_section_reads_are_those_the_stand_in_parses_from_its_sql():
+    for tag in SECTIONS:
+        assert objects_read(tag) == analysed_objects(tag), tag
 
 
 def test_the_failure_matrix_covers_every_collector_that_reads_a_server_object():
