@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from mssql_memory_exporter.collectors import endurance
 from mssql_memory_exporter.collectors import tempdb as tempdb_collector
 from mssql_memory_exporter.collectors import volumes as volumes_collector
 
@@ -174,9 +175,9 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
 
 
 def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
-    written = _m(spec, "mssql_ssd_pool_written_bytes_total")
-    in_service = _m(spec, "mssql_ssd_pool_in_service_timestamp_seconds")
-    known_at = _m(spec, "mssql_ssd_pool_known_written_timestamp_seconds")
+    written = _m(spec, endurance.WRITTEN.name)
+    in_service = _m(spec, endurance.IN_SERVICE.name)
+    known_at = _m(spec, endurance.KNOWN_WRITTEN_AT.name)
     pool = f"{INSTANCE}, pool"
     names = RuleNames.from_spec(spec)
     long_name, short_name = names.pool_long, names.pool_short
@@ -220,8 +221,8 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": SHARE,
             "expr": (
                 f"{long_rate}\n"
-                f"* on ({pool}) group_left () {_m(spec, 'mssql_ssd_pool_planned_lifetime_seconds')}\n"
-                f"/ on ({pool}) group_left () {_m(spec, 'mssql_ssd_pool_rated_endurance_bytes')}"
+                f"* on ({pool}) group_left () {_m(spec, endurance.PLANNED_LIFETIME.name)}\n"
+                f"/ on ({pool}) group_left () {_m(spec, endurance.RATED_ENDURANCE.name)}"
             ),
         },
         {
@@ -231,7 +232,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": counted,
             "expr": (
                 f"{written}\n- on ({pool}, source) group_left ()"
-                f" {_m(spec, 'mssql_ssd_pool_counting_start_written_bytes')}"
+                f" {_m(spec, endurance.COUNTING_START_WRITTEN.name)}"
             ),
         },
         {
@@ -240,7 +241,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": unobserved,
             "expr": (
                 f"{long_rate}\n* on ({pool}, source) group_left () clamp_min(\n"
-                f"  {_m(spec, 'mssql_ssd_pool_counting_start_timestamp_seconds')}\n"
+                f"  {_m(spec, endurance.COUNTING_START.name)}\n"
                 f"  - on ({pool}) group_left () (\n    {anchor}\n  ),\n  0\n)"
             ),
         },
@@ -250,7 +251,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "expr": (
                 f"{counted}\n+ on ({pool}, source) group_left () {unobserved}\n"
                 f"+ on ({pool}) group_left () (\n"
-                f"  {_m(spec, 'mssql_ssd_pool_known_written_bytes')}\n"
+                f"  {_m(spec, endurance.KNOWN_WRITTEN.name)}\n"
                 f"  or on ({pool}) 0 * {in_service}\n)"
             ),
         },
@@ -259,7 +260,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "expr": (
                 # Both joins keep the left side's labels (the target's own, env included): a one-to-one
                 # `on (...)` keeps only the `on` labels, and the next join then matches nothing.
-                f"clamp_min(\n  (\n    {_m(spec, 'mssql_ssd_pool_rated_endurance_bytes')}\n"
+                f"clamp_min(\n  (\n    {_m(spec, endurance.RATED_ENDURANCE.name)}\n"
                 f"    - on ({pool}) group_right () {SINCE_IN_SERVICE}\n"
                 f"  )\n  / on ({pool}, source) group_left () {long_rate},\n  0\n)"
             ),
@@ -454,10 +455,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
 def _retirement_of_pool() -> str:
     # The alert fires for pools that wear out before their planned retirement and for pools kept past it;
     # the text says which, from the pool's own gauges at notification time.
-    left = (
-        "mssql_ssd_pool_in_service_timestamp_seconds{job='%s',instance='%s',pool='%s'}"
-        " + mssql_ssd_pool_planned_lifetime_seconds{job='%s',instance='%s',pool='%s'} - time()"
-    )
+    pool = "{job='%s',instance='%s',pool='%s'}"
+    left = f"{endurance.IN_SERVICE.name}{pool} + {endurance.PLANNED_LIFETIME.name}{pool} - time()"
     labels = " $labels.job $labels.instance $labels.pool" * 2
     return (
         f'{{{{ with printf "{left}"{labels} | query }}}}{{{{ $left := . | first | value }}}}'
