@@ -160,3 +160,21 @@ def test_thanos_script_refuses_an_old_go_before_downloading(fake_go: dict[str, s
     assert result.returncode == 1
     assert "go1.25.3 is too old to build Thanos 0.42.4" in result.stderr
     assert "mod " not in Path(fake_go["FAKE_GO_LOG"]).read_text()
+
+
+def test_thanos_script_without_go_says_what_it_would_build(fake_go: dict[str, str], tmp_path: Path):
+    result = _run({**fake_go, "GO": str(tmp_path / "no-such-go")})
+    assert result.returncode == 1
+    assert "thanos: Go is not installed (looked in /usr/local/go/bin and PATH); it builds Thanos 0.42.4" in (
+        result.stderr
+    )
+
+
+def test_thanos_script_leaves_no_build_directory_after_a_failed_build(fake_go: dict[str, str]):
+    """The shared EXIT trap (scripts/go-module.sh) removes the writable copy of the module."""
+    bad = {**fake_go, "GO": fake_go["GO"]}
+    Path(bad["GO"]).write_text(FAKE_GO.replace("version.Version=0.42.4", "version.Version=9.9.9"))
+    result = _run(bad)
+    assert result.returncode == 1 and "version not stamped" in result.stderr
+    cache = tools.thanos_bin(fake_go).parent.parent
+    assert sorted(p.name for p in cache.iterdir()) == [".lock", "bin"]
