@@ -100,6 +100,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_alerting": "promtool",
     "test_coverage_tiers": "promtool",
     "test_rules_generated": "promtool",
+    "test_fleet_rules": "promtool",  # the fleet group under promtool and `thanos tools rules-check`
     "test_rules_labelled": "promtool",
     "test_smartctl_exporter_rules": "promtool",
     # e2e: stacks of real programs over time
