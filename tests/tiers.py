@@ -111,6 +111,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_drive_e2e": "e2e",
     "test_http_e2e": "e2e",
     "test_thanos_e2e": "e2e",
+    "test_thanos_ruler_e2e": "e2e",  # Thanos Ruler evaluating the fleet group over two shards
 }
 
 # Single tests whose module is of a lower tier (found by tests/tier_guard.py).
