@@ -76,7 +76,8 @@ def test_long_term_profile_keeps_each_resolution_as_documented():
     services = _compose()["services"]
     thanos = {name for name, s in services.items() if name.startswith("thanos-")}
     assert thanos == {
-        "thanos-bucket-volume", "thanos-sidecar", "thanos-store", "thanos-compactor", "thanos-query"
+        "thanos-bucket-volume", "thanos-sidecar", "thanos-store", "thanos-compactor", "thanos-query",
+        "thanos-ruler",
     }
     for name in thanos:
         assert services[name]["profiles"] == ["long-term"]
