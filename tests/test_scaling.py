@@ -179,3 +179,31 @@ def test_thanos_script_leaves_no_build_directory_after_a_failed_build(fake_go: d
     assert result.returncode == 1 and "version not stamped" in result.stderr
     cache = tools.thanos_bin(fake_go).parent.parent
     assert sorted(p.name for p in cache.iterdir()) == [".lock", "bin"]
+
+
+# --- the capacity report shown in both docs (issue 30's done-when) ---------------------------------------
+
+ENDURANCE_DOC = ROOT / "docs" / "endurance.md"
+REPORT_PICTURE = "img/capacity-report.png"
+
+
+def _report_table(path: Path) -> list[str]:
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Instance | Pool | From | To |"))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return lines[start:end]
+
+
+def test_both_docs_show_the_same_capacity_report_and_its_picture():
+    scaling, endurance = _report_table(SCALING_DOC), _report_table(ENDURANCE_DOC)
+    assert scaling == endurance, "docs/endurance.md's capacity report differs from docs/scaling.md's"
+    assert len(scaling) == 2 + 8  # header, separator and the eight rows of the backfilled year
+    for doc in (SCALING_DOC, ENDURANCE_DOC):
+        assert f"]({REPORT_PICTURE})" in doc.read_text(), doc.name
+    picture = ROOT / "docs" / REPORT_PICTURE
+    assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    # The shares follow from the other columns: write rate x 5 years / rating (the first sql-a row).
+    row = [cell.strip() for cell in scaling[2].strip("|").split("|")]
+    assert row[:2] == ["sql-a", "tempdb"]
+    rate, rated, share = float(row[5].split()[0]) * 1e6, float(row[7].split()[0]) * 1e15, float(row[8])
+    assert abs(rate * 5 * 365.25 * 86400 / rated - share) < 0.001
