@@ -327,7 +327,7 @@ class FleetSpec(_Section):
     """The fleet group (alerts/fleet.py): counts and sums across every shard."""
 
     # The external label each shard's Prometheus carries (docs/scaling.md): the per-shard counts keep it.
-    shard_label: Annotated[StrictStr, AfterValidator(lambda name: _label_name(name))]
+    shard_label: Annotated[StrictStr, AfterValidator(_label_name)]
     interval: Duration  # how often the evaluator (Thanos Ruler) evaluates the group
 
 
