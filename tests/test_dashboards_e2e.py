@@ -117,7 +117,7 @@ def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
 def _empty_without_an_event(q: Q) -> bool:
     """Annotations of an event none of this stack's stand-ins plays: an availability-group failover (the
     stand-ins here are in no AG). They must run without an error; their marks are checked where a failover
-    happens (alerts/tests/availability_groups.test.yml, tests/test_availability_groups.py)."""
+    happens (alerts/tests/availability_groups.test.yml, tests/test_collector_availability_groups.py)."""
     return q.kind == "annotation" and "mssql_ag_replica_is_primary" in q.expr
 
 
