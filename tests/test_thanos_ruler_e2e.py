@@ -195,9 +195,11 @@ def test_thanos_ruler_records_fleet_totals_and_never_a_partial_one(prometheus, s
         sd = stack.write("endpoints.yml", {"endpoints": [{"address": a, "strict": True} for a in endpoints]})
         query_port = free_port()
         query = f"http://127.0.0.1:{query_port}"
+        # Partial responses on by default, as compose's Query runs: the ruler's abort must still win.
         stack.start_process("query", [
             thanos, "query", f"--http-address=127.0.0.1:{query_port}",
-            f"--grpc-address=127.0.0.1:{free_port()}", f"--endpoint.sd-config-file={sd}"],
+            f"--grpc-address=127.0.0.1:{free_port()}", f"--endpoint.sd-config-file={sd}",
+            "--query.partial-response"],
             f"{query}/-/ready", timeout=60)
         ruler = f"http://127.0.0.1:{ruler_http}"
         stack.start_process("ruler", [
