@@ -1,6 +1,6 @@
 """Generate the Prometheus recording and alert rules from alerts/thresholds.yml.
 
-    python -m alerts.generate              # write alerts/rules/*.rules.yml (and rules/optional/)
+    python -m alerts.generate              # write alerts/rules/ (its optional/ and thanos-ruler/ too)
     python -m alerts.generate --check      # exit 1 if the committed files are stale
     python -m alerts.generate --out DIR --for 10s --window 30s   # fast rules for end-to-end tests
 
@@ -19,7 +19,16 @@ from mssql_memory_exporter.collectors import endurance
 from mssql_memory_exporter.collectors import tempdb as tempdb_collector
 from mssql_memory_exporter.collectors import volumes as volumes_collector
 
-from . import availability_groups, capacity, diagnosis, drives, smartctl_exporter
+from . import (
+    availability_groups,
+    capacity,
+    diagnosis,
+    drives,
+    evaluators,
+    fleet,
+    group_names,
+    smartctl_exporter,
+)
 from . import names as N
 from . import tempdb as tempdb_rules
 from .generated import generator_main
@@ -538,14 +547,20 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
 
 
 def render(spec: Spec) -> dict[str, str]:
+    """{path under alerts/rules/: text}: the shards' files, and Thanos Ruler's under thanos-ruler/."""
     own_windows = spec.with_overrides(None, None) if spec.window_override is not None else spec
     recording = {"groups": recording_groups(spec, recording_rules(spec), recording_rules(own_windows))}
-    alerts = {"groups": [{"name": "mssql.alerts", "rules": alert_rules(spec)}]}
-    return {
-        "mssql.recording.rules.yml": HEADER + _dump(recording),
-        "mssql.alerts.rules.yml": HEADER + _dump(alerts),
+    alerts = {"groups": [{"name": group_names.ALERTS, "rules": alert_rules(spec)}]}
+    files = evaluators.split(spec, {
+        "mssql.recording.rules.yml": recording,
+        "mssql.alerts.rules.yml": alerts,
         # Opt-in (docs/endurance.md): under optional/, which the bundle's `rules/*.rules.yml` does not load.
-        smartctl_exporter.FILE_NAME: HEADER + _dump(smartctl_exporter.groups(spec)),
+        smartctl_exporter.FILE_NAME: smartctl_exporter.groups(spec),
+        fleet.FILE_NAME: fleet.groups(spec),
+    })
+    return {
+        path: (HEADER + evaluators.RULER_HEADER if evaluators.is_ruler_file(path) else HEADER) + _dump(data)
+        for path, data in files.items()
     }
 
 

@@ -415,12 +415,16 @@ def _distinctive(spec: Spec) -> set[float]:
 
 
 def _durations(spec: Spec) -> set[str]:
+    """The spec's windows and `for` durations. Not its evaluation intervals (`rule_groups.
+    long_window_interval`, `fleet.interval`): how often an evaluator runs a group is nothing a panel
+    shows, and a dashboard's own refresh of "1m" is not the fleet group's interval."""
     found: set[str] = set()
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            for value in node.values():
-                walk(value)
+            for key, value in node.items():
+                if not str(key).endswith("interval"):
+                    walk(value)
         elif isinstance(node, str) and re.fullmatch(r"\d+(ms|s|m|h|d|w|y)", node):
             found.add(node)
 

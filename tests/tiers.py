@@ -104,6 +104,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_alerting": "promtool",
     "test_coverage_tiers": "promtool",
     "test_rules_generated": "promtool",
+    "test_fleet_rules": "promtool",  # the fleet group under promtool and `thanos tools rules-check`
     "test_rules_labelled": "promtool",
     "test_smartctl_exporter_rules": "promtool",
     # e2e: stacks of real programs over time
@@ -114,6 +115,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_drive_e2e": "e2e",
     "test_http_e2e": "e2e",
     "test_thanos_e2e": "e2e",
+    "test_thanos_ruler_e2e": "e2e",  # Thanos Ruler evaluating the fleet group over two shards
 }
 
 # Single tests whose module is of a lower tier (found by tests/tier_guard.py).
