@@ -63,6 +63,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_scraper_reload": "integration",  # reloads against stand-ins
     "test_collectors": "integration",
     "test_collector_plan_cache": "integration",
+    "test_collector_tempdb_governance": "integration",
     "test_compose": "integration",  # check-jsonschema, git and sh as subprocesses
     "test_drive_failures": "integration",
     "test_failures": "integration",
