@@ -112,6 +112,10 @@ def test_a_percent_limit_in_effect_is_a_share_of_the_capped_data_files(standin, 
             "total_tempdb_data_limit_violation_count": 0,
         }
     ]
+    s.instance.scenario.views["resource_governor_configuration"] = {
+        "classifier_function_id": 0,
+        "is_enabled": 1,
+    }
     s.instance.scenario.views["resource_governor_workload_groups"] = [
         {
             "group_id": 300,
@@ -125,6 +129,23 @@ def test_a_percent_limit_in_effect_is_a_share_of_the_capped_data_files(standin, 
     pages = 2 * round(6000e6 / 8192)
     limit = value(got, "mssql_tempdb_workload_group_limit_bytes", workload_group="adhoc")
     assert limit == pytest.approx(0.10 * pages * 8192, rel=1e-3)
+
+
+def test_no_limit_while_resource_governor_is_disabled(standin, scraper_for, caplog):
+    """Resource governor is off by default; its stored limits are then not enforced: no limit series,
+    the groups' use still exported, and the reason logged once."""
+    s, config, scraper = started(standin, scraper_for)
+    s.instance.scenario.views["resource_governor_configuration"] = {
+        "classifier_function_id": 0,
+        "is_enabled": 0,
+    }
+    with caplog.at_level(logging.INFO, logger=gov.__name__):
+        for _ in range(2):
+            got = samples_of(exposition(probe(scraper, config)))
+            assert [k for k in got if k[0] == "mssql_tempdb_workload_group_limit_bytes"] == []
+            assert value(got, "mssql_tempdb_workload_group_space_bytes", workload_group="reporting") > 0
+    lines = [r.getMessage() for r in caplog.records if "disabled" in r.getMessage()]
+    assert len(lines) == 1, lines
 
 
 @pytest.mark.parametrize(

@@ -430,6 +430,7 @@ BRIEF_OBJECTS = {
     # tempdb space resource governance and the persistent version store (issue 28, SQL Server 2025)
     "sys.dm_resource_governor_workload_groups": "view",
     "sys.resource_governor_workload_groups": "view",
+    "sys.resource_governor_configuration": "view",
     "sys.dm_tran_persistent_version_store_stats": "view",
     "sys.dm_io_virtual_file_stats": "tvf",
     "sys.dm_os_volume_stats": "tvf",

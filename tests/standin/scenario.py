@@ -292,6 +292,7 @@ class Instance:
         # scenario gives them).
         "sys.dm_resource_governor_workload_groups",
         "sys.resource_governor_workload_groups",
+        "sys.resource_governor_configuration",
         "sys.dm_tran_persistent_version_store_stats",
     )
     OBJECTS = (

@@ -14,8 +14,9 @@ sys.resource_governor_workload_groups, sys.dm_tran_persistent_version_store_stat
   maximum, growth 0: 100 % = the sum of the sizes); otherwise SQL Server stores it and warns (10989) but
   does not enforce it, so no limit is exported. SQL Server takes tempdb's size at the last
   `ALTER RESOURCE GOVERNOR RECONFIGURE`; the exporter works it out from the files as they are now.
-- The catalog view is the stored configuration: until RECONFIGURE it may differ from what is enforced,
-  and limits are enforced only while resource governor is enabled.
+- The catalog view is the stored configuration: until RECONFIGURE it may differ from what is enforced.
+  Limits are enforced only while resource governor is enabled (sys.resource_governor_configuration
+  `is_enabled`; off by default): while it is off no limit is exported.
 - With ADR on in tempdb (SQL Server 2025; takes effect at the next restart) the persistent version store
   is in tempdb: sys.dm_tran_persistent_version_store_stats has a row for database 2 (Microsoft's own
   diagnostic query reads it so); `persistent_version_store_size_kb` is its off-row size. Its space is
@@ -37,10 +38,12 @@ log = logging.getLogger(__name__)
 
 USE_VIEW = "sys.dm_resource_governor_workload_groups"
 LIMIT_VIEW = "sys.resource_governor_workload_groups"
+CONFIG_VIEW = "sys.resource_governor_configuration"
 PVS_VIEW = "sys.dm_tran_persistent_version_store_stats"
 USE_TAG = "tempdb_rg_use"
 LIMITS_TAG = "tempdb_rg_limits"
 FILES_TAG = "tempdb_rg_files"
+ENABLED_TAG = "tempdb_rg_enabled"
 PVS_TAG = "tempdb_pvs"
 TEMPDB_ID = 2
 PAGE_BYTES = 8192
@@ -72,6 +75,14 @@ SECTIONS = (
         requires=(LIMIT_VIEW,),
         requires_columns=tuple((LIMIT_VIEW, c) for c in LIMIT_COLUMNS),
         optional=True,  # also absent on Azure SQL Database (the catalog view is SQL Server and MI only)
+    ),
+    # Limits are enforced only while resource governor is enabled (it is off by default).
+    Section(
+        tag=ENABLED_TAG,
+        sql=f"SELECT N'tempdb_rg_enabled' AS section, rc.is_enabled\nFROM {CONFIG_VIEW} AS rc;",
+        requires=(CONFIG_VIEW,),
+        requires_columns=((LIMIT_VIEW, "group_max_tempdb_data_mb"),),  # only where the limits exist
+        optional=True,
     ),
     # tempdb's data files, for what a percent limit comes to: read only where percent limits exist.
     Section(
@@ -134,7 +145,8 @@ LIMIT_BYTES = MetricSpec(
     "the share used.",
     labels=(GROUP,),
     conditional=BEFORE_2025 + "; where the group has no limit; where a percent limit is not in effect "
-    "(tempdb's files neither all capped nor all pregrown); on Azure SQL Database",
+    "(tempdb's files neither all capped nor all pregrown); while resource governor is disabled; on Azure "
+    "SQL Database",
 )
 VIOLATIONS = MetricSpec(
     name="mssql_tempdb_workload_group_limit_violations_total",
@@ -233,6 +245,15 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         )
         groups = groups[:MAX_GROUPS]
     limits = {str(r.get("group_id")): r for r in rows_of(results, LIMITS_TAG)}
+    enabled = [number(r.get("is_enabled"), "is_enabled") for r in rows_of(results, ENABLED_TAG)]
+    if enabled and not enabled[0]:
+        _log_once(
+            ctx,
+            "disabled",
+            "target %s: resource governor is disabled, so no tempdb limit is enforced or exported",
+            ctx.target.name,
+        )
+        limits = {}
     max_pages = tempdb_max_pages(list(rows_of(results, FILES_TAG)))
     for row in groups:
         labels = {"workload_group": str(row.get("name") or row.get("group_id") or "").strip()}
@@ -256,7 +277,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
 
 COLLECTOR = CollectorRecord(
     name="tempdb_governance",
-    sections=(USE_TAG, LIMITS_TAG, FILES_TAG, PVS_TAG),
+    sections=(USE_TAG, LIMITS_TAG, ENABLED_TAG, FILES_TAG, PVS_TAG),
     collect=collect,
     defines=SECTIONS,
     metrics=METRICS,
