@@ -1,7 +1,9 @@
 """docs/metrics.md's metric reference tables, written from the collectors' declarations (their
-`CollectorRecord.metrics`) between markers, so the page cannot drift from what the exporter emits.
+`CollectorRecord.metrics`) between markers, so the page cannot drift from what the exporter emits; and
+docs/permissions.md's tables of what each collector reads and needs (permission_reference.py).
 
-    python -m mssql_memory_exporter.reference [--docs docs/metrics.md] [--check]
+    python -m mssql_memory_exporter.reference [--docs docs/metrics.md] [--permissions docs/permissions.md]
+        [--check]
 
 `--check` rewrites nothing and exits 1 when a table is stale (the tests and `make generate` run it).
 A declared collector whose markers are missing from the page is an error naming it.
@@ -12,9 +14,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from . import permission_reference
 from .collectors import COLLECTORS
 from .collectors.base import CollectorRecord
 from .collectors.declare import MetricSpec
@@ -78,20 +81,28 @@ def render(text: str, collectors: Iterable[CollectorRecord] = COLLECTORS) -> str
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mssql_memory_exporter.reference", description=__doc__)
     parser.add_argument("--docs", type=Path, default=DOCS)
-    parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale; write nothing")
+    parser.add_argument("--permissions", type=Path, default=permission_reference.DOCS)
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale; write nothing")
     args = parser.parse_args(argv)
-    current = args.docs.read_text(encoding="utf-8")
+    status = 0
+    for page, renderer in ((args.docs, render), (args.permissions, permission_reference.render)):
+        status = max(status, _refresh(page, renderer, check=args.check))
+    return status
+
+
+def _refresh(page: Path, renderer: Callable[[str], str], *, check: bool) -> int:
+    current = page.read_text(encoding="utf-8")
     try:
-        fresh = render(current)
+        fresh = renderer(current)
     except LookupError as exc:
         print(exc, file=sys.stderr)
         return 2
     if fresh == current:
         return 0
-    if args.check:
-        print(f"{args.docs} is stale: run `make generate`", file=sys.stderr)
+    if check:
+        print(f"{page} is stale: run `make generate`", file=sys.stderr)
         return 1
-    args.docs.write_text(fresh, encoding="utf-8")
+    page.write_text(fresh, encoding="utf-8")
     return 0
 
 
