@@ -31,6 +31,7 @@ from . import (
 )
 from . import names as N
 from . import tempdb as tempdb_rules
+from . import tempdb_governance as tempdb_governance_rules
 from .generated import generator_main
 from .names import (
     COUNTED,
@@ -178,6 +179,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     rules += diagnosis.recording_rules(spec)
     rules += capacity.recording_rules(spec)
     rules += tempdb_rules.recording_rules(spec)
+    rules += tempdb_governance_rules.recording_rules(spec)
     rules += _endurance_recording_rules(spec)
     rules += drives.recording_rules(spec)
     return rules
@@ -455,6 +457,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     )
     rules += diagnosis.alert_rules(spec)
     rules += tempdb_rules.alert_rules(spec)
+    rules += tempdb_governance_rules.alert_rules(spec)
     rules += drives.alert_rules(spec)
     rules += _endurance_alerts(spec)
     rules += availability_groups.alert_rules(spec)

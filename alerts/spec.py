@@ -245,6 +245,10 @@ class TempdbSpec(_Section):
     version_store_for: Duration
     advised_max_data_files: Positive
     layout_for: Duration
+    # SQL Server 2025 tempdb space resource governance, per workload group (alerts/tempdb_governance.py).
+    workload_group_violations_window: Duration
+    workload_group_near_limit_share: Ratio
+    workload_group_near_limit_for: Duration
 
 
 class IoLatencySpec(_Section):

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mssql_memory_exporter.collectors import availability_groups
+from mssql_memory_exporter.collectors import availability_groups, tempdb_governance
 
+from alerts import names as names_
 from alerts.spec import duration_seconds, number
 from alerts.spec import load as load_spec
 from dashboards import capacity, frame, limits
@@ -116,6 +117,8 @@ def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
         return [everyone]
     if "tempdb_headroom_exhausted" in q.expr:
         return ["filling"]  # only a tempdb that fills up has a time until it is full
+    if any(name in q.expr for name in SQL2025_ONLY):
+        return ["sql2025"]  # tempdb space governance and ADR in tempdb are SQL Server 2025's
     if board == frame.ENDURANCE_UID:
         return ["micron"]
     if "hybrid_buffer_pool_eligible" in q.expr:
@@ -123,6 +126,14 @@ def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
     if "ALERTS" in q.expr and q.kind == "annotation":
         return ["pressure"]
     return ["pressure", "numa"]
+
+
+# Series only a SQL Server 2025 target has: its workload groups' tempdb figures and tempdb's persistent
+# version store (collectors/tempdb_governance.py), and the rule built on them.
+SQL2025_ONLY = (
+    *(spec.name for spec in tempdb_governance.COLLECTOR.metrics),
+    names_.TEMPDB_GROUP_LIMIT_USED,
+)
 
 
 def _short_window_expr(expr: str) -> str:
@@ -176,6 +187,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             "micron": standin("micron-960gb-8stream", manual_clock=False),
             "hbp": standin("hbp-dax", manual_clock=False),
             "filling": standin("tempdb-filling", manual_clock=False),
+            "sql2025": standin("sql2025", manual_clock=False),
             **{name: standin(scenario, manual_clock=False) for name, scenario in AG_PAIR.items()},
         }
         timeline.mark("stand-ins started")
@@ -210,6 +222,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
                 pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"}
             ),
             "filling": standins["filling"].target_yaml(),
+            "sql2025": standins["sql2025"].target_yaml(),
             **{name: standins[name].target_yaml() for name in AG_PAIR},
         }
         exporter = stack.start_exporter(

@@ -504,6 +504,11 @@ BRIEF_OBJECTS = {
     "sys.database_files": "view",
     "sys.dm_db_file_space_usage": "view",
     "sys.dm_db_log_space_usage": "view",
+    # tempdb space resource governance and the persistent version store (issue 28, SQL Server 2025)
+    "sys.dm_resource_governor_workload_groups": "view",
+    "sys.resource_governor_workload_groups": "view",
+    "sys.resource_governor_configuration": "view",
+    "sys.dm_tran_persistent_version_store_stats": "view",
     "sys.dm_io_virtual_file_stats": "tvf",
     "sys.dm_os_volume_stats": "tvf",
     "sys.server_memory_optimized_hybrid_buffer_pool_configuration": "view",

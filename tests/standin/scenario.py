@@ -300,6 +300,12 @@ class Instance:
         "sys.dm_hadr_database_replica_states",
         "sys.availability_groups",
         "sys.availability_replicas",
+        # SQL Server 2025's tempdb space governance, and the persistent version store (rows only where a
+        # scenario gives them).
+        "sys.dm_resource_governor_workload_groups",
+        "sys.resource_governor_workload_groups",
+        "sys.resource_governor_configuration",
+        "sys.dm_tran_persistent_version_store_stats",
     )
     OBJECTS = (
         "sys.dm_os_performance_counters",

@@ -124,6 +124,36 @@ OBJECTS: tuple[ObjectPermission, ...] = (
         _dmv("sys-dm-db-log-space-usage"),
         "[see below](#tempdb-views)",
     ),
+    # tempdb space resource governance and the persistent version store (tempdb_governance).
+    ObjectPermission(
+        "sys.dm_resource_governor_workload_groups",
+        (VSS,),
+        (VSPS,),
+        _dmv("sys-dm-resource-governor-workload-groups"),
+        "its tempdb columns are SQL Server 2025's",
+    ),
+    ObjectPermission(
+        "sys.resource_governor_workload_groups",
+        (VAD,),
+        (VAD,),
+        f"{CATALOG_PAGES}sys-resource-governor-workload-groups-transact-sql",
+        "its tempdb limit columns are SQL Server 2025's; not on Azure SQL Database",
+    ),
+    ObjectPermission(
+        "sys.resource_governor_configuration",
+        (VAD,),
+        (VAD,),
+        f"{CATALOG_PAGES}sys-resource-governor-configuration-transact-sql",
+        "read on SQL Server 2025 only (with the limits); not on Azure SQL Database",
+    ),
+    ObjectPermission(
+        "sys.dm_tran_persistent_version_store_stats",
+        (VSS,),
+        (VSPS,),
+        DMV_PAGES + "sys-dm-tran-persistent-version-store-stats",
+        "2019 and later; the page names `VIEW SERVER PERFORMANCE STATE` on SQL Server and Managed Instance "
+        "and no 2019-specific permission (`VIEW SERVER STATE` assumed there, as for the other DMVs)",
+    ),
     ObjectPermission(
         "sys.databases",
         (),
