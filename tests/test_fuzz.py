@@ -289,6 +289,7 @@ BASE_SCENARIOS = [
     "tempdb-bad-layout",  # Windows, percent growth, tempdb on the system drive
     "tempdb-filling",  # four files on their own volume, every usage kind non-zero
     "ag-pair-a",  # a primary replica: the availability group sections
+    "sql2025",  # SQL Server 2025: tempdb governance per workload group, the persistent version store
 ]
 
 Plan = tuple[list[tuple[int, int, object]], set[int], list[tuple[object, ...]]]
