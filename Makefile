@@ -45,6 +45,8 @@ generate:
 	$(PY) -m dashboards.generate
 	$(PY) -m deploy.prometheusrule
 	$(PY) -m mssql_memory_exporter.reference
+	$(PY) -m mssql_memory_exporter.platform_table
+	$(PY) -m alerts.where_rules_run
 
 ## mixin: a site's copy of the rules, dashboards and PrometheusRules in OUT, from the spec with the site's
 ## partial OVERRIDES file merged over it (docs/mixin.md); a bad key exits 2 naming it, leaving OUT as it was

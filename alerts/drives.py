@@ -15,6 +15,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from mssql_memory_exporter.collectors import endurance, ssd_pools
+
 from . import names as N
 from .names import RuleNames
 from .rule_parts import INSTANCE, alert, exporter_metric, metric
@@ -35,7 +37,7 @@ FINDINGS = {
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     m = partial(metric, spec)
     names = RuleNames.from_spec(spec)
-    used, written = m("mssql_ssd_pool_drive_life_used_ratio"), m("mssql_ssd_pool_drive_host_written_bytes")
+    used, written = m(ssd_pools.DRIVE_LIFE_USED.name), m(ssd_pools.DRIVE_HOST_WRITTEN.name)
     least = number(spec.drives.implied_min_life_used)
     drive_rate = f'{names.pool(names.pool_long)}{{source="drive"}}'
     return [
@@ -53,7 +55,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # 1: the drives wear exactly as rated for the bytes written. Under 1 they wear faster (more
             # write amplification than the rating assumed), over 1 slower.
             "record": N.DRIVE_TO_RATED,
-            "expr": f"{N.DRIVE_IMPLIED}\n/ {m('mssql_ssd_pool_rated_endurance_bytes')}",
+            "expr": f"{N.DRIVE_IMPLIED}\n/ {m(endurance.RATED_ENDURANCE.name)}",
         },
         {
             # Until the drives say 100% at the pool's 7-day write rate (their own host-byte counters):
@@ -69,7 +71,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # endurance in place of the rated one.
             "record": N.DRIVE_SHARE,
             "expr": (
-                f"{drive_rate}\n* ignoring (source) {m('mssql_ssd_pool_planned_lifetime_seconds')}\n"
+                f"{drive_rate}\n* ignoring (source) {m(endurance.PLANNED_LIFETIME.name)}\n"
                 f"/ ignoring (source) {N.DRIVE_IMPLIED}"
             ),
         },

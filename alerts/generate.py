@@ -1,6 +1,6 @@
 """Generate the Prometheus recording and alert rules from alerts/thresholds.yml.
 
-    python -m alerts.generate              # write alerts/rules/*.rules.yml (and rules/optional/)
+    python -m alerts.generate              # write alerts/rules/ (its optional/ and thanos-ruler/ too)
     python -m alerts.generate --check      # exit 1 if the committed files are stale
     python -m alerts.generate --out DIR --for 10s --window 30s   # fast rules for end-to-end tests
 
@@ -15,12 +15,24 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from mssql_memory_exporter.collectors import endurance
 from mssql_memory_exporter.collectors import tempdb as tempdb_collector
 from mssql_memory_exporter.collectors import volumes as volumes_collector
 
-from . import availability_groups, capacity, diagnosis, drives, memory_health, smartctl_exporter
+from . import (
+    availability_groups,
+    capacity,
+    diagnosis,
+    drives,
+    evaluators,
+    fleet,
+    group_names,
+    memory_health,
+    smartctl_exporter,
+)
 from . import names as N
 from . import tempdb as tempdb_rules
+from . import tempdb_governance as tempdb_governance_rules
 from .generated import generator_main
 from .names import (
     COUNTED,
@@ -168,15 +180,16 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     rules += diagnosis.recording_rules(spec)
     rules += capacity.recording_rules(spec)
     rules += tempdb_rules.recording_rules(spec)
+    rules += tempdb_governance_rules.recording_rules(spec)
     rules += _endurance_recording_rules(spec)
     rules += drives.recording_rules(spec)
     return rules
 
 
 def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
-    written = _m(spec, "mssql_ssd_pool_written_bytes_total")
-    in_service = _m(spec, "mssql_ssd_pool_in_service_timestamp_seconds")
-    known_at = _m(spec, "mssql_ssd_pool_known_written_timestamp_seconds")
+    written = _m(spec, endurance.WRITTEN.name)
+    in_service = _m(spec, endurance.IN_SERVICE.name)
+    known_at = _m(spec, endurance.KNOWN_WRITTEN_AT.name)
     pool = f"{INSTANCE}, pool"
     names = RuleNames.from_spec(spec)
     long_name, short_name = names.pool_long, names.pool_short
@@ -220,8 +233,8 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": SHARE,
             "expr": (
                 f"{long_rate}\n"
-                f"* on ({pool}) group_left () {_m(spec, 'mssql_ssd_pool_planned_lifetime_seconds')}\n"
-                f"/ on ({pool}) group_left () {_m(spec, 'mssql_ssd_pool_rated_endurance_bytes')}"
+                f"* on ({pool}) group_left () {_m(spec, endurance.PLANNED_LIFETIME.name)}\n"
+                f"/ on ({pool}) group_left () {_m(spec, endurance.RATED_ENDURANCE.name)}"
             ),
         },
         {
@@ -231,7 +244,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": counted,
             "expr": (
                 f"{written}\n- on ({pool}, source) group_left ()"
-                f" {_m(spec, 'mssql_ssd_pool_counting_start_written_bytes')}"
+                f" {_m(spec, endurance.COUNTING_START_WRITTEN.name)}"
             ),
         },
         {
@@ -240,7 +253,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": unobserved,
             "expr": (
                 f"{long_rate}\n* on ({pool}, source) group_left () clamp_min(\n"
-                f"  {_m(spec, 'mssql_ssd_pool_counting_start_timestamp_seconds')}\n"
+                f"  {_m(spec, endurance.COUNTING_START.name)}\n"
                 f"  - on ({pool}) group_left () (\n    {anchor}\n  ),\n  0\n)"
             ),
         },
@@ -250,7 +263,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "expr": (
                 f"{counted}\n+ on ({pool}, source) group_left () {unobserved}\n"
                 f"+ on ({pool}) group_left () (\n"
-                f"  {_m(spec, 'mssql_ssd_pool_known_written_bytes')}\n"
+                f"  {_m(spec, endurance.KNOWN_WRITTEN.name)}\n"
                 f"  or on ({pool}) 0 * {in_service}\n)"
             ),
         },
@@ -259,7 +272,7 @@ def _endurance_recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "expr": (
                 # Both joins keep the left side's labels (the target's own, env included): a one-to-one
                 # `on (...)` keeps only the `on` labels, and the next join then matches nothing.
-                f"clamp_min(\n  (\n    {_m(spec, 'mssql_ssd_pool_rated_endurance_bytes')}\n"
+                f"clamp_min(\n  (\n    {_m(spec, endurance.RATED_ENDURANCE.name)}\n"
                 f"    - on ({pool}) group_right () {SINCE_IN_SERVICE}\n"
                 f"  )\n  / on ({pool}, source) group_left () {long_rate},\n  0\n)"
             ),
@@ -446,6 +459,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     rules += diagnosis.alert_rules(spec)
     rules += memory_health.alert_rules(spec)
     rules += tempdb_rules.alert_rules(spec)
+    rules += tempdb_governance_rules.alert_rules(spec)
     rules += drives.alert_rules(spec)
     rules += _endurance_alerts(spec)
     rules += availability_groups.alert_rules(spec)
@@ -455,10 +469,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
 def _retirement_of_pool() -> str:
     # The alert fires for pools that wear out before their planned retirement and for pools kept past it;
     # the text says which, from the pool's own gauges at notification time.
-    left = (
-        "mssql_ssd_pool_in_service_timestamp_seconds{job='%s',instance='%s',pool='%s'}"
-        " + mssql_ssd_pool_planned_lifetime_seconds{job='%s',instance='%s',pool='%s'} - time()"
-    )
+    pool = "{job='%s',instance='%s',pool='%s'}"
+    left = f"{endurance.IN_SERVICE.name}{pool} + {endurance.PLANNED_LIFETIME.name}{pool} - time()"
     labels = " $labels.job $labels.instance $labels.pool" * 2
     return (
         f'{{{{ with printf "{left}"{labels} | query }}}}{{{{ $left := . | first | value }}}}'
@@ -540,14 +552,20 @@ def _endurance_alerts(spec: Spec) -> list[dict[str, Any]]:
 
 
 def render(spec: Spec) -> dict[str, str]:
+    """{path under alerts/rules/: text}: the shards' files, and Thanos Ruler's under thanos-ruler/."""
     own_windows = spec.with_overrides(None, None) if spec.window_override is not None else spec
     recording = {"groups": recording_groups(spec, recording_rules(spec), recording_rules(own_windows))}
-    alerts = {"groups": [{"name": "mssql.alerts", "rules": alert_rules(spec)}]}
-    return {
-        "mssql.recording.rules.yml": HEADER + _dump(recording),
-        "mssql.alerts.rules.yml": HEADER + _dump(alerts),
+    alerts = {"groups": [{"name": group_names.ALERTS, "rules": alert_rules(spec)}]}
+    files = evaluators.split(spec, {
+        "mssql.recording.rules.yml": recording,
+        "mssql.alerts.rules.yml": alerts,
         # Opt-in (docs/endurance.md): under optional/, which the bundle's `rules/*.rules.yml` does not load.
-        smartctl_exporter.FILE_NAME: HEADER + _dump(smartctl_exporter.groups(spec)),
+        smartctl_exporter.FILE_NAME: smartctl_exporter.groups(spec),
+        fleet.FILE_NAME: fleet.groups(spec),
+    })
+    return {
+        path: (HEADER + evaluators.RULER_HEADER if evaluators.is_ruler_file(path) else HEADER) + _dump(data)
+        for path, data in files.items()
     }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import group_names
 from .spec import Spec
 
 # Alerts (each has docs/runbooks/<name>.md).
@@ -35,6 +36,8 @@ TEMPDB_LOG_HEADROOM_LOW = "MSSQLTempdbLogHeadroomLow"
 TEMPDB_PROJECTED_FULL = "MSSQLTempdbProjectedFull"
 TEMPDB_VERSION_STORE = "MSSQLTempdbVersionStoreGrowing"
 TEMPDB_LAYOUT = "MSSQLTempdbLayout"
+TEMPDB_GROUP_LIMIT_HIT = "MSSQLTempdbWorkloadGroupLimitHit"
+TEMPDB_GROUP_NEAR_LIMIT = "MSSQLTempdbWorkloadGroupNearLimit"
 LOG_WRITE_LATENCY = "MSSQLLogWriteLatencyHigh"
 DATA_READ_LATENCY = "MSSQLDataReadLatencyHigh"
 DRIVE_WEAR_HIGH = "MSSQLDriveWearHigh"
@@ -75,15 +78,28 @@ TEMPDB_HEADROOM = "instance:mssql_tempdb_headroom_bytes:sum"
 TEMPDB_HEADROOM_RATIO = "instance:mssql_tempdb_headroom:ratio"
 TEMPDB_VERSION_STORE_BYTES = "instance:mssql_tempdb_version_store_bytes:sum"
 TEMPDB_LAYOUT_PROBLEMS = "instance:mssql_tempdb_layout_problems:count"
+# A workload group's tempdb use as a share of its limit (SQL Server 2025 tempdb space governance).
+TEMPDB_GROUP_LIMIT_USED = "workload_group:mssql_tempdb_limit_used:ratio"
 # The endurance the pool's drives imply (host bytes / life used), and what follows from it.
 DRIVE_IMPLIED = "pool:mssql_ssd_drive_implied_endurance_bytes:sum"
 DRIVE_TO_RATED = "pool:mssql_ssd_drive_implied_to_rated_endurance:ratio"
 DRIVE_REMAINING = "pool:mssql_ssd_drive_endurance_remaining:seconds"
 DRIVE_SHARE = "pool:mssql_ssd_drive_endurance_projected_used:ratio"
+# The fleet group (alerts/fleet.py, evaluated by Thanos Ruler across every shard). Per shard (label of
+# the spec's fleet.shard_label): targets scraped, answering, down. Fleet-wide: SSD pools with a projection,
+# those projected past their rating (endurance.exhaustion_share) or budget (endurance.budget_high_share),
+# and instances under memory pressure (external or internal, as the diagnosis rules tell them).
+SHARD_TARGETS = "shard:mssql_targets:count"
+SHARD_TARGETS_UP = "shard:mssql_targets_up:count"
+SHARD_TARGETS_DOWN = "shard:mssql_targets_down:count"
+FLEET_POOLS = "fleet:mssql_ssd_pools:count"
+FLEET_POOLS_OVER_RATING = "fleet:mssql_ssd_pools_over_rating:count"
+FLEET_POOLS_OVER_BUDGET = "fleet:mssql_ssd_pools_over_budget:count"
+FLEET_MEMORY_PRESSURE = "fleet:mssql_instances_memory_pressure:count"
 COVERAGE_SUFFIX = "_coverage_seconds"  # seconds of data the same-named rate rests on
 # The optional group translating prometheus-community/smartctl_exporter series (alerts/smartctl_exporter.py):
 # a promtool test evaluates it before the bundle's groups.
-SMARTCTL_EXPORTER_GROUP = "mssql.smartctl_exporter"
+SMARTCTL_EXPORTER_GROUP = group_names.SMARTCTL_EXPORTER
 
 
 @dataclass(frozen=True)
@@ -164,6 +180,11 @@ class RuleNames:
 
     def tempdb(self, window: str) -> str:
         return f"instance:mssql_tempdb_written_bytes:rate{window}"
+
+    @property
+    def fleet_tempdb(self) -> str:
+        """tempdb's write rate summed over every instance of the fleet (its short window's rate)."""
+        return f"fleet:mssql_tempdb_written_bytes:rate{self.tempdb_short}"
 
     def pool(self, window: str) -> str:
         return f"pool:mssql_ssd_written_bytes:rate{window}"

@@ -16,10 +16,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from . import group_names
 from .spec import Spec, duration_seconds
 
-FAST_GROUP = "mssql.recording"
-LONG_WINDOW_GROUP = "mssql.recording.long_window"
+FAST_GROUP = group_names.RECORDING
+LONG_WINDOW_GROUP = group_names.RECORDING_LONG_WINDOW
 # Prometheus evaluates groups at the same instant in no fixed order; the promtool tests list them so.
 EVAL_ORDER = (FAST_GROUP, LONG_WINDOW_GROUP)
 

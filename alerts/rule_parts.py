@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mssql_memory_exporter.collectors import endurance
+
 from .spec import Spec
 
 INSTANCE = "job, instance"
@@ -62,7 +64,7 @@ def life_left(series: Callable[[str], str]) -> str:
     once the pool is kept past it: what the remaining alert and the dashboards' time-left verdict weigh a
     pool's time left against. `series(name)` selects a pool metric."""
     return (
-        f"(\n    {series('mssql_ssd_pool_in_service_timestamp_seconds')}\n"
-        f"    + on ({INSTANCE}, pool) group_left () {series('mssql_ssd_pool_planned_lifetime_seconds')}\n"
+        f"(\n    {series(endurance.IN_SERVICE.name)}\n"
+        f"    + on ({INSTANCE}, pool) group_left () {series(endurance.PLANNED_LIFETIME.name)}\n"
         "    - time()\n  )"
     )

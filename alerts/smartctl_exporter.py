@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from mssql_memory_exporter.collectors import endurance, ssd_pools
+
 from .names import SMARTCTL_EXPORTER_GROUP
 from .spec import Spec, SpecError
 
@@ -134,16 +136,16 @@ def _per_pool_drive(spec: Spec, drive_series: str) -> str:
         f"max without ({', '.join(IDENTITY)}, reader, {LINK}) (\n{_indent(moved)}\n)\n"
         # Only pools the target has; and where the exporter reads the pool's drives itself (it then
         # exports source="drive" and these same series), its reading wins.
-        f"and on ({POOL}) mssql_ssd_pool_rated_endurance_bytes{{{spec.selector}}}\n"
-        f'unless on ({POOL}) mssql_ssd_pool_written_bytes_total{{{spec.selector}, source="drive"}}'
+        f"and on ({POOL}) {endurance.RATED_ENDURANCE.name}{{{spec.selector}}}\n"
+        f'unless on ({POOL}) {endurance.WRITTEN.name}{{{spec.selector}, source="drive"}}'
     )
 
 
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     rules = [{"record": name, "expr": _per_drive(spec, figure)} for name, figure in _figures(spec).items()]
     pool = {
-        "mssql_ssd_pool_drive_life_used_ratio": "mssql_drive_life_used_ratio",
-        "mssql_ssd_pool_drive_host_written_bytes": "mssql_drive_host_written_bytes_total",
+        ssd_pools.DRIVE_LIFE_USED.name: "mssql_drive_life_used_ratio",
+        ssd_pools.DRIVE_HOST_WRITTEN.name: "mssql_drive_host_written_bytes_total",
     }
     rules += [{"record": name, "expr": _per_pool_drive(spec, drive)} for name, drive in pool.items()]
     return rules

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -28,6 +28,8 @@ from pydantic import (
     StrictStr,
     ValidationError,
 )
+
+from . import group_names
 
 SPEC_PATH = Path(__file__).resolve().parent / "thresholds.yml"
 _DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w|y)$")
@@ -89,6 +91,12 @@ _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 RESERVED_ALERT_LABELS = frozenset({"alertname", "severity", "job", "instance"})
 _GRAFANA_UID = re.compile(r"^[A-Za-z0-9_-]*$")
 GRAFANA_UID_MAX = 40  # Grafana refuses longer dashboard, folder and datasource uids
+
+
+def _label_name(name: str) -> str:
+    if not _LABEL_NAME.match(name) or name.startswith("__"):
+        raise ValueError(f"{name!r} is not a label name Prometheus allows here")
+    return name
 
 
 def _alert_labels(labels: dict[str, str]) -> dict[str, str]:
@@ -247,6 +255,10 @@ class TempdbSpec(_Section):
     version_store_for: Duration
     advised_max_data_files: Positive
     layout_for: Duration
+    # SQL Server 2025 tempdb space resource governance, per workload group (alerts/tempdb_governance.py).
+    workload_group_violations_window: Duration
+    workload_group_near_limit_share: Ratio
+    workload_group_near_limit_for: Duration
 
 
 class IoLatencySpec(_Section):
@@ -296,12 +308,41 @@ def _rule_group_interval(text: str) -> str:
     return text
 
 
+Evaluator = Literal["prometheus", "thanos_ruler"]  # group_names.EVALUATORS
+
+
+def _evaluators(evaluators: dict[str, Evaluator]) -> dict[str, Evaluator]:
+    unknown = sorted(set(evaluators) - set(group_names.ALL))
+    if unknown:
+        raise ValueError(
+            f"{', '.join(unknown)}: not a rule group of the bundle (its groups: {', '.join(group_names.ALL)})"
+        )
+    missing = [name for name in group_names.ALL if name not in evaluators]
+    if missing:
+        raise ValueError(f"no evaluator for {', '.join(missing)}")
+    return evaluators
+
+
 class RuleGroupsSpec(_Section):
     """Recording rules reading a window of `long_window` or more (and the rules built on them) go to a
-    group of their own evaluated every `long_window_interval`; the rest at the global interval."""
+    group of their own evaluated every `long_window_interval`; the rest at the global interval.
+    `evaluators` says where each group runs: each shard's Prometheus or Thanos Ruler (deploy/mixin.py
+    writes the two kinds to separate files and PrometheusRules)."""
 
     long_window: Duration
     long_window_interval: Annotated[Duration, AfterValidator(_rule_group_interval)]
+    evaluators: Annotated[dict[str, Evaluator], AfterValidator(_evaluators)]
+
+    def evaluator(self, group: str) -> Evaluator:
+        return self.evaluators[group]
+
+
+class FleetSpec(_Section):
+    """The fleet group (alerts/fleet.py): counts and sums across every shard."""
+
+    # The external label each shard's Prometheus carries (docs/scaling.md): the per-shard counts keep it.
+    shard_label: Annotated[StrictStr, AfterValidator(_label_name)]
+    interval: Duration  # how often the evaluator (Thanos Ruler) evaluates the group
 
 
 class GrafanaSpec(_Section):
@@ -333,6 +374,7 @@ class Spec(_Section):
     availability_groups: AvailabilityGroupsSpec
     alert_labels: AlertLabels
     rule_groups: RuleGroupsSpec
+    fleet: FleetSpec
     grafana: GrafanaSpec
 
     _for_override: str | None = PrivateAttr(default=None)

@@ -31,6 +31,9 @@ class Side:
     code: Path
     cpu_ms: list[float] = field(default_factory=list)  # per round: exporter CPU per probe
     latency_ms: list[float] = field(default_factory=list)  # per round: median probe latency
+    # Collectors this side's target turns off: a checkout that gained collectors is compared doing the
+    # reference's work (the reference may predate the option, so it is only ever set on this checkout).
+    exclude: tuple[str, ...] = ()
 
 
 def worktree(ref: str) -> Path:
@@ -64,8 +67,10 @@ def remove_worktree(path: Path) -> None:
 def measure(sides: list[Side], scenario: str, rounds: int, probes: int, warmup: int) -> dict[str, float]:
     load = MachineLoad()
     with Farm(scenario) as farm:
-        target = {"bench": target_yaml(farm.ports[0])}
-        exporters = [Exporter(target, name=f"compare-{i}", code=side.code) for i, side in enumerate(sides)]
+        exporters = [
+            Exporter({"bench": side_target(farm.ports[0], side)}, name=f"compare-{i}", code=side.code)
+            for i, side in enumerate(sides)
+        ]
         try:
             clients = [exporter.client() for exporter in exporters]
             for client in clients:
@@ -93,6 +98,13 @@ def measure(sides: list[Side], scenario: str, rounds: int, probes: int, warmup: 
     return load.stop()
 
 
+def side_target(port: int, side: Side) -> dict[str, object]:
+    target = target_yaml(port)
+    if side.exclude:
+        target["collectors"] = {"exclude": list(side.exclude)}
+    return target
+
+
 def ratio(this: float, ref: float) -> str:
     """this / ref, or why there is none: the process CPU clock counts whole ticks (10 ms), so a short run
     (a handful of probes, as the test of this script makes) can measure 0 ms for the reference."""
@@ -108,10 +120,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--probes", type=int, default=200, help="probes per round and version")
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="COLLECTOR",
+        help="a collector this checkout turns off (repeatable), to compare like for like with an older ref",
+    )
     args = parser.parse_args(argv)
     path = worktree(args.ref)
     try:
-        sides = [Side("this checkout", ROOT), Side(args.ref, path)]
+        label = "this checkout" + (f" without {', '.join(args.exclude)}" if args.exclude else "")
+        sides = [Side(label, ROOT, exclude=tuple(args.exclude)), Side(args.ref, path)]
         machine = measure(sides, args.scenario, args.rounds, args.probes, args.warmup)
     finally:
         remove_worktree(path)

@@ -3,6 +3,8 @@ from dashboards/tempdb.py, capacity.py, pools.py and drives.py."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import endurance as pool_endurance
+
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, ENDURANCE_REMAINING
 
 from .capacity import endurance_row_capacity, memory_change_annotation
@@ -130,7 +132,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
     pool_variable = query_variable(
         "pool",
         "SSD pool",
-        'label_values(mssql_ssd_pool_rated_endurance_bytes{job=~"$job", instance=~"$instance"}, pool)',
+        f'label_values({pool_endurance.RATED_ENDURANCE.name}{{job=~"$job", instance=~"$instance"}}, pool)',
         "SSD pools of this instance (ssd_pools in the exporter's config).",
         multi=True,
         all_value=".+",

@@ -3,7 +3,7 @@ the dashboards."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import availability_groups, sys_info
+from mssql_memory_exporter.collectors import availability_groups, endurance, sys_info
 
 from .grafana import (
     BLUE,
@@ -59,7 +59,7 @@ def variables(
             "instance",
             "Instance",
             "query_result(sort_desc(count by (instance) "
-            f'(mssql_ssd_pool_rated_endurance_bytes{{{selector}, job=~"$job"}}) + 1'
+            f'({endurance.RATED_ENDURANCE.name}{{{selector}, job=~"$job"}}) + 1'
             f' or 0 * count by (instance) (mssql_up{{{selector}, job=~"$job"}})))',
             "SQL Server targets, as the scrape job labels them; those with SSD pools (ssd_pools in the "
             "exporter's config) are listed first.",

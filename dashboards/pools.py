@@ -3,6 +3,8 @@ row of the endurance dashboard and the per-pool table the fleet shows too."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import endurance as pool_endurance
+
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, ENDURANCE_REMAINING
 from alerts.rule_parts import life_left
 from alerts.spec import number as num
@@ -170,16 +172,16 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
 
     columns = [
         ("Write rate", f"max by ({POOL_LABELS}) ({enough_data(lim, long_rate, pool)})", "Bps"),
-        ("Planned life", per_source("mssql_ssd_pool_planned_lifetime_seconds"), "s"),
+        ("Planned life", per_source(pool_endurance.PLANNED_LIFETIME.name), "s"),
         (
             "Projected writes",  # over the planned life: the full header was cut at 1,600 px
             f"max by ({POOL_LABELS}) (\n  {long_rate}\n"
             "  * on (job, instance, pool) group_left () "
-            f"{m('mssql_ssd_pool_planned_lifetime_seconds', pool)}\n"
+            f"{m(pool_endurance.PLANNED_LIFETIME.name, pool)}\n"
             f"  and on ({POOL_LABELS}) {coverage} >= {num(lim.endurance.projection_min_coverage_seconds)}\n)",
             "decbytes",
         ),
-        ("Rated endurance", per_source("mssql_ssd_pool_rated_endurance_bytes"), "decbytes"),
+        ("Rated endurance", per_source(pool_endurance.RATED_ENDURANCE.name), "decbytes"),
         (
             "Share of rating",
             f"max by ({POOL_LABELS}) ({enough_data(lim, m(lim.rule('share'), pool), pool)})",
@@ -196,7 +198,7 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         ("Drives at 100% in", per_source(lim.rule("drive_remaining")), "s"),
         (
             "In service since",
-            per_source("mssql_ssd_pool_in_service_timestamp_seconds", " * 1000"),
+            per_source(pool_endurance.IN_SERVICE.name, " * 1000"),
             "time:YYYY-MM-DD",  # a calendar day, as configured: no 00:00:00
         ),
     ]

@@ -3,7 +3,15 @@ its space and layout, and I/O latency per volume."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import sys_info, tempdb, tempdb_files, tempdb_log, tempdb_usage, volumes
+from mssql_memory_exporter.collectors import (
+    sys_info,
+    tempdb,
+    tempdb_files,
+    tempdb_governance,
+    tempdb_log,
+    tempdb_usage,
+    volumes,
+)
 
 from alerts import names as names_
 from alerts.spec import number as num
@@ -25,6 +33,7 @@ from .limits import Limits, duration, pct
 from .panels import ANY, STACKED, UNSTACKED
 from .pools import enough_instance_data
 from .queries import HOST, NO_HOST, m, rate
+from .tempdb_governance import governance_panels
 
 
 def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
@@ -279,12 +288,20 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             "tempdb version store",
             "Space the version store reserves in tempdb (row versions of snapshot isolation, read committed "
             "snapshot, online index builds, triggers). Healthy: flat or falling back; growing for an hour "
-            f"and above {num(t.version_store_min_bytes / 2**30)} GiB is the alert.",
+            f"and above {num(t.version_store_min_bytes / 2**30)} GiB is the alert. With accelerated "
+            "database recovery on in tempdb (SQL Server 2025), tempdb's own row versions go to a persistent "
+            "version store in tempdb: its own series (sys.dm_tran_persistent_version_store_stats), not added "
+            "to the first, since Microsoft does not say which page count of dm_db_file_space_usage holds it.",
             "bytes",
-            [Query(m(lim.rule("tempdb_version_store")), "version store")],
+            [
+                Query(m(lim.rule("tempdb_version_store")), "version store"),
+                Query(m(tempdb_governance.PVS_BYTES.name), "persistent version store (ADR in tempdb)"),
+            ],
             width=12,
             height=5,
             min=0,
+            no_value="No version store figures: tempdb.sys.dm_db_file_space_usage not read (tempdb_usage off "
+            "or denied)",
             links=[lim.runbook(names_.TEMPDB_VERSION_STORE)],
         ),
         Panel(
@@ -328,6 +345,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             options={"textMode": "name", "colorMode": "none"},
             links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
         ),
+        *governance_panels(lim),
     ]
 
 

@@ -4,11 +4,14 @@ the site's partial overrides file merged over it (docs/mixin.md).
     python -m deploy.mixin --out DIR [--overrides site.yml]      # `make mixin OVERRIDES=site.yml OUT=DIR`
 
 DIR receives
-    rules/*.rules.yml, rules/optional/*.rules.yml      Prometheus rule files (alerts/rules/)
+    rules/*.rules.yml, rules/optional/*.rules.yml      the shards' Prometheus rule files (alerts/rules/)
+    rules/thanos-ruler/*.rules.yml                     the groups Thanos Ruler evaluates (fleet)
     dashboards/*.json, dashboards/provisioning/...     Grafana dashboards and their provider (dashboards/)
     kubernetes/prometheusrule.yaml, kubernetes/optional/...   PrometheusRules (deploy/kubernetes/)
+    kubernetes/thanos-ruler/prometheusrule.yaml        the Thanos Ruler groups' PrometheusRule
     kubernetes/dashboards/*.configmap.yaml             one ConfigMap per dashboard for Grafana's sidecar
-With no overrides (or an empty file) the first three are byte for byte the committed files.
+Where each group goes follows the spec's `rule_groups.evaluators` (alerts/evaluators.py). With no
+overrides (or an empty file) all but the dashboard ConfigMaps are byte for byte the committed files.
 
 Everything is written into a new directory beside DIR and renamed into place at the end: a bad overrides
 file (exit 2, the key named by its dotted path) or any other failure leaves DIR as it was.

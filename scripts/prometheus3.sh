@@ -45,32 +45,11 @@ fi
 todo=$(stale)  # what is still missing once the other run is done
 [ -z "$todo" ] && exit 0
 
-export PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod
-go=${GO:-go}
-if ! command -v "$go" >/dev/null; then
-    echo "prometheus3: Go is not installed (looked in /usr/local/go/bin and PATH); it builds Prometheus $version" >&2
-    exit 1
-fi
-# The module's go.mod asks for Go 1.25; Debian 12's golang is 1.19. Say so before a long download.
-go_version=$("$go" env GOVERSION)
-if ! printf '%s\n' go1.25 "$go_version" | sort -C -V; then
-    echo "prometheus3: $go_version is too old to build Prometheus $version (needs go1.25 or later)" >&2
-    exit 1
-fi
-
-work=$(mktemp -d "$cache/build.XXXXXX")  # next to bin/, so the final mv is a rename on one filesystem
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
-
-# `go mod download` must run outside any module, or it would resolve against that module's go.mod.
-src=$(cd "$work" && "$go" mod download -json "$module@$module_version" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
-if [ -z "$src" ] || [ ! -d "$src" ]; then
-    echo "prometheus3: go mod download $module@$module_version gave no module directory" >&2
-    exit 1
-fi
-# The module cache is read-only, and the build writes go.sum entries (-mod=mod): build in a copy.
-cp -r "$src" "$work/src"
-chmod -R u+w "$work/src"
+# Go found and recent enough, the module copied into "$work/src" (scripts/go-module.sh).
+# shellcheck source=scripts/go-module.sh
+source "$(dirname "${BASH_SOURCE[0]}")/go-module.sh"
+# The module's go.mod asks for Go 1.25.
+go_module_source prometheus3 "Prometheus $version" go1.25 "$module" "$module_version" "$cache"
 
 # The version stamped as the release builds do, so `--version` says 3.13.3 whatever Go derives from the
 # module's own version (v0.313.3).

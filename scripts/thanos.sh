@@ -5,8 +5,9 @@
 #
 # Debian ships no Thanos, so the binary is built from the Go module (v0.42.4 builds with Go 1.26.8;
 # v0.42.5 asks for 1.26.10). The module has replace directives, so `go install ...@v0.42.4` is refused and
-# the build runs in a writable copy of the module's directory, as scripts/prometheus3.sh does. It goes to a
-# cache outside the clone, because CI clones fresh and one build takes 10-20 minutes on 2 cores:
+# the build runs in a writable copy of the module's directory (scripts/go-module.sh, shared with
+# scripts/prometheus3.sh). It goes to a cache outside the clone, because CI clones fresh and one build
+# takes 10-20 minutes on 2 cores:
 #     ${XDG_CACHE_HOME:-$HOME/.cache}/mssql-memory-exporter/thanos-0.42.4/bin/thanos
 # (THANOS_CACHE overrides the directory above bin/). Built with the release's build tags (.promu.yml:
 # netgo, slicelabels): without `slicelabels` the store gateway casts Prometheus' string-encoded labels to
@@ -46,31 +47,10 @@ if ! flock -n 9; then
 fi
 built && exit 0  # the other run built it
 
-export PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod
-go=${GO:-go}
-if ! command -v "$go" >/dev/null; then
-    echo "thanos: Go is not installed (looked in /usr/local/go/bin and PATH); it builds Thanos $version" >&2
-    exit 1
-fi
-go_version=$("$go" env GOVERSION)
-if ! printf '%s\n' "$minimum_go" "$go_version" | sort -C -V; then
-    echo "thanos: $go_version is too old to build Thanos $version (needs $minimum_go or later)" >&2
-    exit 1
-fi
-
-work=$(mktemp -d "$cache/build.XXXXXX")  # next to bin/, so the final mv is a rename on one filesystem
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
-
-# `go mod download` must run outside any module, or it would resolve against that module's go.mod.
-src=$(cd "$work" && "$go" mod download -json "$module@$module_version" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')
-if [ -z "$src" ] || [ ! -d "$src" ]; then
-    echo "thanos: go mod download $module@$module_version gave no module directory" >&2
-    exit 1
-fi
-# The module cache is read-only, and the build writes go.sum entries (-mod=mod): build in a copy.
-cp -r "$src" "$work/src"
-chmod -R u+w "$work/src"
+# Go found and recent enough, the module copied into "$work/src" (scripts/go-module.sh).
+# shellcheck source=scripts/go-module.sh
+source "$(dirname "${BASH_SOURCE[0]}")/go-module.sh"
+go_module_source thanos "Thanos $version" "$minimum_go" "$module" "$module_version" "$cache"
 
 # The version stamped as the release builds do, so `--version` says 0.42.4.
 ldflags="-X github.com/prometheus/common/version.Version=$version"

@@ -492,6 +492,8 @@ SERVER_STATE_VIEWS = (
     "sys.dm_os_volume_stats",
     "sys.dm_hadr_availability_replica_states",
     "sys.dm_hadr_database_replica_states",
+    "sys.dm_resource_governor_workload_groups",
+    "sys.dm_tran_persistent_version_store_stats",
 )
 TEMPDB_ID = 2
 
@@ -542,10 +544,13 @@ def test_documented_setting_for_a_login_without_view_any_definition(
     assert before == turned_off(setting) and after == set()
 
 
+@pytest.mark.parametrize("scenario", ["healthy-oltp", "sql2025"])
 def test_documented_setting_for_a_login_without_view_server_state(
-    standin, scraper_for, narrowed_batches_parsed
+    standin, scraper_for, narrowed_batches_parsed, scenario
 ):
-    s = standin("healthy-oltp")
+    """2022 and 2025 alike: tempdb_governance's persistent version store view (2019 and later) and, on
+    2025, its workload group view are refused too."""
+    s = standin(scenario)
     for view in SERVER_STATE_VIEWS:
         s.instance.denied.add(view, 300)
     setting = documented_setting(WITHOUT_VIEW_SERVER_STATE)

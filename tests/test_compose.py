@@ -56,6 +56,8 @@ QUICKSTART = ROOT / "docs" / "quickstart.md"
 PERMISSIONS_DOC = ROOT / "docs" / "permissions.md"
 VENV_BIN = Path(sys.executable).parent
 
+THANOS_DATASOURCE_UID = "mssql-thanos-query"  # dashboards/provisioning/datasources/thanos-query.yml
+
 # The values compose/.env leaves to the user; the tests fill them with placeholders.
 SECRET_VARIABLES = {"MSSQL_SA_PASSWORD", "MSSQL_MONITOR_PASSWORD", "GRAFANA_ADMIN_PASSWORD"}
 
@@ -723,7 +725,7 @@ def provisioning_files(kind: str) -> list[Path]:
 def test_grafana_datasource_provisioning_follows_grafanas_format() -> None:
     prometheus_port = 9090
     scrape_interval = load_yaml(COMPOSE_DIR / "prometheus" / "prometheus.yml")["global"]["scrape_interval"]
-    defaults = 0
+    defaults = thanos = 0
     for path in provisioning_files("datasources"):
         data = load_yaml(path)
         assert data["apiVersion"] == 1, f"{path.name}: apiVersion must be 1"
@@ -733,7 +735,16 @@ def test_grafana_datasource_provisioning_follows_grafanas_format() -> None:
                 f"{path.name}: {source}"
             )
             defaults += bool(source.get("isDefault"))
-            if source["type"] == "prometheus":
+            if source["type"] == "prometheus" and source.get("uid") == THANOS_DATASOURCE_UID:
+                # Thanos Query of the long-term profile (docs/scaling.md), never the default.
+                url = urlsplit(interpolate(source["url"], {}))
+                assert url.hostname == "thanos-query" and url.hostname in SERVICES, source["url"]
+                assert SERVICES["thanos-query"]["profiles"] == ["long-term"]
+                assert f"--http-address=0.0.0.0:{url.port}" in SERVICES["thanos-query"]["command"]
+                assert not source.get("isDefault")
+                assert source["jsonData"]["timeInterval"] == scrape_interval
+                thanos += 1
+            elif source["type"] == "prometheus":
                 url = urlsplit(interpolate(source["url"], {}))
                 assert url.hostname == "prometheus" and url.hostname in SERVICES, source["url"]
                 assert url.port == prometheus_port and prometheus_port in published_ports("prometheus")
@@ -742,6 +753,7 @@ def test_grafana_datasource_provisioning_follows_grafanas_format() -> None:
                 if interval:
                     assert interval == scrape_interval, f"timeInterval {interval} vs {scrape_interval}"
     assert defaults <= 1, "at most one default datasource"
+    assert thanos == 1, "the long-term profile's Thanos Query is provisioned for the fleet dashboard"
 
 
 def test_grafana_dashboard_provider_reads_the_mounted_dashboards(tmp_path: Path) -> None:
@@ -785,3 +797,66 @@ def test_grafana_runs_the_release_named_in_dashboards_grafana_version_txt() -> N
     if not version_file.exists():
         pytest.skip("dashboards/grafana_version.txt has not landed yet")
     assert image == f"grafana/grafana:{version_file.read_text(encoding='utf-8').strip()}"
+
+
+# --------------------------------------------------------------------- profile long-term: Thanos Ruler
+
+# What `docker compose up` starts without a profile: the bundle of docs/quickstart.md, no Thanos.
+DEFAULT_PROFILE = {
+    "mssql-volumes", "mssql", "mssql-init", "workload", "exporter", "prometheus", "alertmanager",
+    "alert-receiver", "grafana",
+}
+
+
+def _command_flag(service: str, name: str) -> str:
+    values = [a.split("=", 1)[1] for a in SERVICES[service]["command"] if a.startswith(f"--{name}=")]
+    assert len(values) == 1, f"{service}: --{name} given {len(values)} times"
+    return values[0]
+
+
+def test_the_default_profile_is_unchanged_and_thanos_is_long_term_only() -> None:
+    default = {name for name, service in SERVICES.items() if not service.get("profiles")}
+    assert default == DEFAULT_PROFILE
+    for name in set(SERVICES) - default:
+        assert SERVICES[name]["profiles"] == ["long-term"], name
+    assert "thanos-ruler" in SERVICES
+
+
+def test_thanos_ruler_loads_the_generated_ruler_files_where_compose_mounts_them(tmp_path: Path) -> None:
+    root = container_view("thanos-ruler", tmp_path)
+    pattern = _command_flag("thanos-ruler", "rule-file")
+    loaded = sorted(p.name for p in root.glob(pattern.lstrip("/")))
+    generated = sorted(p.name for p in (RULES_DIR / "thanos-ruler").glob("*.rules.yml"))
+    assert loaded and loaded == generated
+    tools.check_thanos()
+    result = run([tools.THANOS.path, "tools", "rules-check", f"--rules={root / pattern.lstrip('/')}"])
+    assert result.returncode == 0, result.stderr
+    assert "result=SUCCESS" in result.stderr and "rulesfound=0" not in result.stderr
+
+
+def test_thanos_ruler_reads_query_and_query_serves_what_the_ruler_records() -> None:
+    query = urlsplit("http://" + _command_flag("thanos-ruler", "query"))
+    assert query.hostname == "thanos-query"
+    assert _command_flag("thanos-query", "http-address") == f"0.0.0.0:{query.port}"
+    grpc_port = _command_flag("thanos-ruler", "grpc-address").rsplit(":", 1)[1]
+    endpoints = load_yaml(COMPOSE_DIR / "thanos" / "endpoints.yml")["endpoints"]
+    assert {"address": f"thanos-ruler:{grpc_port}", "strict": True} in endpoints
+    # Every store the ruler's queries fan out to is strict: a missing one fails the evaluation (abort)
+    # instead of leaving its series out of the totals.
+    assert all(endpoint["strict"] for endpoint in endpoints)
+    # The same bucket as the sidecar's, so its uploaded blocks join the history.
+    for name in ("thanos-ruler", "thanos-sidecar"):
+        assert _command_flag(name, "objstore.config-file") == "/etc/thanos/bucket.yml"
+        assert ("./thanos/bucket.yml", "/etc/thanos/bucket.yml", True) in service_volumes(name)
+        assert ("thanos-bucket", "/bucket", False) in service_volumes(name)
+    assert _command_flag("thanos-ruler", "label").startswith("ruler=")
+
+
+def test_no_prometheus_loads_the_ruler_files_and_it_carries_the_shard_label() -> None:
+    config = load_yaml(COMPOSE_DIR / "prometheus" / "prometheus.yml")
+    assert config["rule_files"] == ["rules/*.rules.yml"]  # not rules/thanos-ruler/
+    assert ("../alerts/rules", "/etc/prometheus/rules", True) in [
+        (s, t, b) for s, t, b in service_volumes("prometheus")
+    ]
+    # The fleet group counts per this label; the sidecar refuses a Prometheus without external labels.
+    assert set(config["global"]["external_labels"]) == {load_spec().fleet.shard_label}

@@ -32,6 +32,7 @@ from alerts.spec import load as load_spec
 from dashboards import fleet, frame, generate, limits, queries
 from dashboards.grafana import CORE_PANEL_TYPES, DS, GRID_COLUMNS, SCHEMA_VERSION
 from dashboards.panels import ANY, AT_FLOOR
+from dashboards.tempdb_governance import AT_LIMIT
 from tests import tools
 from tests.lint.dashboards import (
     ALL_QUERIES,
@@ -415,12 +416,16 @@ def _distinctive(spec: Spec) -> set[float]:
 
 
 def _durations(spec: Spec) -> set[str]:
+    """The spec's windows and `for` durations. Not its evaluation intervals (`rule_groups.
+    long_window_interval`, `fleet.interval`): how often an evaluator runs a group is nothing a panel
+    shows, and a dashboard's own refresh of "1m" is not the fleet group's interval."""
     found: set[str] = set()
 
     def walk(node: Any) -> None:
         if isinstance(node, dict):
-            for value in node.values():
-                walk(value)
+            for key, value in node.items():
+                if not str(key).endswith("interval"):
+                    walk(value)
         elif isinstance(node, str) and re.fullmatch(r"\d+(ms|s|m|h|d|w|y)", node):
             found.add(node)
 
@@ -492,6 +497,7 @@ ALERTS_UNIT_CONSTANTS = {
     "diagnosis.py": {100: "ratio to percent"},
     "smartctl_exporter.py": {100: "smartctl_exporter's percentages to ratios"},
     "tempdb.py": {3600: "seconds per hour", 1000: "seconds to milliseconds"},
+    "tempdb_governance.py": {100: "ratio to percent"},
     "spec.py": {3600: "seconds per hour", 86400: "seconds per day", 604800: "seconds per week"},
 }
 
@@ -596,7 +602,8 @@ def threshold_steps(boards: dict[str, dict[str, Any]]) -> dict[StepKey, list[Any
 TITLES = {(uid, panel["id"]): panel["title"] for uid, board in BOARDS.items() for panel in panels(board)}
 
 # Threshold steps that are no spec number, by (panel title, column or series): dashboards/panels.py's
-# named constants. A value divided by its own floor is healthy from 100% (AT_FLOOR), and of a count of
+# named constants. A value divided by its own floor is healthy from 100% (AT_FLOOR), one divided by its
+# own limit is at it at 100% (AT_LIMIT, dashboards/tempdb_governance.py), and of a count of
 # firing alerts, of minutes under pressure or of pressure signals on, one is already too many (ANY).
 CONSTANT_STEPS = {
     ("Signals of pressure from outside", None): ANY,
@@ -607,6 +614,7 @@ CONSTANT_STEPS = {
     ("Instances", "Under pressure"): ANY,
     ("Lowest node PLE ÷ floor, per instance", None): AT_FLOOR,
     ("Layout faults", None): ANY,
+    ("Share of tempdb limit used", None): AT_LIMIT,
 }
 
 

@@ -1,5 +1,6 @@
 """Every dashboard query executed against a real Prometheus with the bundle's rules, while stand-in SQL
-Servers play each panel's scenario (split from tests/test_dashboards.py)."""
+Servers play each panel's scenario (split from tests/test_dashboards.py). An availability-group pair in
+the stack fails over mid-run (the stand-ins' schedule), so the role-change annotation has its event too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mssql_memory_exporter.collectors import availability_groups, tempdb_governance
 
+from alerts import names as names_
 from alerts.spec import duration_seconds, number
 from alerts.spec import load as load_spec
 from dashboards import capacity, frame, limits
@@ -34,6 +37,7 @@ from tests.lint.dashboards import (
     substitute,
     variable_promql,
 )
+from tests.standin.schedule import FaultSchedule, MomentSpec, run_together
 from tests.test_dashboards import (
     BUILTINS,
     DEADLINE,
@@ -52,6 +56,8 @@ from tests.test_dashboards import (
     value_time_marks,
 )
 
+AG_PAIR = {"sqlag1": "ag-pair-a", "sqlag2": "ag-pair-b"}  # an availability group, failed over mid-run
+ROLE_SERIES = availability_groups.REPLICA_IS_PRIMARY.name
 DRIVE_POOL = "micron-7300"
 DRIVE_FIXTURE = "nvme-null-Micron_7300_MTFDHBE960TDF-nvme0.json"
 SATA_FIXTURE = "sat-Intel_730_and_DC_S35x0_3610_3700_Series_SSDs-INTEL_SSDSC2BB016T4-sdf.json"
@@ -97,14 +103,22 @@ def _max_server_memory_mb(standin: Any) -> int:
     return int(row["value_in_use"])
 
 
+def _role_change(q: Q) -> bool:
+    return q.kind == "annotation" and ROLE_SERIES in q.expr
+
+
 def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
     """The stand-in(s) whose scenario the query must show data in (each of them)."""
+    if _role_change(q):
+        return list(AG_PAIR)  # failed over during the test
     if "mssql_start_time_seconds" in q.expr and q.kind == "annotation":
         return ["numa"]  # restarted during the test
     if board == frame.FLEET_UID:
         return [everyone]
     if "tempdb_headroom_exhausted" in q.expr:
         return ["filling"]  # only a tempdb that fills up has a time until it is full
+    if any(name in q.expr for name in SQL2025_ONLY):
+        return ["sql2025"]  # tempdb space governance and ADR in tempdb are SQL Server 2025's
     if board == frame.ENDURANCE_UID:
         return ["micron"]
     if "hybrid_buffer_pool_eligible" in q.expr:
@@ -114,11 +128,12 @@ def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
     return ["pressure", "numa"]
 
 
-def _empty_without_an_event(q: Q) -> bool:
-    """Annotations of an event none of this stack's stand-ins plays: an availability-group failover (the
-    stand-ins here are in no AG). They must run without an error; their marks are checked where a failover
-    happens (alerts/tests/availability_groups.test.yml, tests/test_availability_groups.py)."""
-    return q.kind == "annotation" and "mssql_ag_replica_is_primary" in q.expr
+# Series only a SQL Server 2025 target has: its workload groups' tempdb figures and tempdb's persistent
+# version store (collectors/tempdb_governance.py), and the rule built on them.
+SQL2025_ONLY = (
+    *(spec.name for spec in tempdb_governance.COLLECTOR.metrics),
+    names_.TEMPDB_GROUP_LIMIT_USED,
+)
 
 
 def _short_window_expr(expr: str) -> str:
@@ -172,6 +187,8 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             "micron": standin("micron-960gb-8stream", manual_clock=False),
             "hbp": standin("hbp-dax", manual_clock=False),
             "filling": standin("tempdb-filling", manual_clock=False),
+            "sql2025": standin("sql2025", manual_clock=False),
+            **{name: standin(scenario, manual_clock=False) for name, scenario in AG_PAIR.items()},
         }
         timeline.mark("stand-ins started")
         pool = {
@@ -205,6 +222,8 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
                 pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"}
             ),
             "filling": standins["filling"].target_yaml(),
+            "sql2025": standins["sql2025"].target_yaml(),
+            **{name: standins[name].target_yaml() for name in AG_PAIR},
         }
         exporter = stack.start_exporter(
             {
@@ -238,6 +257,9 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         stack.reports["prometheus rule errors"] = lambda: "\n".join(prom.rule_health()) or "(none)"
         timeline.mark("prometheus ready")
 
+        def left() -> float:
+            return max(1.0, started + DEADLINE - time.monotonic())
+
         # A restart for the restart annotations: numa's start time must move by more than the exporter's
         # 5 s tolerance, and Prometheus must have seen the old one.
         stack.wait_for(
@@ -251,9 +273,26 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         old_mb, new_mb = _max_server_memory_mb(standins["micron"]), 262144
         standins["micron"].instance.configure("max server memory (MB)", new_mb)
         timeline.mark("micron's max server memory raised")
-
-        def left() -> float:
-            return max(1.0, started + DEADLINE - time.monotonic())
+        # The AG pair fails over (the stand-ins' schedule) once Prometheus has seen each replica's role.
+        pair = " or ".join(f'{ROLE_SERIES}{{instance="{name}"}}' for name in AG_PAIR)
+        stack.wait_for(lambda: len(prom.query(pair)) == len(AG_PAIR) or None, left(), "both replicas' roles")
+        stop = run_together(
+            [
+                FaultSchedule(standins[n].handler, [], [], moments=[MomentSpec("failover", 0.0)])
+                for n in AG_PAIR
+            ]
+        )
+        try:
+            stack.wait_for(
+                lambda: all(
+                    standins[n].instance.moments["failover"] <= standins[n].clock.now() for n in AG_PAIR
+                ),
+                left(),
+                "the AG pair to fail over",
+            )
+        finally:
+            stop.set()
+        timeline.mark("the AG pair failed over")
 
         for what, expr in (
             ("the restart", f'changes(mssql_start_time_seconds{{instance="numa"}}[{RANGE_SECONDS}s]) > 0'),
@@ -264,6 +303,10 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             (
                 "MSSQLSSDEnduranceExhaustionProjected firing for micron",
                 'ALERTS{alertname="MSSQLSSDEnduranceExhaustionProjected",alertstate="firing",instance="micron"}',
+            ),
+            (
+                "the failover marked on both replicas",
+                f'count(changes({ROLE_SERIES}{{instance=~"sqlag1|sqlag2"}}[{RANGE_SECONDS}s]) > 0) == 2',
             ),
             (
                 "MSSQLMemoryPressure firing for pressure",
@@ -292,7 +335,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
                     results[(board_uid, q.where, q.ref, scenario)] = got
                     if _judged_apart(q):
                         apart.setdefault((board_uid, q.where, scenario), []).extend([] if got else [q.ref])
-                    elif not got and not _empty_without_an_event(q):
+                    elif not got:
                         shown = substitute(q.expr, values)
                         failures.append(f"{q} [{scenario}]: no series (Grafana: No data)\n    {shown}")
         for (board_uid, where, scenario), empty in apart.items():
@@ -350,6 +393,13 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         marks = value_time_marks(points, 1000)
         assert len(marks) == 2 and marks[0][1] < marks[1][0], marks
         assert marks[1][0] == pytest.approx(restarted_at * 1000, abs=6000), (marks, restarted_at)
+
+        # The role-change annotation: one mark per replica since the failover, 1 on the new primary (sqlag2),
+        # 0 on the old one, on every board that carries it.
+        for q in (q for q in ALL_QUERIES if _role_change(q)):
+            for name, role in (("sqlag1", "0"), ("sqlag2", "1")):
+                [series] = results[(q.board, q.where, q.ref, name)]
+                assert {v for _, v in series["values"]} == {role}, (q, name, series["values"][:3])
 
         # The memory-change annotation: micron's max server memory, by the bytes it moved, while the change
         # was within the rate window; nothing else of micron's memory moved.

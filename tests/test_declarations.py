@@ -8,41 +8,53 @@ from pathlib import Path
 import pytest
 from mssql_memory_exporter import reference
 from mssql_memory_exporter.collectors import COLLECTORS
+from mssql_memory_exporter.config import ConfigError
+from mssql_memory_exporter.scrape_metrics import SCRAPE_METRICS
 
+from tests.conftest import make_config
 from tests.declared import emitted, undeclared
 from tests.timeouts import PATIENT_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs" / "metrics.md"
-DECLARED = [record for record in COLLECTORS if record.metrics]
-# Collectors whose metrics are still declared only in their docs table and call sites: this list only
-# shrinks (a new collector must declare its metrics).
-NOT_YET_DECLARED = {
-    "ssd_pools",
-}  # fmt: skip
+CONFIG_DOCS = ROOT / "docs" / "configuration.md"
+DECLARED = list(COLLECTORS)
 SCENARIOS = ("healthy-oltp", "memory-pressure", "plan-cache-bloat", "named-instance-padded", "numa-4-nodes")
-# Series the scrape adds whatever the collectors: not any collector's to declare.
-SCRAPE_FAMILIES = ("mssql_up", "mssql_scrape_duration_seconds", "mssql_exporter_")
+# Series the probe adds whatever the collectors (declared in scrape_metrics.py): not any collector's.
+SCRAPE_FAMILIES = frozenset(spec.family for spec in SCRAPE_METRICS)
+# An SSD pool on the scenarios' data volume, with a known_written reading, so ssd_pools has something to
+# emit (every collector is probed with it; the others ignore it).
+POOLS = {
+    "data": {
+        "drives": {"count": 2, "tbw_per_drive_tb": 7000},
+        "planned_lifetime_years": 5,
+        "in_service_date": "2022-03-01",
+        "known_written": {"written_tb": 120, "read_date": "2024-01-15"},
+        "volumes": ["/var/opt/mssql/data"],
+    }
+}
 
 
-def test_every_collector_declares_its_metrics_or_is_on_the_shrinking_list():
-    names = {record.name for record in COLLECTORS}
-    assert names >= NOT_YET_DECLARED, NOT_YET_DECLARED - names
-    assert {r.name for r in DECLARED} == names - NOT_YET_DECLARED
+def test_every_collector_declares_its_metrics():
+    assert not [record.name for record in COLLECTORS if not record.metrics]
 
 
 def test_a_metric_is_declared_by_one_collector_once():
     seen: dict[str, str] = {}
-    for record in DECLARED:
-        for spec in record.metrics:
-            assert spec.name not in seen, f"{spec.name}: declared by {seen[spec.name]} and {record.name}"
-            seen[spec.name] = record.name
+    for owner, specs in [("the probe", SCRAPE_METRICS), *((r.name, r.metrics) for r in DECLARED)]:
+        for spec in specs:
+            assert spec.name not in seen, f"{spec.name}: declared by {seen[spec.name]} and {owner}"
+            seen[spec.name] = owner
             assert spec.name.startswith("mssql_") and spec.help and spec.source and spec.unit, spec
             assert spec.name.endswith("_total") == (spec.type == "counter"), spec.name
 
 
+def _reference(metrics_page: Path = DOCS, config_page: Path = CONFIG_DOCS, *flags: str) -> int:
+    return reference.main(["--docs", str(metrics_page), "--config-docs", str(config_page), *flags])
+
+
 def test_docs_tables_are_written_from_the_declarations():
-    assert reference.main(["--docs", str(DOCS), "--check"]) == 0, "stale: run `make generate`"
+    assert _reference(DOCS, CONFIG_DOCS, "--check") == 0, "stale: run `make generate`"
 
 
 def test_a_stale_or_missing_table_is_caught(tmp_path: Path):
@@ -50,12 +62,45 @@ def test_a_stale_or_missing_table_is_caught(tmp_path: Path):
     text = DOCS.read_text(encoding="utf-8")
     record = DECLARED[0]
     page.write_text(text.replace(f"| `{record.metrics[0].name}` |", "| `mssql_renamed` |"), encoding="utf-8")
-    assert reference.main(["--docs", str(page), "--check"]) == 1
-    assert reference.main(["--docs", str(page)]) == 0
+    assert _reference(page, CONFIG_DOCS, "--check") == 1
+    assert _reference(page, CONFIG_DOCS) == 0
     assert page.read_text(encoding="utf-8") == text
     page.write_text(text.replace(reference.end(record.name), ""), encoding="utf-8")
     with pytest.raises(LookupError, match=rf"no table markers for collector '{record.name}'"):
         reference.render(page.read_text(encoding="utf-8"))
+
+
+# Every label name a target's series carry, as the declarations say: the probe's own and its collectors'.
+DECLARED_LABELS = sorted(
+    {label.name for spec in SCRAPE_METRICS for label in spec.labels}
+    | {label.name for record in COLLECTORS for spec in record.metrics for label in spec.labels}
+)
+
+
+@pytest.mark.parametrize("label", DECLARED_LABELS)
+def test_a_target_label_named_like_a_declared_label_is_refused(label):
+    """A constant label goes on every series of its target: one that a metric also carries would be
+    there twice. Adding a label to a declaration reserves it, with no list to edit."""
+    target = {"host": "db", "auth_module": "standin", "labels": {label: "x"}}
+    with pytest.raises(ConfigError, match=rf"labels\.{label}: .*'{label}' is set by the exporter itself"):
+        make_config({"standin": target})
+
+
+@pytest.mark.parametrize("label", ["env", "team", "target", "serial"])
+def test_a_target_label_no_series_carries_is_accepted(label):
+    # `target` and the drives' `serial` were reserved by hand once; no series of a target carries them.
+    config = make_config({"standin": {"host": "db", "auth_module": "standin", "labels": {label: "x"}}})
+    assert config.targets["standin"].labels == {label: "x"}
+
+
+def test_the_docs_list_of_reserved_labels_is_written_from_the_declarations(tmp_path: Path):
+    page = tmp_path / "configuration.md"
+    text = CONFIG_DOCS.read_text(encoding="utf-8")
+    assert "`cache`" in text.split(reference.LABELS_BEGIN)[1].split(reference.LABELS_END)[0]
+    page.write_text(text.replace("`cache`, ", ""), encoding="utf-8")
+    assert _reference(DOCS, page, "--check") == 1
+    assert _reference(DOCS, page) == 0
+    assert page.read_text(encoding="utf-8") == text
 
 
 @pytest.mark.parametrize("name", [r.name for r in DECLARED])
@@ -66,9 +111,9 @@ def test_emits_exactly_what_it_declares(standin, scraper_for, name):
     seen: set[str] = set()
     for scenario in SCENARIOS:
         s = standin(scenario)
-        config = s.config(collectors={"include": [name]})
+        config = s.config(collectors={"include": [name]}, ssd_pools=POOLS)
         families = scraper_for(config).probe(config.targets["standin"], PATIENT_SECONDS)
-        mine = [f for f in families if not f.name.startswith(SCRAPE_FAMILIES)]
+        mine = [f for f in families if f.name not in SCRAPE_FAMILIES]
         assert not undeclared(record, mine), (scenario, undeclared(record, mine))
         seen |= set(emitted(mine))
     never = [s.name for s in record.metrics if s.family not in seen and not s.conditional]

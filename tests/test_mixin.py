@@ -94,8 +94,31 @@ def test_no_overrides_give_the_committed_files_byte_for_byte(tmp_path, overrides
         ROOT / "dashboards" / "provisioning" / "dashboards" / "mssql.yml",
         ROOT / "deploy" / "kubernetes" / "prometheusrule.yaml",
         *(ROOT / "deploy" / "kubernetes" / "optional").glob("*.prometheusrule.yaml"),
+        ROOT / "deploy" / "kubernetes" / "thanos-ruler" / "prometheusrule.yaml",
     ]
-    assert compared == len(committed) == 9
+    assert compared == len(committed) == 11
+    # The shard side and Thanos Ruler's side apart: no shard loads rules/thanos-ruler/ (rules/*.rules.yml).
+    assert "rules/thanos-ruler/mssql.fleet.rules.yml" in written
+    assert "kubernetes/thanos-ruler/prometheusrule.yaml" in written
+    shard_rules = [n for n in written if n.startswith("rules/") and n.count("/") == 1]
+    assert all(b"partial_response_strategy" not in written[n] for n in shard_rules)
+
+
+def test_the_site_evaluators_decide_which_side_each_group_is_written_to(tmp_path):
+    site = tmp_path / "site.yml"
+    site.write_text("rule_groups:\n  evaluators:\n    mssql.fleet: prometheus\n")
+    result = run_mixin(tmp_path / "out", site)
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "out"
+    assert not (out / mixin.RULES / "thanos-ruler").exists()
+    assert not (out / mixin.KUBERNETES / "thanos-ruler").exists()
+    fleet_rules = yaml.safe_load((out / mixin.RULES / "mssql.fleet.rules.yml").read_text())
+    assert [g["name"] for g in fleet_rules["groups"]] == ["mssql.fleet"]
+    shard = yaml.safe_load((out / mixin.KUBERNETES / "prometheusrule.yaml").read_text())
+    assert "mssql.fleet" in [g["name"] for g in shard["spec"]["groups"]]
+    # The other shard files as shipped.
+    for name in ("mssql.recording.rules.yml", "mssql.alerts.rules.yml"):
+        assert (out / mixin.RULES / name).read_bytes() == (ROOT / "alerts" / "rules" / name).read_bytes()
 
 
 def test_the_dashboard_configmaps_hold_the_dashboards_for_the_sidecar(site_out):

@@ -200,3 +200,60 @@ def test_the_script_reads_the_real_gos_module_directory(fake: dict[str, str], tm
         pytest.skip("github.com/prometheus/prometheus@v0.313.3 is not in Go's module cache")
     assert result.returncode == 0, result.stderr
     assert builds(fake) == ["./cmd/prometheus", "./cmd/promtool"]
+
+
+# --- scripts/go-module.sh, the part both build scripts share -------------------------------------------
+
+
+def test_without_go_the_script_says_what_go_would_build(fake: dict[str, str]) -> None:
+    result = run({**fake, "GO": str(Path(fake["FAKE_GO_LOG"]).parent / "no-such-go")})
+    assert result.returncode == 1
+    assert "prometheus3: Go is not installed" in result.stderr
+    assert "it builds Prometheus 3.13.3" in result.stderr
+    assert not bin_dir(fake).joinpath("promtool").exists()
+
+
+def test_a_failed_build_leaves_no_build_directory_behind(fake: dict[str, str]) -> None:
+    """The shared EXIT trap removes the writable copy whichever way the script ends."""
+    assert run({**fake, "FAKE_GO_VERSION": "3.13.2"}).returncode != 0
+    assert sorted(p.name for p in bin_dir(fake).parent.iterdir()) == [".lock", "bin"]
+
+
+def test_both_build_scripts_use_the_shared_part_and_repeat_none_of_it() -> None:
+    shared = ROOT / "scripts" / "go-module.sh"
+    assert "go mod download" in shared.read_text()
+    for script in (SCRIPT, ROOT / tools.THANOS_SCRIPT):
+        text = script.read_text()
+        assert 'source "$(dirname "${BASH_SOURCE[0]}")/go-module.sh"' in text, script.name
+        for repeated in ("go mod download -json", "GOTOOLCHAIN=local", "trap ", "chmod -R u+w"):
+            assert repeated not in text, f"{script.name} repeats {repeated!r} of go-module.sh"
+
+
+def test_the_shared_part_copies_the_module_writable_and_removes_it_on_exit(
+    fake: dict[str, str], tmp_path: Path
+) -> None:
+    """go-module.sh on its own, sourced by a small script: `work/src` is a writable copy of the read-only
+    module, and the EXIT trap removes `work` when the sourcing script ends."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    caller = tmp_path / "caller.sh"
+    caller.write_text(
+        "set -euo pipefail\n"
+        f"source {ROOT / 'scripts' / 'go-module.sh'}\n"
+        f"go_module_source demo 'Demo 1.0' go1.25 example.com/demo v1.0.0 {cache}\n"
+        'echo "$work"\n'
+        'touch "$work/src/go.sum"  # what -mod=mod does to the copy\n'
+        'cmp "$FAKE_MODULE/go.mod" "$work/src/go.mod"\n'
+    )
+    result = subprocess.run(["bash", str(caller)], env=fake, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    work = Path(result.stdout.strip())
+    assert work.parent == cache and not work.exists()
+    assert go_calls(fake) == ["env GOVERSION", "mod example.com/demo@v1.0.0"]
+    old = subprocess.run(
+        ["bash", str(caller)], env={**fake, "FAKE_GOVERSION": "go1.24.9"}, capture_output=True, text=True,
+        timeout=60,
+    )
+    assert old.returncode == 1
+    assert old.stderr.strip() == "demo: go1.24.9 is too old to build Demo 1.0 (needs go1.25 or later)"
+    assert list(cache.iterdir()) == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -76,7 +77,8 @@ def test_long_term_profile_keeps_each_resolution_as_documented():
     services = _compose()["services"]
     thanos = {name for name, s in services.items() if name.startswith("thanos-")}
     assert thanos == {
-        "thanos-bucket-volume", "thanos-sidecar", "thanos-store", "thanos-compactor", "thanos-query"
+        "thanos-bucket-volume", "thanos-sidecar", "thanos-store", "thanos-compactor", "thanos-query",
+        "thanos-ruler",
     }
     for name in thanos:
         assert services[name]["profiles"] == ["long-term"]
@@ -160,3 +162,75 @@ def test_thanos_script_refuses_an_old_go_before_downloading(fake_go: dict[str, s
     assert result.returncode == 1
     assert "go1.25.3 is too old to build Thanos 0.42.4" in result.stderr
     assert "mod " not in Path(fake_go["FAKE_GO_LOG"]).read_text()
+
+
+def test_thanos_script_without_go_says_what_it_would_build(fake_go: dict[str, str], tmp_path: Path):
+    result = _run({**fake_go, "GO": str(tmp_path / "no-such-go")})
+    assert result.returncode == 1
+    assert "thanos: Go is not installed (looked in /usr/local/go/bin and PATH); it builds Thanos 0.42.4" in (
+        result.stderr
+    )
+
+
+def test_thanos_script_leaves_no_build_directory_after_a_failed_build(fake_go: dict[str, str]):
+    """The shared EXIT trap (scripts/go-module.sh) removes the writable copy of the module."""
+    bad = {**fake_go, "GO": fake_go["GO"]}
+    Path(bad["GO"]).write_text(FAKE_GO.replace("version.Version=0.42.4", "version.Version=9.9.9"))
+    result = _run(bad)
+    assert result.returncode == 1 and "version not stamped" in result.stderr
+    cache = tools.thanos_bin(fake_go).parent.parent
+    assert sorted(p.name for p in cache.iterdir()) == [".lock", "bin"]
+
+
+# --- the capacity report shown in both docs (issue 30's done-when) ---------------------------------------
+
+ENDURANCE_DOC = ROOT / "docs" / "endurance.md"
+REPORT_PICTURE = "img/capacity-report.png"
+
+
+def _report_table(path: Path) -> list[str]:
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| Instance | Pool | From | To |"))
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("|"))
+    return lines[start:end]
+
+
+def test_both_docs_show_the_same_capacity_report_and_its_picture():
+    scaling, endurance = _report_table(SCALING_DOC), _report_table(ENDURANCE_DOC)
+    assert scaling == endurance, "docs/endurance.md's capacity report differs from docs/scaling.md's"
+    assert len(scaling) == 2 + 8  # header, separator and the eight rows of the backfilled year
+    for doc in (SCALING_DOC, ENDURANCE_DOC):
+        assert f"]({REPORT_PICTURE})" in doc.read_text(), doc.name
+    picture = ROOT / "docs" / REPORT_PICTURE
+    assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    # The shares follow from the other columns: write rate x 5 years / rating (the first sql-a row).
+    row = [cell.strip() for cell in scaling[2].strip("|").split("|")]
+    assert row[:2] == ["sql-a", "tempdb"]
+    rate, rated, share = float(row[5].split()[0]) * 1e6, float(row[7].split()[0]) * 1e15, float(row[8])
+    assert abs(rate * 5 * 365.25 * 86400 / rated - share) < 0.001
+
+
+REAL_GO_FOR_ALL_BUT_BUILD = r"""#!/usr/bin/env bash
+# The real go for `env` and `mod download` (what scripts/go-module.sh parses), the stand-in for the build.
+if [ "$1" = build ]; then exec "$FAKE_GO" "$@"; fi
+exec "$REAL_GO" "$@"
+"""
+
+
+def test_thanos_script_reads_the_real_gos_module_directory(fake_go: dict[str, str], tmp_path: Path):
+    """The shared download step (scripts/go-module.sh) against the real Go and Thanos' real module, which
+    the bootstrap's build left in Go's module cache; only the 10-20 minute build is the stand-in's."""
+    installed = Path("/usr/local/go/bin/go")
+    real_go = str(installed) if installed.exists() else shutil.which("go")
+    if real_go is None:
+        pytest.skip("no Go here: scripts/thanos.sh cannot build Thanos either")
+    wrapper = tmp_path / "go-wrapper"
+    wrapper.write_text(REAL_GO_FOR_ALL_BUT_BUILD)
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    env = {**fake_go, "GO": str(wrapper), "FAKE_GO": fake_go["GO"], "REAL_GO": real_go, "GOPROXY": "off"}
+    result = _run(env)
+    if "module lookup disabled" in result.stderr:
+        pytest.skip("github.com/thanos-io/thanos@v0.42.4 is not in Go's module cache")
+    assert result.returncode == 0, result.stderr
+    assert "building thanos 0.42.4" in result.stderr
+    assert tools._reported_version(str(tools.thanos_bin(fake_go)), "thanos") == "0.42.4"

@@ -108,3 +108,14 @@ def test_the_base_reports_every_counter_the_collectors_read(module):
     # Optional ones (the Buffer Pool Extension counters: Windows only) may be absent, as on Linux.
     missing = [s.counter for s in module.METRICS if s.required and s.counter not in counters]
     assert not missing, f"base.yml lacks {module.OBJECT.name}: {missing}"
+
+
+def test_steps_naming_a_moment_the_file_lacks_are_refused(tmp_path: Path):
+    """`steps: [[failover, 2]]` needs `moments: {failover: ...}`: a misspelt moment would otherwise never
+    happen, and the failover it stands for would silently not be played."""
+    (tmp_path / "base.yml").write_text((SCENARIO_DIR / "base.yml").read_text())
+    role = {"role": {"gauge": 1, "steps": [["falover", 2]]}}
+    doc = {"extends": str(tmp_path / "base.yml"), "moments": {"failover": 300}}
+    path = write(tmp_path, "child", {**doc, "views": {"dm_hadr_availability_replica_states": [role]}})
+    with pytest.raises(ValueError, match=r"child.yml: steps name moment\(s\) falover .*has: failover"):
+        Scenario.load(path)

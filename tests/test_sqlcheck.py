@@ -277,6 +277,83 @@ def test_function_newer_than_server_is_195(catalog: Catalog) -> None:
     _only(check_batch(sql, catalog, server_version="2014"), 195, "DATEDIFF_BIG")
 
 
+# --------------------------------------------------------------------------- platforms
+
+
+# Columns Microsoft's pages list for Azure SQL Database alone (catalog.yaml `platforms` on the column).
+AZURE_SQL_DATABASE_ONLY = [
+    ("sys.databases", "catalog_collation_type"),
+    ("sys.databases", "catalog_collation_type_desc"),
+    ("sys.databases", "is_federation_member"),
+    ("sys.dm_io_virtual_file_stats", "database_name"),
+]
+
+
+def _select(obj: str, column: str, qualified: bool = True) -> str:
+    source = f"{obj}(NULL, NULL)" if obj == "sys.dm_io_virtual_file_stats" else obj
+    return f"SELECT {'x.' if qualified else ''}{column} FROM {source} AS x;"
+
+
+@pytest.mark.parametrize(("obj", "column"), AZURE_SQL_DATABASE_ONLY)
+@pytest.mark.parametrize("qualified", [True, False], ids=["qualified", "bare"])
+def test_a_column_of_another_platform_is_207_naming_where_it_is(
+    catalog: Catalog, obj: str, column: str, qualified: bool
+) -> None:
+    sql = _select(obj, column, qualified)
+    assert check_batch(sql, catalog, platform="azure_sql_database") is None
+    assert check_batch(sql, catalog) is None  # no platform: the catalog as a whole (typos only)
+    for platform in ("sql_server", "azure_sql_managed_instance"):
+        problem = _only(check_batch(sql, catalog, platform=platform), 207, column)
+        assert f"{obj}.{column} is on azure_sql_database only" in problem.message, problem
+        assert f"this server plays {platform}" in problem.message, problem
+
+
+def test_a_typo_is_207_without_a_platform_note(catalog: Catalog) -> None:
+    problem = _only(
+        check_batch(_select("sys.databases", "catalog_colation_type"), catalog, platform="sql_server"),
+        207,
+        "catalog_colation_type",
+    )
+    assert problem.message == "Invalid column name 'catalog_colation_type'."
+
+
+def test_the_exporters_batch_passes_on_every_platform(catalog: Catalog) -> None:
+    for platform in sorted(sqlcheck.PLATFORMS):
+        assert check_batch(GOOD_BATCH, catalog, platform=platform) is None, platform
+
+
+def test_unknown_platform_is_rejected(catalog: Catalog) -> None:
+    with pytest.raises(ValueError, match="azure_sql_db"):
+        check_batch(GOOD_BATCH, catalog, platform="azure_sql_db")
+
+
+@pytest.mark.parametrize(
+    ("column", "problem"),
+    [
+        ({"type": "int", "platforms": ["azure_sql_datbase"]}, "unknown platform.*azure_sql_datbase"),
+        (
+            {"type": "int", "platforms": ["azure_sql_database"]},
+            r"sys.master_files.extra: platforms \['azure_sql_database'\] lack the object",
+        ),
+    ],
+)
+def test_a_column_platform_the_catalog_cannot_hold_is_refused(tmp_path, column: dict, problem: str) -> None:
+    import yaml
+
+    objects = {
+        "sys.master_files": {
+            "kind": "view",
+            "platforms": ["sql_server", "azure_sql_managed_instance"],
+            "doc": "https://learn.microsoft.com/en-us/sql/",
+            "columns": {"database_id": {"type": "int"}, "extra": column},
+        }
+    }
+    path = tmp_path / "catalog.yaml"
+    path.write_text(yaml.safe_dump({"objects": objects}))
+    with pytest.raises(ValueError, match=problem):
+        load_catalog(path)
+
+
 @pytest.mark.parametrize(
     ("product_version", "release"),
     [
@@ -428,6 +505,11 @@ BRIEF_OBJECTS = {
     "sys.database_files": "view",
     "sys.dm_db_file_space_usage": "view",
     "sys.dm_db_log_space_usage": "view",
+    # tempdb space resource governance and the persistent version store (issue 28, SQL Server 2025)
+    "sys.dm_resource_governor_workload_groups": "view",
+    "sys.resource_governor_workload_groups": "view",
+    "sys.resource_governor_configuration": "view",
+    "sys.dm_tran_persistent_version_store_stats": "view",
     "sys.dm_io_virtual_file_stats": "tvf",
     "sys.dm_os_volume_stats": "tvf",
     "sys.server_memory_optimized_hybrid_buffer_pool_configuration": "view",
@@ -457,6 +539,8 @@ def test_catalog_covers_the_objects_with_their_docs(catalog: Catalog) -> None:
     assert health.since == "2025" and len(health.platforms) == 3
     clerks = catalog.objects["sys.dm_os_memory_clerks"].columns
     assert clerks["pages_kb"].since == "2012" and clerks["single_pages_kb"].until == "2008 R2"
+    for obj, column in AZURE_SQL_DATABASE_ONLY:
+        assert catalog.objects[obj].columns[column].platforms == {"azure_sql_database"}, (obj, column)
 
 
 def test_catalog_lists_the_exporters_functions_and_properties(catalog: Catalog) -> None:

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, make_config, scrape, value
 from tests.standin.handler import ScenarioHandler
 from tests.standin.scenario import Clock, Instance, Scenario
-from tests.standin.schedule import FaultSchedule, Window, parse_deny, parse_fault
+from tests.standin.schedule import FaultSchedule, MomentSpec, Window, parse_deny, parse_fault, parse_moment
 from tests.timeouts import PATIENT_SECONDS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,6 +65,48 @@ def test_the_schedule_switches_faults_denials_and_restarts_with_time():
         (30, True, {}, 1),
         (40, False, {}, 1),
     ]
+
+
+def _local_role(instance: Instance) -> object:
+    [row] = [r for r in instance.view_rows("sys.dm_hadr_availability_replica_states") if r["is_local"] == 1]
+    return row["role"]
+
+
+def test_a_scheduled_failover_swaps_the_roles_when_the_schedule_says_and_stays_swapped():
+    """ag-pair-a fails over at t=300 by its file; `--moment failover@10` brings that forward, and a
+    moment, once reached, is not undone (a schedule applied again, or later, leaves it where it is)."""
+    clock = Clock(manual=True)
+    instance = Instance(Scenario.load("ag-pair-a"), clock)
+    schedule = FaultSchedule(
+        ScenarioHandler(instance, strict=False), [], [], moments=[parse_moment("failover@10")]
+    )
+    seen = []
+    for t in (0, 5, 10, 15, 400):
+        clock.advance(t - clock.now())
+        schedule.apply(t)
+        seen.append((t, _local_role(instance)))
+    assert seen == [(0, 1), (5, 1), (10, 2), (15, 2), (400, 2)]
+    assert instance.moments["failover"] == 10
+    # Unscheduled, the file's own time holds: primary until 300 s.
+    late = Instance(Scenario.load("ag-pair-a"), Clock(manual=True))
+    late.clock.advance(299)
+    assert _local_role(late) == 1
+    late.clock.advance(1)
+    assert _local_role(late) == 2
+
+
+def test_a_moment_the_scenario_lacks_is_refused_by_name():
+    handler = ScenarioHandler(Instance(Scenario.load("healthy-oltp"), Clock(manual=True)), strict=False)
+    with pytest.raises(ValueError, match="'failover': the scenario has no such moment"):
+        FaultSchedule(handler, [], [], moments=[MomentSpec("failover", 10)])
+    with pytest.raises(KeyError, match="no moment 'failover'"):
+        handler.instance.reach("failover")
+
+
+@pytest.mark.parametrize("spec", ["failover", "failover@10-20", "@10"])
+def test_bad_moment_specs_are_refused(spec):
+    with pytest.raises(ValueError):
+        parse_moment(spec)
 
 
 def _free_port() -> int:

@@ -59,6 +59,12 @@ def test_the_exporters_batch_passes_the_strict_checks(standin):
         "tempdb_volumes",
         "tempdb_log_space",
         "tempdb_log_reuse",
+        # tempdb_governance on SQL Server 2022: the 2025 columns are missing (COL_LENGTH), so its four
+        # resource governor sections answer "unavailable"; tempdb's persistent version store has no row.
+        "section_unavailable",
+        "section_unavailable",
+        "section_unavailable",
+        "section_unavailable",
         "hbp",
         "bpe",
         "section_unavailable",  # memory_health: sys.dm_os_memory_health_history is SQL Server 2025's
@@ -129,3 +135,29 @@ def test_a_like_pattern_that_ignores_nchar_padding_is_caught(standin, scraper_fo
     assert value(got, "mssql_up") == 1
     assert value(got, "mssql_exporter_collector_success", collector="buffer_node") == 0
     assert value(got, "mssql_exporter_collector_success", collector="buffer_manager") == 1
+
+
+@pytest.mark.parametrize(
+    ("scenario", "answered"),
+    [("azure-sql-database", True), ("healthy-oltp", False), ("managed-instance", False)],
+)
+def test_a_column_only_another_platform_has_is_207_as_sql_server_would(standin, scenario, answered):
+    """catalog.yaml's per-column `platforms`: sys.databases.catalog_collation_type_desc is Azure SQL
+    Database's alone. There it answers; elsewhere the batch is refused with 207 naming where the column
+    is, whether it names the column in plain T-SQL (strict check) or through sp_executesql behind an
+    existence check (the stand-in's rows lack it), and COL_LENGTH says NULL."""
+    cursor = connect(standin(scenario)).cursor()
+    plain = "SELECT d.catalog_collation_type_desc FROM sys.databases AS d WHERE d.database_id = 1"
+    dynamic = f"EXEC sp_executesql N'{plain}'"
+    for sql in (plain, dynamic):
+        if answered:
+            assert [tuple(r) for r in cursor.execute(sql).fetchall()] == [("DATABASE_DEFAULT",)]
+            continue
+        with pytest.raises(pyodbc.Error) as err:
+            cursor.execute(sql).fetchall()
+        assert "207" in str(err.value) and "catalog_collation_type_desc" in str(err.value), sql
+    if not answered:
+        with pytest.raises(pyodbc.Error, match="is on azure_sql_database only"):
+            cursor.execute(plain)
+    length = cursor.execute("SELECT COL_LENGTH(N'sys.databases', N'catalog_collation_type')").fetchone()[0]
+    assert (length is not None) == answered

@@ -19,13 +19,25 @@ ROOT = TESTS.parent
 
 def test_every_test_module_is_given_a_tier_and_every_named_test_exists() -> None:
     modules = {p.stem for p in TESTS.glob("test_*.py")}
-    assert sorted(modules - set(tiers.MODULE_TIERS)) == [], "add these to MODULE_TIERS in tests/tiers.py"
+    untiered = sorted(m for m in modules if tiers.module_tier(m) is None)
+    assert untiered == [], "add these to MODULE_TIERS in tests/tiers.py (or name them for a collector)"
     assert sorted(set(tiers.MODULE_TIERS) - modules) == [], "MODULE_TIERS names modules that are gone"
+    # A collector's module takes its tier by its name alone: naming it as well would be a second copy.
+    assert sorted(set(tiers.MODULE_TIERS) & tiers.collector_modules()) == []
     assert set(tiers.MODULE_TIERS.values()) | set(tiers.TEST_TIERS.values()) <= set(tiers.TIERS)
     for name in [*tiers.TEST_TIERS, *tiers.SLOW_TESTS]:
         file, _, function = name.partition("::")
         source = (TESTS / file).read_text(encoding="utf-8")
         assert not function or re.search(rf"^def {re.escape(function)}\(", source, re.M), f"{name} is gone"
+
+
+def test_a_collector_module_is_tiered_by_its_name_and_only_for_a_registered_collector() -> None:
+    assert tiers.module_tier("test_collector_plan_cache") == tiers.COLLECTOR_MODULE_TIER
+    assert "test_collector_wait_stats" in tiers.collector_modules()
+    # A misspelt or removed collector's module is not tiered by the convention: the check above fails it.
+    assert tiers.module_tier("test_collector_plan_cahce") is None
+    assert tiers.module_tier("test_collector_contract") == "unit"  # named in MODULE_TIERS: not a collector
+    assert tiers.module_tier("test_something_new") is None
 
 
 def test_every_collected_test_has_exactly_one_tier(request: pytest.FixtureRequest) -> None:

@@ -10,7 +10,10 @@
 
 A module's tier is its default; a test is raised above it by what it uses: a stand-in, socket or process
 fixture makes it integration, a promtool/Prometheus release parameter or `tools.needs` makes it promtool.
-A new test module must be named here: tests/test_tiers.py fails until it is.
+A collector's own module, `test_collector_<name>.py` for a collector in the registry (COLLECTORS), is of
+the unit tier by convention, so adding a collector does not touch this file: its tests that scrape the
+stand-in raise themselves by their fixtures, and tier_guard fails any other that opens a socket or starts
+a process. Every other new test module must be named here: tests/test_tiers.py fails until it is.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pytest
+from mssql_memory_exporter.collectors import COLLECTORS
 
 from tests.tools import Versioned
 
@@ -42,6 +46,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_host": "unit",
     "test_kubernetes_drive_health": "unit",
     "test_packaging": "unit",
+    "test_permissions_doc": "unit",  # docs/permissions.md's tables from the collectors' SQL
     "test_secret_check": "unit",
     "test_soak": "unit",
     "test_spec": "unit",
@@ -53,17 +58,15 @@ MODULE_TIERS: dict[str, str] = {
     # integration: the stand-in over TDS, real sockets and subprocesses
     "test_bench": "integration",
     "test_bootstrap": "integration",
-    "test_availability_groups": "unit",  # the stand-in's model and the collector's parser in process
     "test_cli": "integration",
     "test_prepared_batch": "integration",  # prepared batches against stand-ins over TDS
     "test_rule_groups": "unit",  # the rule split read as data
     "test_platforms": "integration",  # scrapes of stand-ins playing each platform
+    "test_platform_matrix": "unit",  # docs/platforms.md's generated table; its scrapes raise themselves
     "test_lifecycle": "integration",  # the CLI in a subprocess under signals and reloads
     "test_process_cli": "integration",  # the CLI in a subprocess: --version, --config.check, healthcheck
     "test_scraper_reload": "integration",  # reloads against stand-ins
     "test_collectors": "integration",
-    "test_collector_plan_cache": "integration",
-    "test_collector_memory_health": "integration",
     "test_compose": "integration",  # check-jsonschema, git and sh as subprocesses
     "test_drive_failures": "integration",
     "test_failures": "integration",
@@ -101,6 +104,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_alerting": "promtool",
     "test_coverage_tiers": "promtool",
     "test_rules_generated": "promtool",
+    "test_fleet_rules": "promtool",  # the fleet group under promtool and `thanos tools rules-check`
     "test_rules_labelled": "promtool",
     "test_smartctl_exporter_rules": "promtool",
     # e2e: stacks of real programs over time
@@ -111,6 +115,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_drive_e2e": "e2e",
     "test_http_e2e": "e2e",
     "test_thanos_e2e": "e2e",
+    "test_thanos_ruler_e2e": "e2e",  # Thanos Ruler evaluating the fleet group over two shards
 }
 
 # Single tests whose module is of a lower tier (found by tests/tier_guard.py).
@@ -169,6 +174,23 @@ SLOW_TESTS = frozenset(
 
 UNCLASSIFIED_DEFAULT = "integration"  # until its module is named in MODULE_TIERS; test_tiers.py fails
 
+COLLECTOR_MODULE_PREFIX = "test_collector_"
+COLLECTOR_MODULE_TIER = "unit"  # what a collector's tests do without the stand-in: parse, label, refuse
+
+
+def collector_modules() -> frozenset[str]:
+    """The module each registered collector's facts live in (whether or not it exists yet)."""
+    return frozenset(COLLECTOR_MODULE_PREFIX + record.name for record in COLLECTORS)
+
+
+def module_tier(module: str) -> str | None:
+    """A module's default tier: named in MODULE_TIERS, or a registered collector's own; None if neither."""
+    if module in MODULE_TIERS:
+        return MODULE_TIERS[module]
+    if module in collector_modules():
+        return COLLECTOR_MODULE_TIER
+    return None
+
 # What `assign` gave every collected test, before `-m` deselected any (tests/test_tiers.py reads it).
 ASSIGNED: dict[str, Assignment] = {}
 
@@ -195,7 +217,7 @@ def function_id(item: pytest.Item) -> str:
 
 
 def tier_of(item: pytest.Item) -> str:
-    tier = TEST_TIERS.get(function_id(item)) or MODULE_TIERS.get(item.path.stem, UNCLASSIFIED_DEFAULT)
+    tier = TEST_TIERS.get(function_id(item)) or module_tier(item.path.stem) or UNCLASSIFIED_DEFAULT
     if INTEGRATION_FIXTURES & set(getattr(item, "fixturenames", ())):
         tier = _higher(tier, "integration")
     if uses_a_prometheus_release(item):

@@ -11,9 +11,11 @@ out. Sources: Microsoft's SERVERPROPERTY page (EngineEdition values) and each ob
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from .batch import sections_of
 from .collectors.base import CollectorRecord, SectionResult
 
 log = logging.getLogger(__name__)
@@ -39,16 +41,41 @@ PLATFORMS: Mapping[int, Platform] = {
 }
 
 
+def _sql_read_by(record: CollectorRecord, sql_of: Mapping[str, str]) -> str:
+    tags = {*record.sections, *(s.tag for s in record.defines)}
+    return " ".join(sql_of.get(tag, "") for tag in tags)
+
+
+def sql_by_tag(collectors: Sequence[CollectorRecord]) -> dict[str, str]:
+    """Each section's SQL, lower-cased, the shared performance-counter section included."""
+    return {s.tag: s.sql.lower() for s in sections_of(collectors)}
+
+
+def reads(record: CollectorRecord, sql_of: Mapping[str, str]) -> frozenset[str]:
+    """The system objects a collector's sections name (`sys.x`, `tempdb.sys.x`), lower-cased."""
+    return frozenset(re.findall(r"\b(?:tempdb\.)?sys\.\w+", _sql_read_by(record, sql_of)))
+
+
+def why_left_out(platform: Platform, collectors: Sequence[CollectorRecord]) -> dict[str, str]:
+    """Each collector the platform cannot answer, with why: "reads OBJECT" for what the platform lacks
+    (named anywhere in its sections' SQL, three-part names included), or "needs COLLECTOR" for one that
+    depends (`needs`) on a collector left out."""
+    sql_of = sql_by_tag(collectors)
+    why: dict[str, str] = {}
+    for record in collectors:
+        text = _sql_read_by(record, sql_of)
+        missing = sorted(obj for obj in platform.lacks if obj in text)
+        needed = [n for n in record.needs if n in why]
+        if missing:
+            why[record.name] = "reads " + ", ".join(missing)
+        elif needed:
+            why[record.name] = "needs " + ", ".join(needed)
+    return why
+
+
 def collectors_lacking(platform: Platform, collectors: Sequence[CollectorRecord]) -> frozenset[str]:
     """Collectors that read (or depend, through `needs`, on one that reads) an object the platform lacks."""
-    sql_of = {s.tag: s.sql.lower() for r in collectors for s in r.defines}
-    left: set[str] = set()
-    for record in collectors:
-        tags = {*record.sections, *(s.tag for s in record.defines)}
-        reads = " ".join(sql_of.get(tag, "") for tag in tags)
-        if any(obj in reads for obj in platform.lacks) or any(n in left for n in record.needs):
-            left.add(record.name)
-    return frozenset(left)
+    return frozenset(why_left_out(platform, collectors))
 
 
 def decide(edition: object, collectors: Sequence[CollectorRecord], target: str) -> frozenset[str]:

@@ -1,7 +1,10 @@
 """docs/metrics.md's metric reference tables, written from the collectors' declarations (their
-`CollectorRecord.metrics`) between markers, so the page cannot drift from what the exporter emits.
+`CollectorRecord.metrics`) between markers, so the page cannot drift from what the exporter emits; and
+docs/permissions.md's tables of what each collector reads and needs (permission_reference.py); and
+docs/configuration.md's list of the label names a target's `labels` may not use, from the declarations.
 
-    python -m mssql_memory_exporter.reference [--docs docs/metrics.md] [--check]
+    python -m mssql_memory_exporter.reference [--docs docs/metrics.md] [--permissions docs/permissions.md]
+        [--config-docs docs/configuration.md] [--check]
 
 `--check` rewrites nothing and exits 1 when a table is stale (the tests and `make generate` run it).
 A declared collector whose markers are missing from the page is an error naming it.
@@ -12,14 +15,20 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from collections.abc import Iterable, Sequence
+import textwrap
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from . import permission_reference
 from .collectors import COLLECTORS
 from .collectors.base import CollectorRecord
 from .collectors.declare import MetricSpec
+from .scrape_metrics import TARGET_SERIES_LABELS
 
 DOCS = Path("docs/metrics.md")
+CONFIG_DOCS = Path("docs/configuration.md")
+LABELS_BEGIN = "<!-- BEGIN generated reserved labels: from the metrics' declarations, `make generate` -->"
+LABELS_END = "<!-- END generated reserved labels -->"
 HEADER = "| Metric | Type | Labels | Unit | Source | Question it answers |\n|---|---|---|---|---|---|\n"
 
 
@@ -75,23 +84,54 @@ def render(text: str, collectors: Iterable[CollectorRecord] = COLLECTORS) -> str
     return text
 
 
+def reserved_labels(names: Iterable[str] = TARGET_SERIES_LABELS) -> str:
+    """The paragraph naming every label a target's series carry, wrapped like the page's prose."""
+    listed = ", ".join(f"`{name}`" for name in sorted(names))
+    text = f"Label names the exporter itself puts on a target's samples cannot be used in `labels`: {listed}."
+    return textwrap.fill(text, width=104, break_long_words=False, break_on_hyphens=False) + "\n"
+
+
+def render_labels(text: str) -> str:
+    """The configuration page with its reserved-label paragraph rewritten between its markers."""
+    pattern = re.compile(re.escape(LABELS_BEGIN) + r"\n.*?" + re.escape(LABELS_END), re.S)
+    if not pattern.search(text):
+        raise LookupError(
+            f"docs/configuration.md has no reserved-label markers: add\n{LABELS_BEGIN}\n{LABELS_END}"
+        )
+    return pattern.sub(lambda _m: f"{LABELS_BEGIN}\n{reserved_labels()}{LABELS_END}", text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mssql_memory_exporter.reference", description=__doc__)
     parser.add_argument("--docs", type=Path, default=DOCS)
-    parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale; write nothing")
+    parser.add_argument("--permissions", type=Path, default=permission_reference.DOCS)
+    parser.add_argument("--config-docs", type=Path, default=CONFIG_DOCS)
+    parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale; write nothing")
     args = parser.parse_args(argv)
-    current = args.docs.read_text(encoding="utf-8")
+    status = 0
+    pages = (
+        (args.docs, render),
+        (args.permissions, permission_reference.render),
+        (args.config_docs, render_labels),
+    )
+    for page, renderer in pages:
+        status = max(status, _refresh(page, renderer, check=args.check))
+    return status
+
+
+def _refresh(page: Path, renderer: Callable[[str], str], *, check: bool) -> int:
+    current = page.read_text(encoding="utf-8")
     try:
-        fresh = render(current)
+        fresh = renderer(current)
     except LookupError as exc:
         print(exc, file=sys.stderr)
         return 2
     if fresh == current:
         return 0
-    if args.check:
-        print(f"{args.docs} is stale: run `make generate`", file=sys.stderr)
+    if check:
+        print(f"{page} is stale: run `make generate`", file=sys.stderr)
         return 1
-    args.docs.write_text(fresh, encoding="utf-8")
+    page.write_text(fresh, encoding="utf-8")
     return 0
 
 

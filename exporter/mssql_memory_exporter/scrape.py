@@ -47,6 +47,14 @@ from .connection import ScrapeFailed, TargetConnection, describe
 from .driver_version import unsendable_password_reason
 from .login_backoff import LoginBackoff, fingerprint, is_login_refused, is_windows_login_refused
 from .repeat_log import RepeatLimitedLog
+from .scrape_metrics import (
+    COLLECTOR_DURATION,
+    COLLECTOR_ENABLED,
+    COLLECTOR_SUCCESS,
+    LOGIN_BACKOFF,
+    SCRAPE_DURATION,
+    UP,
+)
 from .selection import Plan, Planner
 
 log = logging.getLogger(__name__)
@@ -55,10 +63,6 @@ log = logging.getLogger(__name__)
 DEFAULT_REFRESH_SECONDS = 300.0
 # Batch texts kept (LRU): one per collector set and slow/fast variant, plus per-target volume lookups.
 RENDERED_CACHE_SIZE = 64
-ENABLED_HELP = (
-    "1 if the collector runs in this probe (the target's collectors setting, narrowed by collect[]), "
-    "0 if it is off: an off collector exports no other series."
-)
 LOGIN_BACKOFF_REASON = (
     "login refused earlier; not logging in again until the back-off ends (so a lockout policy is not "
     "tripped; mssql_exporter_login_backoff_seconds says when; changing the password ends it)"
@@ -236,18 +240,10 @@ class Scraper:
             off = state.left_out | state.missing
             for record in self._collectors:
                 on = 1.0 if record.name in plan.exported and record.name not in off else 0.0
-                out.gauge("mssql_exporter_collector_enabled", ENABLED_HELP, on, {"collector": record.name})
-        out.gauge("mssql_up", "1 if the last scrape of SQL Server succeeded, 0 otherwise.", up)
-        out.gauge(
-            "mssql_exporter_login_backoff_seconds",
-            "Seconds until the exporter tries this target's login again after a refused one (0: none).",
-            state.backoff.seconds_left(),
-        )
-        out.gauge(
-            "mssql_scrape_duration_seconds",
-            "Seconds the scrape of this target took.",
-            time.monotonic() - started,
-        )
+                out.emit(COLLECTOR_ENABLED, on, {"collector": record.name})
+        out.emit(UP, up)
+        out.emit(LOGIN_BACKOFF, state.backoff.seconds_left())
+        out.emit(SCRAPE_DURATION, time.monotonic() - started)
         if one_off:
             state.connection.retire()
         return out.families()
@@ -299,18 +295,8 @@ class Scraper:
         if module.name not in exported:
             return
         labels = {"collector": module.name}
-        out.gauge(
-            "mssql_exporter_collector_success",
-            "1 if the collector's section was read and parsed, 0 otherwise.",
-            1.0 if ok else 0.0,
-            labels,
-        )
-        out.gauge(
-            "mssql_exporter_collector_duration_seconds",
-            "Seconds the exporter spent turning the collector's rows into metrics.",
-            time.monotonic() - started,
-            labels,
-        )
+        out.emit(COLLECTOR_SUCCESS, 1.0 if ok else 0.0, labels)
+        out.emit(COLLECTOR_DURATION, time.monotonic() - started, labels)
 
     def _state(self, target: TargetConfig) -> _TargetState:
         return self._state_for(target)[0]

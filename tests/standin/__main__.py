@@ -2,7 +2,7 @@
 
 From the repository root with the project's venv: `PYTHONPATH=. .venv/bin/python -m tests.standin ...`.
 Faults can be put on a timetable (see tests/standin/schedule.py): `--fault hang_batch@60-90`,
-`--deny sys.dm_os_sys_info:229@30`, `--restart-every 600`.
+`--deny sys.dm_os_sys_info:229@30`, `--restart-every 600`, `--moment failover@40`.
 
 The login password comes from the environment (MSSQL_STANDIN_PASSWORD), never from the command line,
 where any user of the machine could read it.
@@ -20,7 +20,7 @@ import time
 
 from .handler import ScenarioHandler
 from .scenario import Instance, Scenario
-from .schedule import FAULT_KINDS, FaultSchedule, parse_deny, parse_fault
+from .schedule import FAULT_KINDS, FaultSchedule, parse_deny, parse_fault, parse_moment
 from .server import StandInServer
 
 
@@ -48,6 +48,13 @@ def main(argv: list[str] | None = None) -> int:
         "--restart-every", type=float, default=None, metavar="SECONDS", help="restart, dropping sessions"
     )
     parser.add_argument(
+        "--moment",
+        action="append",
+        default=[],
+        metavar="NAME@SECONDS",
+        help="the scenario's named moment (e.g. failover) happens SECONDS after start (repeatable)",
+    )
+    parser.add_argument(
         "--ready-fd",
         type=int,
         default=None,
@@ -58,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         faults = [parse_fault(spec) for spec in args.fault]
         denials = [parse_deny(spec) for spec in args.deny]
+        moments = [parse_moment(spec) for spec in args.moment]
     except ValueError as exc:
         parser.error(str(exc))
     if args.restart_every is not None and args.restart_every <= 0:
@@ -74,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: scenario {args.scenario}: {exc}", file=sys.stderr)
         return 2
     handler = ScenarioHandler(Instance(scenario), user=args.user, password=password)
+    try:
+        schedule = FaultSchedule(handler, faults, denials, args.restart_every, moments)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     server = StandInServer(handler, args.host, args.port)
     try:
         port = server.start()
@@ -91,10 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         # accepts could be another program's, and the stand-in's imports take seconds on a busy machine.
         with os.fdopen(args.ready_fd, "w") as ready:
             ready.write(f"{port}\n")
-    schedule = FaultSchedule(handler, faults, denials, args.restart_every)
     started = time.monotonic()
     schedule.apply(0.0)
-    for spec in [*args.fault, *args.deny]:
+    for spec in [*args.fault, *args.deny, *args.moment]:
         logging.info("fault scheduled: %s", spec)
     scheduler = threading.Thread(
         target=schedule.run, args=(lambda: time.monotonic() - started, stop), daemon=True

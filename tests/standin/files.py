@@ -311,6 +311,9 @@ class FileModel:
                 "is_memory_optimized_enabled": d.hbp,
                 "log_reuse_wait": REUSE_WAITS[reuse_wait],
                 "log_reuse_wait_desc": reuse_wait,
+                # Azure SQL Database's own (catalog.yaml `platforms`): dropped where the server plays another.
+                "catalog_collation_type": 0,
+                "catalog_collation_type_desc": "DATABASE_DEFAULT",
             }
             for d in self.live(now)
             # tempdb's from its log file's spec; the stand-in's other databases wait on nothing.

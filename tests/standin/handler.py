@@ -77,7 +77,7 @@ class ScenarioHandler:
         self.sql_seen: list[str] = []
         self._lock = threading.Lock()
         # Strict verdicts by batch text: a prepared batch is checked when prepared, not per execute.
-        self._checked: dict[tuple[str, str | None], SqlError | None] = {}
+        self._checked: dict[tuple[str, str | None, str], SqlError | None] = {}
         if strict:
             _catalog()  # pay for importing sqlfluff now, not inside the first scrape's query timeout
 
@@ -143,9 +143,9 @@ class ScenarioHandler:
 
     def answer(self, sql: str) -> Reply:
         if self.strict:
-            key = (sql, self.server_version)
+            key = (sql, self.server_version, self.instance.platform)
             if key not in self._checked:
-                self._checked[key] = _check(sql, self.server_version)
+                self._checked[key] = _check(*key)
             problem = self._checked[key]
             if problem is not None:
                 return [problem]
@@ -155,10 +155,10 @@ class ScenarioHandler:
             return [SqlError(102, f"The stand-in cannot interpret this batch: {exc}", severity=15)]
 
 
-def _check(sql: str, server_version: str | None) -> SqlError | None:
+def _check(sql: str, server_version: str | None, platform: str) -> SqlError | None:
     from .sqlcheck import check_batch  # heavy (sqlfluff); loaded on first use
 
-    problem = check_batch(sql, _catalog(), server_version=server_version)
+    problem = check_batch(sql, _catalog(), server_version=server_version, platform=platform)
     if problem is None:
         return None
     return SqlError(problem.number, problem.message, severity=problem.severity, line=problem.line)

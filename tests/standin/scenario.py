@@ -26,7 +26,12 @@ type has one clerk per memory node), so a scenario that extends another changes 
 or wait type and keeps the rest;
 each column is a literal (number, text, null) or a counter spec as above ({gauge:, steps:} or {rate:},
 which grows with time and restarts from 0). Columns the catalog says the scenario's ProductVersion
-lacks are dropped from the rows, as an older server would not have them.
+or platform (EngineEdition) lacks are dropped from the rows, as that server would not have them.
+
+A view cell's `steps` may name a moment instead of a time: `role: {gauge: 1, steps: [[failover, 2]]}`
+with `moments: {failover: 300}` at the top. The moment happens at that scenario time unless something
+brings it forward (`Instance.reach`, which a schedule calls: schedule.py `--moment failover@40`), so a
+test can fail an availability group over when its own conditions are met instead of at a fixed second.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .files import FileModel, parse_databases
+from .moments import at_moments, check_moments
 from .scenario_files import read_scenario, scenario_path
 from .sql_catalog import Catalog, available, load_catalog, release_of
 
@@ -125,6 +131,8 @@ class Scenario:
     files: FileModel = field(default_factory=lambda: FileModel([]))
     workload: str = "oltp"  # what the server runs: the `workload` a target config for it should set
     views: dict[str, Any] = field(default_factory=dict)  # DMV rows by view name without "sys."
+    # Named scenario times that view cells' steps may use (`[[failover, 2]]`); Instance.reach moves them.
+    moments: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def load(cls, name_or_path: str | Path) -> Scenario:
@@ -142,6 +150,9 @@ class Scenario:
                 else:
                     counters[obj][counter] = CounterSpec.parse(spec, where)
         server = raw.get("server", {})
+        moments = {str(k): float(v) for k, v in (raw.get("moments") or {}).items()}
+        views = dict(raw.get("views", {}))
+        check_moments(views, moments, path.name)
         return cls(
             name=raw.get("name", path.stem),
             description=raw.get("description", ""),
@@ -163,7 +174,8 @@ class Scenario:
                 bpe=raw.get("buffer_pool_extension"),
             ),
             workload=str(raw.get("workload", "oltp")),
-            views=dict(raw.get("views", {})),
+            views=views,
+            moments=moments,
         )
 
 
@@ -288,6 +300,12 @@ class Instance:
         "sys.dm_hadr_database_replica_states",
         "sys.availability_groups",
         "sys.availability_replicas",
+        # SQL Server 2025's tempdb space governance, and the persistent version store (rows only where a
+        # scenario gives them).
+        "sys.dm_resource_governor_workload_groups",
+        "sys.resource_governor_workload_groups",
+        "sys.resource_governor_configuration",
+        "sys.dm_tran_persistent_version_store_stats",
     )
     # SQL Server 2025's memory health snapshots (memory_health_rows): generated every 15 s from the
     # scenario's column specs, or the scenario's literal rows.
@@ -322,6 +340,7 @@ class Instance:
         self._scheduled = sorted(scenario.restarts)
         self.denied = Denials()
         self.missing: set[str] = set()
+        self.moments = dict(scenario.moments)  # this instance's copy: reach() moves its moments only
         # Servers playing this instance register here (StandInServer.start) so a restart can end their
         # sessions.
         self.session_droppers: list[Callable[[], None]] = []
@@ -336,6 +355,19 @@ class Instance:
         if drop_sessions:
             for drop in list(self.session_droppers):
                 drop()
+
+    def reach(self, moment: str) -> bool:
+        """The scenario's named moment (say `failover`) happens now, if it has not happened yet: every
+        view cell stepping at it changes from this scenario second on. True when it moved."""
+        now = self.clock.now()
+        with self._lock:
+            if moment not in self.moments:
+                known = ", ".join(sorted(self.moments)) or "none"
+                raise KeyError(f"scenario {self.scenario.name} has no moment {moment!r} (moments: {known})")
+            if self.moments[moment] <= now:
+                return False
+            self.moments[moment] = now
+            return True
 
     def configure(self, name: str, value: int) -> None:
         """What `sp_configure name, value; RECONFIGURE` does to sys.configurations: both `value` and
@@ -387,20 +419,25 @@ class Instance:
         return release_of(str(version)) if version else None
 
     def column_exists(self, name: str, column: str) -> bool:
-        """What COL_LENGTH answers: the object exists here and the catalog gives this release the column."""
+        """What COL_LENGTH answers: the object exists here and the catalog gives this release and this
+        platform the column."""
         if not self.object_exists(name):
             return False
         obj = _catalog().objects.get(_catalog_name(name))
         if obj is None:
             return False
         spec = obj.columns.get(column.lower())
-        return spec is not None and available(spec.since, spec.until, self.release)
+        return spec is not None and available(spec.since, spec.until, self.release) and spec.on(self.platform)
 
-    def _drop_unreleased(self, name: str, rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    def _drop_absent(self, name: str, rows: list[dict[str, object]]) -> list[dict[str, object]]:
         obj = _catalog().objects.get(_catalog_name(name))
         if obj is None:
             return rows
-        gone = {k for k, c in obj.columns.items() if not available(c.since, c.until, self.release)}
+        gone = {
+            k
+            for k, c in obj.columns.items()
+            if not available(c.since, c.until, self.release) or not c.on(self.platform)
+        }
         if not gone:
             return rows
         return [{k: v for k, v in row.items() if k not in gone} for row in rows]
@@ -452,7 +489,7 @@ class Instance:
             **{view: (lambda view=view: self.view_rows(view)) for view in self.SCENARIO_VIEWS},
             self.MEMORY_HEALTH_VIEW: self.memory_health_rows,
         }[name]
-        return self._drop_unreleased(name, producer())
+        return self._drop_absent(name, producer())
 
     def view_rows(self, name: str) -> list[dict[str, object]]:
         """The scenario's rows for a view, each column evaluated at the current scenario time."""
@@ -468,8 +505,14 @@ class Instance:
         else:
             rows = [spec] if isinstance(spec, dict) else list(spec)
         now, since = self.clock.now(), self._since()
+        with self._lock:
+            moments = dict(self.moments)
         return [
-            {str(k).lower(): self._cell(v, now, since, f"{name}.{k}") for k, v in row.items()} for row in rows
+            {
+                str(k).lower(): self._cell(at_moments(v, moments, f"{name}.{k}"), now, since, f"{name}.{k}")
+                for k, v in row.items()
+            }
+            for row in rows
         ]
 
     # sys.dm_os_memory_health_history (Microsoft's page): a snapshot about every 15 s, up to 256 kept, none

@@ -15,6 +15,9 @@ file and property the exporter reads), and states only what it tests. The rules:
 - `delete: [dotted.path, ...]` removes inherited keys before the merge, e.g.
   `counters.Memory Manager.Free Memory (KB)` for a server that does not report it. A path that the
   parent does not have is an error (a typo would otherwise delete nothing).
+- `moments: {failover: 300}` names scenario times that view cells' `steps` may use instead of a number
+  (`steps: [[failover, 2]]`); a schedule (schedule.py `--moment failover@40`) can bring one forward.
+  The mapping merges key by key, so a child moves its parent's moment by naming it.
 - `name` and `description` are never inherited: a scenario is named after its file unless it says
   otherwise.
 - A key the stand-in does not know, at the top or under `server`, is an error naming the file and the
@@ -54,6 +57,7 @@ TOP_LEVEL_KEYS = frozenset(
         "buffer_pool_extension",
         "workload",
         "views",
+        "moments",
     }
 )
 SERVER_KEYS = frozenset({"object_prefix", "uptime_seconds", "properties", "pad"})
@@ -138,6 +142,7 @@ MERGED = frozenset(
         ("noise",),
         ("views",),
         ("views", "*"),
+        ("moments",),
     }
 )
 

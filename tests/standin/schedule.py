@@ -9,6 +9,8 @@ started:
     --fault garbage               every answer garbage, from the start
     --deny sys.dm_os_sys_info:229@30-60   one section denied (error 229 or 300) for a while
     --restart-every 600           the instance restarts (sessions dropped) every 10 minutes
+    --moment failover@40          the scenario's moment `failover` (scenario.py `moments:`) happens at
+                                  40 s instead of when the file says: an availability group fails over
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
@@ -49,6 +52,14 @@ class DenySpec:
     window: Window
 
 
+@dataclass(frozen=True)
+class MomentSpec:
+    """A scenario moment brought forward to `at` seconds (it cannot be undone, so it has no end)."""
+
+    name: str
+    at: float
+
+
 def _split(spec: str) -> tuple[str, Window]:
     match = _WINDOW.match(spec.strip())
     if match is None:
@@ -78,6 +89,13 @@ def parse_deny(spec: str) -> DenySpec:
     return DenySpec(view, number, window)
 
 
+def parse_moment(spec: str) -> MomentSpec:
+    name, window = _split(spec)
+    if window.end != math.inf or "@" not in spec:
+        raise ValueError(f"{spec!r}: expected NAME@SECONDS, a moment happens once and has no end")
+    return MomentSpec(name, window.start)
+
+
 class FaultSchedule:
     """Applies the specs to a handler as time passes; `apply(t)` is all there is to it, so the tests
     drive it with their own clock and the command line with a thread."""
@@ -88,12 +106,18 @@ class FaultSchedule:
         faults: list[FaultSpec],
         denials: list[DenySpec],
         restart_every: float | None = None,
+        moments: list[MomentSpec] | None = None,
     ) -> None:
         self.handler = handler
         self.faults = faults
         self.denials = denials
         self.restart_every = restart_every
         self.restarts = 0
+        self.moments = list(moments or [])
+        for moment in self.moments:  # a name the scenario lacks fails now, not silently at its time
+            if moment.name not in handler.instance.moments:
+                known = ", ".join(sorted(handler.instance.moments)) or "none"
+                raise ValueError(f"moment {moment.name!r}: the scenario has no such moment (has: {known})")
 
     def apply(self, t: float) -> None:
         for kind in {f.kind for f in self.faults}:
@@ -106,6 +130,9 @@ class FaultSchedule:
                 denied.add(view, active[0].error)
             else:
                 denied.discard(view)
+        for moment in self.moments:
+            if t >= moment.at:
+                self.handler.instance.reach(moment.name)  # once: later calls find it already past
         if self.restart_every and t >= (self.restarts + 1) * self.restart_every:
             self.restarts += 1
             self.handler.instance.restart(drop_sessions=True)
@@ -113,3 +140,14 @@ class FaultSchedule:
     def run(self, clock: Callable[[], float], stop: threading.Event, tick: float = 0.25) -> None:
         while not stop.wait(tick):
             self.apply(clock())
+
+
+def run_together(schedules: list[FaultSchedule], tick: float = 0.25) -> threading.Event:
+    """Run schedules on one clock, seconds from now, each on a thread of its own: two stand-ins playing
+    the replicas of one availability group fail over on the same tick. Set the returned event to stop."""
+    origin, stop = time.monotonic(), threading.Event()
+    for schedule in schedules:
+        threading.Thread(
+            target=schedule.run, args=(lambda: time.monotonic() - origin, stop, tick), daemon=True
+        ).start()
+    return stop

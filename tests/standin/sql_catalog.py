@@ -97,6 +97,12 @@ class CatalogColumn:
     nullable: bool | None = None
     since: str | None = None
     until: str | None = None
+    # Platforms whose page lists the column; empty: every platform its object is on.
+    platforms: frozenset[str] = frozenset()
+
+    def on(self, platform: str | None) -> bool:
+        """Whether the column exists on `platform` (None: any platform, as the version-only checks ask)."""
+        return platform is None or not self.platforms or platform in self.platforms
 
 
 @dataclass(frozen=True)
@@ -129,12 +135,14 @@ class Catalog:
             return None
         return obj
 
-    def columns(self, name: str, version: str | None = None) -> frozenset[str]:
-        """Lower-cased column names of ``name`` that exist on ``version``."""
+    def columns(self, name: str, version: str | None = None, platform: str | None = None) -> frozenset[str]:
+        """Lower-cased column names of ``name`` that exist on ``version`` and, if given, ``platform``."""
         obj = self.object(name, version)
         if obj is None:
             return frozenset()
-        return frozenset(k for k, c in obj.columns.items() if available(c.since, c.until, version))
+        return frozenset(
+            k for k, c in obj.columns.items() if available(c.since, c.until, version) and c.on(platform)
+        )
 
 
 def _opt_version(raw: Any, where: str) -> str | None:
@@ -166,14 +174,22 @@ def load_catalog(path: str | Path = DEFAULT_CATALOG) -> Catalog:
         kind = spec.get("kind", "view")
         if kind not in ("view", "tvf"):
             raise ValueError(f"{name}: kind must be view or tvf, not {kind!r}")
+        object_platforms = _platforms(spec.get("platforms"), name)
         cols: dict[str, CatalogColumn] = {}
         for col, cspec in (spec.get("columns") or {}).items():
+            col_platforms = _platforms(cspec.get("platforms"), f"{name}.{col}")
+            if object_platforms and col_platforms - object_platforms:
+                raise ValueError(
+                    f"{name}.{col}: platforms {sorted(col_platforms - object_platforms)} lack the object"
+                    f" itself (it is on {sorted(object_platforms)})"
+                )
             cols[col.lower()] = CatalogColumn(
                 name=col,
                 type=str(cspec["type"]),
                 nullable=cspec.get("nullable"),
                 since=_opt_version(cspec.get("since"), f"{name}.{col}"),
                 until=_opt_version(cspec.get("until"), f"{name}.{col}"),
+                platforms=col_platforms,
             )
         objects[name.lower()] = CatalogObject(
             name=name,
@@ -183,7 +199,7 @@ def load_catalog(path: str | Path = DEFAULT_CATALOG) -> Catalog:
             since=_opt_version(spec.get("since"), name),
             until=_opt_version(spec.get("until"), name),
             doc=spec.get("doc", ""),
-            platforms=_platforms(spec.get("platforms"), name),
+            platforms=object_platforms,
         )
     funcs: dict[str, tuple[str | None, str | None]] = {}
     for entry in data.get("functions") or ():

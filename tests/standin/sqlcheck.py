@@ -19,7 +19,9 @@ numbers and wording:
   the exporter's first scrape through FreeTDS would fail. This one is not a SQL Server error.
 
 Objects and columns carry the version that introduced them; ``server_version`` makes newer
-ones missing, so the stand-in can imitate an older server. One deliberate difference from
+ones missing, so the stand-in can imitate an older server. Columns may also name the platforms
+that have them (catalog.yaml ``platforms``); ``platform`` makes the others' columns missing (207,
+with a note naming where the catalog has the column). One deliberate difference from
 SQL Server: a plain (not dynamic) reference to an object the version lacks is reported even
 inside an IF branch that would not run. SQL Server's deferred name resolution would let that
 pass, but the design requires such objects to be reached through sp_executesql, so that a
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 
 from .sql_analysis import BIND, PARSE, RUN, Analysis, Pos, Query, Ref, analyze
 from .sql_catalog import (
+    PLATFORMS,
     VERSIONS,
     Catalog,
     available,
@@ -127,10 +130,13 @@ def _problem(number: int, message: str, line: int) -> SqlProblem:
 
 
 class _Judge:
-    def __init__(self, analysis: Analysis, catalog: Catalog, version: str | None) -> None:
+    def __init__(
+        self, analysis: Analysis, catalog: Catalog, version: str | None, platform: str | None = None
+    ) -> None:
         self.a = analysis
         self.catalog = catalog
         self.version = version
+        self.platform = platform
         self.found: list[_Ranked] = []
 
     def add(self, phase: int, pos: Pos, number: int, message: str) -> None:
@@ -145,7 +151,7 @@ class _Judge:
             for ref in q.refs:
                 self._ref(ref, qi, known)
         for ref in self.a.orphan_refs:
-            self.add(BIND, ref.pos, 207, f"Invalid column name '{ref.parts[-1]}'.")
+            self.add(BIND, ref.pos, 207, self._invalid_column(ref.parts[-1], None, None))
         self._functions()
         self._procedures()
         self._types()
@@ -203,7 +209,7 @@ class _Judge:
                     8144,
                     f"Procedure or function {src.written} has too many arguments specified.",
                 )
-            cols.append(self.catalog.columns(src.key, self.version))
+            cols.append(self.catalog.columns(src.key, self.version, self.platform))
         return cols
 
     def _ref(self, ref: Ref, qi: int, known: list[list[frozenset[str] | None]]) -> None:
@@ -229,7 +235,7 @@ class _Judge:
             )
             return
         if columns is not None and column.lower() not in columns:
-            self.add(BIND, ref.pos, 207, f"Invalid column name '{column}'.")
+            self.add(BIND, ref.pos, 207, self._invalid_column(column, qualifier, qi))
             return
         self._variant(ref, qi)
 
@@ -264,7 +270,26 @@ class _Judge:
             if any(c is None for c in cols):
                 return
             scope = q.parent
-        self.add(BIND, ref.pos, 207, f"Invalid column name '{column}'.")
+        self.add(BIND, ref.pos, 207, self._invalid_column(column, None, qi))
+
+    def _invalid_column(self, column: str, qualifier: str | None, qi: int | None) -> str:
+        """SQL Server's 207 text; where the catalog has the column on other platforms only (catalog.yaml
+        `platforms`), a note saying so, so a test author sees why a documented column was refused."""
+        text = f"Invalid column name '{column}'."
+        while qi is not None and self.platform is not None:
+            q = self.a.queries[qi]
+            for src in q.sources:
+                if src.kind != "object" or (qualifier and qualifier not in src.exposed()):
+                    continue
+                obj = self.catalog.object(src.key, self.version)
+                spec = obj.columns.get(column.lower()) if obj is not None else None
+                if spec is not None and not spec.on(self.platform):
+                    return (
+                        f"{text} (stand-in catalog: {obj.name}.{spec.name} is on"
+                        f" {', '.join(sorted(spec.platforms))} only, and this server plays {self.platform})"
+                    )
+            qi = q.parent
+        return text
 
     def _variant(self, ref: Ref, qi: int) -> None:
         """A sql_variant column selected bare: FreeTDS cannot fetch the value, so refuse it here."""
@@ -332,30 +357,40 @@ class _Judge:
 
 
 @functools.lru_cache(maxsize=_CHECK_CACHE_SIZE)
-def _problems(sql: str, catalog: Catalog, server_version: str | None) -> tuple[SqlProblem, ...]:
+def _problems(
+    sql: str, catalog: Catalog, server_version: str | None, platform: str | None = None
+) -> tuple[SqlProblem, ...]:
     if server_version is not None:
         version_index(server_version)  # reject typos in the version early
-    ranked = _Judge(analyze(sql), catalog, server_version).run()
+    if platform is not None and platform not in PLATFORMS:
+        raise ValueError(f"unknown platform {platform!r}; expected one of {sorted(PLATFORMS)}")
+    ranked = _Judge(analyze(sql), catalog, server_version, platform).run()
     return tuple(r.problem for r in sorted(ranked))
 
 
 # --------------------------------------------------------------------------- public API
 
 
-def find_problems(sql: str, catalog: Catalog, server_version: str | None = None) -> list[SqlProblem]:
+def find_problems(
+    sql: str, catalog: Catalog, server_version: str | None = None, platform: str | None = None
+) -> list[SqlProblem]:
     """Every problem in ``sql``, in the order SQL Server would meet them."""
-    return list(_problems(sql, catalog, server_version))
+    return list(_problems(sql, catalog, server_version, platform))
 
 
-def check_batch(sql: str, catalog: Catalog, server_version: str | None = None) -> SqlProblem | None:
-    """The error SQL Server would raise first for ``sql``, or None if it would run.
+def check_batch(
+    sql: str, catalog: Catalog, server_version: str | None = None, platform: str | None = None
+) -> SqlProblem | None:
+    """The error SQL Server would raise first for ``sql``, or None if it would run. ``platform``
+    (sql_server, azure_sql_managed_instance, azure_sql_database; None: any) refuses, with 207, a column
+    the catalog lists on other platforms only.
 
     Dynamic SQL strings are checked against the whole catalog whatever ``server_version``
     says, because SQL Server only compiles them when they run (usually behind an existence
     check). To imitate an old server executing one of them, check the string itself (see
     :attr:`BatchInfo.dynamic_sql`) with that version.
     """
-    found = _problems(sql, catalog, server_version)
+    found = _problems(sql, catalog, server_version, platform)
     return found[0] if found else None
 
 

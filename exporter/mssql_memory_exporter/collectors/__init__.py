@@ -27,6 +27,7 @@ from . import (
     sys_info,
     tempdb,
     tempdb_files,
+    tempdb_governance,
     tempdb_log,
     tempdb_usage,
     tempdb_volumes,
@@ -58,6 +59,7 @@ COLLECTORS: tuple[CollectorRecord, ...] = tuple(
         tempdb_usage,
         tempdb_volumes,
         tempdb_log,
+        tempdb_governance,
         volumes,
         ssd_pools,  # after volumes: it sums the volume totals of this scrape
         hybrid_buffer_pool,

@@ -17,13 +17,23 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from .base import FamilyBuilder, ScrapeContext
+from .declare import Label, MetricSpec
 from .view import DrivesView, PoolView
 
 __all__ = [
     "COUNTING_MEMO_KEY",
+    "COUNTING_START",
+    "COUNTING_START_WRITTEN",
     "DAYS_PER_PLANNED_YEAR",
     "DAYS_PER_RATED_YEAR",
+    "IN_SERVICE",
+    "KNOWN_WRITTEN",
+    "KNOWN_WRITTEN_AT",
+    "PLANNED_LIFETIME",
+    "POOL_METRICS",
+    "RATED_ENDURANCE",
     "TB",
+    "WRITTEN",
     "CountingStart",
     "counting_metrics",
     "counting_start",
@@ -84,35 +94,107 @@ def in_service_timestamp(day: date) -> float:
     return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
 
 
-RATED_HELP = (
+POOL = (Label("pool", "the pool's name in the config"),)
+PER_SOURCE = (
+    *POOL,
+    Label("source", "`sqlserver`, `host` or `drive`: whose counters (below)"),
+)
+FROM_KNOWN = "unless the pool has `known_written` in the config"
+
+
+def _pool_gauge(
+    name: str, help: str, unit: str, source: str, question: str, conditional: str = ""
+) -> MetricSpec:
+    return MetricSpec(name, "gauge", help, unit, source, question, POOL, conditional)
+
+
+RATED_ENDURANCE = _pool_gauge(
+    "mssql_ssd_pool_rated_endurance_bytes",
     "Rated write endurance of the pool's drives together, in bytes (TBW, or DWPD x capacity x 365 x "
-    "warranty years; decimal TB), from the config."
+    "warranty years; decimal TB), from the config.",
+    "bytes",
+    "config: `drives.count` x `tbw_per_drive_tb` x 10^12, or `count` x `dwpd` x `capacity_tb` x 10^12 x 365 "
+    "x `warranty_years`",
+    "How many bytes may the pool's drives take in their rated life?",
 )
-LIFETIME_HELP = "Planned service life of the pool in seconds (planned_lifetime_years x 365.25 days)."
-IN_SERVICE_HELP = "Unix time of UTC midnight on the pool's in_service_date, from the config."
-KNOWN_HELP = (
-    "Bytes the pool's drives had written in their life when their own counters were read (known_written "
-    "in the config, decimal TB; summed over the drives)."
+PLANNED_LIFETIME = _pool_gauge(
+    "mssql_ssd_pool_planned_lifetime_seconds",
+    "Planned service life of the pool in seconds (planned_lifetime_years x 365.25 days).",
+    "seconds",
+    "config: `planned_lifetime_years` x 365.25 x 86,400",
+    "How long must the drives last?",
 )
-KNOWN_TIME_HELP = "Unix time of UTC midnight on the day known_written was read, from the config."
-COUNTING_START_HELP = (
-    "Unix time from which mssql_ssd_pool_written_bytes_total{source} counts this pool's bytes: the "
-    "exporter's first reading (sqlserver), or the host's boot (host) when that is after the in-service "
-    "date and the known_written reading; the in-service date for source=drive (the drives' lifetime "
-    "counters)."
+IN_SERVICE = _pool_gauge(
+    "mssql_ssd_pool_in_service_timestamp_seconds",
+    "Unix time of UTC midnight on the pool's in_service_date, from the config.",
+    "seconds (Unix time)",
+    "config: `in_service_date` at 00:00 UTC",
+    "Since when have the drives been in service?",
 )
-COUNTING_START_WRITTEN_HELP = (
-    "Value of mssql_ssd_pool_written_bytes_total{source} at the counting start: bytes written = counter "
-    "minus this. 0 unless the counter was already running (a host up since before the in-service date "
-    "or the known_written reading)."
-)
-WRITTEN_HELP = (
+WRITTEN = MetricSpec(
+    "mssql_ssd_pool_written_bytes_total",
+    "counter",
     "Bytes written to the pool. source=sqlserver: SQL Server's file writes on the pool's volumes, counted "
     "by the exporter since it started (logical writes, counted once). source=host: the host's disk "
     "counters of the pool's disks, since boot (each mirror member counts). Neither includes write "
     "amplification in the SSD. source=drive: the lifetime host-write counters the pool's drives report "
     "(smartctl), summed, including drives replaced while the exporter ran. Where counting starts: "
-    "mssql_ssd_pool_counting_start_timestamp_seconds."
+    "mssql_ssd_pool_counting_start_timestamp_seconds.",
+    "bytes",
+    '`source="sqlserver"`, `source="host"` or `source="drive"`, below',
+    "How fast are the pool's drives being written, and so how soon will they reach their rating?",
+    PER_SOURCE,
+)
+KNOWN_WRITTEN = _pool_gauge(
+    "mssql_ssd_pool_known_written_bytes",
+    "Bytes the pool's drives had written in their life when their own counters were read (known_written "
+    "in the config, decimal TB; summed over the drives).",
+    "bytes",
+    "config: `known_written.written_tb` x 10^12, the drives' own lifetime counters summed over the pool",
+    "How much had the drives written before the exporter counted?",
+    conditional=FROM_KNOWN,
+)
+KNOWN_WRITTEN_AT = _pool_gauge(
+    "mssql_ssd_pool_known_written_timestamp_seconds",
+    "Unix time of UTC midnight on the day known_written was read, from the config.",
+    "seconds (Unix time)",
+    "config: `known_written.read_date` at 00:00 UTC",
+    "When were the drives' own counters read?",
+    conditional=FROM_KNOWN,
+)
+COUNTING_START = MetricSpec(
+    "mssql_ssd_pool_counting_start_timestamp_seconds",
+    "gauge",
+    "Unix time from which mssql_ssd_pool_written_bytes_total{source} counts this pool's bytes: the "
+    "exporter's first reading (sqlserver), or the host's boot (host) when that is after the in-service "
+    "date and the known_written reading; the in-service date for source=drive (the drives' lifetime "
+    "counters).",
+    "seconds (Unix time)",
+    "exporter: from when `mssql_ssd_pool_written_bytes_total` of this `source` counts the pool's bytes, "
+    "below",
+    "Which bytes does the counter hold, so that the rules can add the ones it cannot see?",
+    PER_SOURCE,
+)
+COUNTING_START_WRITTEN = MetricSpec(
+    "mssql_ssd_pool_counting_start_written_bytes",
+    "gauge",
+    "Value of mssql_ssd_pool_written_bytes_total{source} at the counting start: bytes written = counter "
+    "minus this. 0 unless the counter was already running (a host up since before the in-service date "
+    "or the known_written reading).",
+    "bytes",
+    "exporter: the counter's value at that time (usually 0); bytes counted = counter - this",
+    "How much of the counter was written before counting started?",
+    PER_SOURCE,
+)
+POOL_METRICS = (
+    RATED_ENDURANCE,
+    PLANNED_LIFETIME,
+    IN_SERVICE,
+    WRITTEN,
+    KNOWN_WRITTEN,
+    KNOWN_WRITTEN_AT,
+    COUNTING_START,
+    COUNTING_START_WRITTEN,
 )
 
 
@@ -139,32 +221,15 @@ def pool_metrics(
     configured), and a written-bytes counter for each source that has a value (None means that source
     is not available for this pool or this scrape)."""
     labels = {"pool": pool_name}
-    out.gauge("mssql_ssd_pool_rated_endurance_bytes", RATED_HELP, rated_endurance_bytes(pool.drives), labels)
-    out.gauge(
-        "mssql_ssd_pool_planned_lifetime_seconds",
-        LIFETIME_HELP,
-        planned_lifetime_seconds(pool.planned_lifetime_years),
-        labels,
-    )
-    out.gauge(
-        "mssql_ssd_pool_in_service_timestamp_seconds",
-        IN_SERVICE_HELP,
-        in_service_timestamp(pool.in_service_date),
-        labels,
-    )
+    out.emit(RATED_ENDURANCE, rated_endurance_bytes(pool.drives), labels)
+    out.emit(PLANNED_LIFETIME, planned_lifetime_seconds(pool.planned_lifetime_years), labels)
+    out.emit(IN_SERVICE, in_service_timestamp(pool.in_service_date), labels)
     if pool.known_written is not None:
-        out.gauge(
-            "mssql_ssd_pool_known_written_bytes", KNOWN_HELP, pool.known_written.written_tb * TB, labels
-        )
-        out.gauge(
-            "mssql_ssd_pool_known_written_timestamp_seconds",
-            KNOWN_TIME_HELP,
-            in_service_timestamp(pool.known_written.read_date),
-            labels,
-        )
+        out.emit(KNOWN_WRITTEN, pool.known_written.written_tb * TB, labels)
+        out.emit(KNOWN_WRITTEN_AT, in_service_timestamp(pool.known_written.read_date), labels)
     for source, value in _sources(sqlserver_written, host_written, drive_written):
         _check_written(source, value)
-        out.counter("mssql_ssd_pool_written_bytes_total", WRITTEN_HELP, value, {**labels, "source": source})
+        out.emit(WRITTEN, value, {**labels, "source": source})
 
 
 # --- where the counted bytes begin ---------------------------------------------------------------------
@@ -233,12 +298,8 @@ def counting_metrics(
             key = (pool_name, source)
             start = starts[key] = counting_start(starts.get(key), value, ctx.now, zero_at, anchor)
         labels = {"pool": pool_name, "source": source}
-        out.gauge(
-            "mssql_ssd_pool_counting_start_timestamp_seconds", COUNTING_START_HELP, start.timestamp, labels
-        )
-        out.gauge(
-            "mssql_ssd_pool_counting_start_written_bytes", COUNTING_START_WRITTEN_HELP, start.written, labels
-        )
+        out.emit(COUNTING_START, start.timestamp, labels)
+        out.emit(COUNTING_START_WRITTEN, start.written, labels)
 
 
 # --- the projection ---------------------------------------------------------------------------------------

@@ -15,11 +15,41 @@ from collections.abc import Mapping
 
 from . import endurance, file_stats, files, volumes
 from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, SectionResult
+from .declare import Label, MetricSpec
 from .view import PoolView
 
 log = logging.getLogger(__name__)
 
 CHECKED_KEY = "ssd_pools_checked_generation"
+PER_DRIVE = (
+    *endurance.POOL,
+    Label("device", "the linked drive's name (a `smart_drives` or `host_disks` entry)"),
+)
+ONLY_DRIVE = 'unless the pool has `source="drive"` (every drive it counts linked and reporting its bytes)'
+DRIVE_LIFE_USED = MetricSpec(
+    "mssql_ssd_pool_drive_life_used_ratio",
+    "gauge",
+    "Share of its rated life the pool's drive says it has used (NVMe percentage used / 100, or the "
+    "family's wear attribute); can pass 1. Same reading as mssql_drive_life_used_ratio on /metrics.",
+    "ratio",
+    "drive health: each linked drive's `mssql_drive_life_used_ratio`, repeated under the target (the drives' "
+    "own series are on the exporter's `/metrics`, which no label ties to a target)",
+    "How much of its rated life has each of the pool's drives used, by its own account?",
+    PER_DRIVE,
+    conditional=ONLY_DRIVE,
+)
+DRIVE_HOST_WRITTEN = MetricSpec(
+    "mssql_ssd_pool_drive_host_written_bytes",
+    "gauge",
+    "Lifetime host bytes the drive now in this slot reports (its own, not those of a drive it replaced). "
+    "Divided by its life used: the endurance the drive implies.",
+    "bytes",
+    "drive health: the lifetime host bytes of the drive now in the slot (its own, not a replaced drive's)",
+    "What endurance does the drive imply? Bytes / life used; the rules compare it with the rating "
+    "([endurance.md](endurance.md)).",
+    PER_DRIVE,
+    conditional=ONLY_DRIVE,
+)
 DRIVE_COUNT_KEY = "ssd_pools_drive_count_warned"
 
 
@@ -68,19 +98,9 @@ def _drive_wear(pool_name: str, linked: list[str], ctx: ScrapeContext, out: Fami
     for name, (used, written) in sorted(ctx.host.drive_wear(linked).items()):
         labels = {"pool": pool_name, "device": name}
         if used is not None:
-            out.gauge("mssql_ssd_pool_drive_life_used_ratio", DRIVE_USED_HELP, used, labels)
+            out.emit(DRIVE_LIFE_USED, used, labels)
         if written is not None:
-            out.gauge("mssql_ssd_pool_drive_host_written_bytes", DRIVE_WRITTEN_HELP, written, labels)
-
-
-DRIVE_USED_HELP = (
-    "Share of its rated life the pool's drive says it has used (NVMe percentage used / 100, or the "
-    "family's wear attribute); can pass 1. Same reading as mssql_drive_life_used_ratio on /metrics."
-)
-DRIVE_WRITTEN_HELP = (
-    "Lifetime host bytes the drive now in this slot reports (its own, not those of a drive it replaced). "
-    "Divided by its life used: the endurance the drive implies."
-)
+            out.emit(DRIVE_HOST_WRITTEN, written, labels)
 
 
 def _drive_written(pool_name: str, pool: PoolView, linked: list[str], ctx: ScrapeContext) -> float | None:
@@ -101,8 +121,12 @@ def _drive_written(pool_name: str, pool: PoolView, linked: list[str], ctx: Scrap
             log.warning(
                 "ssd pool: its drives report their bytes, but it links a different number of drives than "
                 "drives.count; source=drive is not exported",
-                extra={"target": ctx.target.name, "pool": pool_name, "linked": len(linked),
-                       "count": pool.drives.count},
+                extra={
+                    "target": ctx.target.name,
+                    "pool": pool_name,
+                    "linked": len(linked),
+                    "count": pool.drives.count,
+                },
             )
         return None
     return total
@@ -129,4 +153,5 @@ COLLECTOR = CollectorRecord(
     sections=(file_stats.TAG,),
     collect=collect,
     needs=("volumes",),  # the written bytes totals volumes computed this scrape, and its file catalog
+    metrics=(*endurance.POOL_METRICS, DRIVE_LIFE_USED, DRIVE_HOST_WRITTEN),
 )

@@ -12,7 +12,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ..collectors import COLLECTORS
+from ..scrape_metrics import TARGET_SERIES_LABELS
 
 TARGET_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 TARGET_NAME_MAX = 128
@@ -22,49 +22,9 @@ TARGET_NAME_MAX = 128
 # Prometheus attaches these to every scraped series; an exported label of the same name gets renamed.
 PROMETHEUS_TARGET_LABELS = frozenset({"job", "instance"})
 
-# Label names the exporter's own metrics use; an extra label with one of these names would clash.
-# tests/test_scenarios.py checks this list against every label the exporter actually emits. The labels
-# of declared collectors (CollectorRecord.metrics) come from their declarations; the list below keeps
-# those of collectors not yet declared, the scrape's own and the host's.
-_UNDECLARED_LABELS = frozenset(
-    {
-        "collector",
-        "node",
-        "target",
-        "file",
-        "volume",
-        "file_type",
-        "pool",
-        "source",
-        "device",
-        "workload",
-        "version",
-        "product_level",
-        "update_level",
-        "edition",
-        "engine_edition",
-        "state",
-        "model",
-        "pool_id",
-        "resource_semaphore_id",
-        "clerk",
-        "wait_type",
-        # drive health (host/drive_metrics.py)
-        "serial",
-        "family",
-        "protocol",
-        "kind",
-        "finding",
-        "origin",
-        # tempdb space (collectors/tempdb_usage.py)
-        "usage",
-        # tempdb's log (collectors/tempdb_log.py)
-        "reason",
-    }
-)
-RESERVED_LABELS = _UNDECLARED_LABELS | frozenset(
-    label.name for record in COLLECTORS for spec in record.metrics for label in spec.labels
-)
+# Label names a target's series carry (its collectors' declared labels and the probe's own, read from the
+# declarations in scrape_metrics.py): a constant label of the same name would be there twice.
+RESERVED_LABELS = TARGET_SERIES_LABELS
 
 ODBC18 = "ODBC Driver 18 for SQL Server"
 ODBC17 = "ODBC Driver 17 for SQL Server"

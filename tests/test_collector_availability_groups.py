@@ -139,3 +139,16 @@ def test_secondary_warns_only_must_name_paging_alerts():
     for name in spec.availability_groups.secondary_warns_only:
         split = [r for r in rules if r.get("alert") == name and ag_rules.IS_PRIMARY in r["expr"]]
         assert sorted(r["labels"]["severity"] for r in split) == ["critical", "warning"], name
+
+
+def test_on_azure_sql_database_the_views_are_absent_and_the_collector_answers_unavailable():
+    """The AG views' pages name SQL Server (and Managed Instance), not Azure SQL Database: the stand-in's
+    catalog says so (`platforms`), and the sections answer "unavailable", never a failure."""
+    results = results_for("azure-sql-database", 60)
+    for tag in availability_groups.COLLECTOR.sections:
+        assert results[tag].unavailable and results[tag].error is None, tag
+    instance = Instance(Scenario.load("azure-sql-database"), Clock(manual=True))
+    assert not instance.object_exists("sys.dm_hadr_database_replica_states")
+    assert Instance(Scenario.load("managed-instance"), Clock(manual=True)).object_exists(
+        "sys.dm_hadr_database_replica_states"
+    )
