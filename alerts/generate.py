@@ -27,6 +27,7 @@ from . import (
     evaluators,
     fleet,
     group_names,
+    memory_health,
     smartctl_exporter,
 )
 from . import names as N
@@ -456,6 +457,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         )
     )
     rules += diagnosis.alert_rules(spec)
+    rules += memory_health.alert_rules(spec)
     rules += tempdb_rules.alert_rules(spec)
     rules += tempdb_governance_rules.alert_rules(spec)
     rules += drives.alert_rules(spec)

@@ -48,6 +48,8 @@ DRIVE_WEAR_DISAGREES = "MSSQLSSDDriveWearDisagrees"
 AG_REPLICA_UNHEALTHY = "MSSQLAvailabilityReplicaUnhealthy"
 AG_REDO_QUEUE_GROWING = "MSSQLAvailabilityRedoQueueGrowing"
 AG_SEND_QUEUE_GROWING = "MSSQLAvailabilitySendQueueGrowing"
+MEMORY_HEALTH_HIGH = "MSSQLMemoryHealthHigh"
+MEMORY_HEALTH_DEGRADED = "MSSQLMemoryHealthDegraded"
 
 # Recording rules without a window in their name.
 PLE_MIN = "instance:mssql_buffer_node_page_life_expectancy:min"

@@ -192,6 +192,15 @@ class MaxServerMemoryDefaultSpec(_Section):
     for_: Duration = Field(alias="for")
 
 
+class MemoryHealthSpec(_Section):
+    """SQL Server 2025's memory health view (alerts/memory_health.py)."""
+
+    high_for: Duration
+    degraded_window: Duration
+    degraded_share: Ratio
+    degraded_for: Duration
+
+
 class MemorySpec(_Section):
     page_life_expectancy: PageLifeExpectancySpec
     free_list_stalls_per_second: UpperLimit
@@ -208,6 +217,7 @@ class MemorySpec(_Section):
     grant_timeouts: WindowOnly
     grant_waits: GrantWaitsSpec
     max_server_memory_default: MaxServerMemoryDefaultSpec
+    health: MemoryHealthSpec
 
 
 class CoverageTier(_Section):

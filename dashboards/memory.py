@@ -37,6 +37,7 @@ from .grafana import (
     value_map,
 )
 from .limits import Limits, pct, ple_floor_text
+from .memory_health import memory_health_panels
 from .panels import ANY, AT_FLOOR, NOW_WIDTH, UNIT_PAGES, UNIT_STALLS, now_stat, per_workload
 from .queries import instance, m, rate, with_workload
 
@@ -377,6 +378,8 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             ],
             min=0,
         ),
+        # SQL Server 2025's own verdict beside Dell's counters (dashboards/memory_health.py).
+        *memory_health_panels(lim),
     ]
 
 

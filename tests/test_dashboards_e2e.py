@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mssql_memory_exporter.collectors import availability_groups, tempdb_governance
+from mssql_memory_exporter.collectors import availability_groups, memory_health, tempdb_governance
 
 from alerts import names as names_
 from alerts.spec import duration_seconds, number
@@ -132,6 +132,7 @@ def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
 # version store (collectors/tempdb_governance.py), and the rule built on them.
 SQL2025_ONLY = (
     *(spec.name for spec in tempdb_governance.COLLECTOR.metrics),
+    *(spec.name for spec in memory_health.COLLECTOR.metrics),  # its view is SQL Server 2025's too
     names_.TEMPDB_GROUP_LIMIT_USED,
 )
 

@@ -93,6 +93,14 @@ def test_each_platform_scrapes_as_the_page_says(standin, scraper_for, scenario):
     got, s = _scrapes(standin, scraper_for, scenario)
     edition = int(str(s.instance.scenario.properties.get("EngineEdition", 3)))
     left_out = {c for c, cells in page.items() if cells[edition].startswith(platform_table.LEFT_OUT)}
+    # And, whatever the edition, what reads an object this release lacks (SQL Server 2025's memory health
+    # view before 17.x): left out from the first scrape too (docs/platforms.md, above the matrix).
+    left_out |= {
+        r.name
+        for r in COLLECTORS
+        if r.left_out_when_missing
+        and not any(s.instance.object_exists(o) for sec in r.defines for o in sec.requires)
+    }
     for samples in got:
         assert value(samples, "mssql_up") == 1
         enabled = _by_collector(samples, "mssql_exporter_collector_enabled")

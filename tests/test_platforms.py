@@ -10,6 +10,9 @@ from tests.conftest import make_config, scrape, value
 GENEROUS = 60.0  # seconds: nothing here is about a timeout
 # What Microsoft's pages do not list for Azure SQL Database (EngineEdition 5): SQL Server only.
 NOT_ON_AZURE_SQL_DATABASE = {"sys.master_files", "sys.dm_os_volume_stats"}
+# Left out on every stand-in scenario older than 17.x, whatever its edition: it reads SQL Server 2025's
+# sys.dm_os_memory_health_history (tests/test_collector_memory_health.py).
+NEEDS_2025 = {"memory_health"}
 
 
 def by_collector(samples: dict, metric: str) -> dict[str, float]:
@@ -54,7 +57,8 @@ def test_azure_sql_database_leaves_out_what_it_lacks_from_the_first_scrape(stand
         left_out = {c for c, on in enabled.items() if on == 0}
         # Everything that would fail, and also what reads the missing views without failing: the
         # Hybrid Buffer Pool's PMEM figure (a SQL Server feature) and the SSD pools, which need volumes.
-        assert left_out == failing_on_a_box | {"hybrid_buffer_pool", "ssd_pools"}
+        # The scenario plays base.yml's 16.x, so SQL Server 2025's memory health view is missing too.
+        assert left_out == failing_on_a_box | {"hybrid_buffer_pool", "ssd_pools"} | NEEDS_2025
         assert left_out.isdisjoint(success)
     lines = [r.getMessage() for r in caplog.records if "azure_sql_database" in r.getMessage()]
     assert len(lines) == 1 and all(c in lines[0] for c in failing_on_a_box), lines
@@ -67,15 +71,27 @@ def test_an_unknown_engine_edition_is_logged_once_and_leaves_everything_on(stand
     lines = [r.getMessage() for r in caplog.records if "unknown engine edition" in r.getMessage()]
     assert len(lines) == 1 and "'42'" in lines[0]
     for samples in got:
-        assert set(by_collector(samples, "mssql_exporter_collector_enabled").values()) == {1.0}
+        enabled = by_collector(samples, "mssql_exporter_collector_enabled")
+        assert {c for c, on in enabled.items() if on == 0} == NEEDS_2025  # 16.x: no 2025 view
         assert set(by_collector(samples, "mssql_exporter_collector_success").values()) == {1.0}
 
 
 def test_a_managed_instance_keeps_every_collector(standin, scraper_for, caplog):
+    """Under the SQL Server 2022 update policy (16.x) only the memory health view is missing, and said
+    once; under the SQL Server 2025 policy (17.x) every collector runs."""
     with caplog.at_level(logging.INFO, logger="mssql_memory_exporter.platform"):
         got = scrapes(standin, scraper_for, None, set(), scenario="managed-instance")
+    lines = [r.getMessage() for r in caplog.records if r.name == "mssql_memory_exporter.platform"]
+    assert len(lines) == 1 and "left out memory_health" in lines[0], lines
+    assert set(by_collector(got[-1], "mssql_exporter_collector_success").values()) == {1.0}
+    enabled = by_collector(got[-1], "mssql_exporter_collector_enabled")
+    assert {c for c, on in enabled.items() if on == 0} == NEEDS_2025
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="mssql_memory_exporter.platform"):
+        got = scrapes(standin, scraper_for, None, set(), scenario="managed-instance-2025")
     assert [r for r in caplog.records if r.name == "mssql_memory_exporter.platform"] == []
     assert set(by_collector(got[-1], "mssql_exporter_collector_success").values()) == {1.0}
+    assert set(by_collector(got[-1], "mssql_exporter_collector_enabled").values()) == {1.0}
 
 
 def test_the_stand_in_answers_as_the_platform_its_catalog_says():
@@ -101,5 +117,6 @@ def test_sql_server_2025_scrapes_with_every_collector_healthy(standin, scraper_f
     """ProductVersion 17.x is the catalog's "2025" release: every column up to it answers."""
     got = scrapes(standin, scraper_for, None, set(), scenario="sql2025")
     assert set(by_collector(got[-1], "mssql_exporter_collector_success").values()) == {1.0}
+    assert set(by_collector(got[-1], "mssql_exporter_collector_enabled").values()) == {1.0}
     versions = {dict(labels)["version"] for name, labels in got[-1] if name == "mssql_build_info"}
     assert versions == {"17.0.1000.7"}

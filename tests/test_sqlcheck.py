@@ -498,6 +498,7 @@ BRIEF_OBJECTS = {
     "sys.dm_exec_query_memory_grants": "view",
     "sys.dm_exec_query_resource_semaphores": "view",
     "sys.dm_os_memory_clerks": "view",
+    "sys.dm_os_memory_health_history": "view",  # SQL Server 2025 (issue 28)
     "sys.dm_os_wait_stats": "view",
     "sys.databases": "view",
     "sys.master_files": "view",
@@ -534,6 +535,8 @@ def test_catalog_covers_the_objects_with_their_docs(catalog: Catalog) -> None:
     assert catalog.objects["sys.server_memory_optimized_hybrid_buffer_pool_configuration"].since == "2019"
     assert catalog.objects["sys.dm_os_host_info"].since == "2017"
     assert catalog.objects["sys.dm_os_buffer_pool_extension_configuration"].since == "2014"
+    health = catalog.objects["sys.dm_os_memory_health_history"]
+    assert health.since == "2025" and len(health.platforms) == 3
     clerks = catalog.objects["sys.dm_os_memory_clerks"].columns
     assert clerks["pages_kb"].since == "2012" and clerks["single_pages_kb"].until == "2008 R2"
     for obj, column in AZURE_SQL_DATABASE_ONLY:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .batch import sections_of
-from .collectors.base import CollectorRecord
+from .collectors.base import CollectorRecord, SectionResult
 
 log = logging.getLogger(__name__)
 
@@ -104,3 +104,22 @@ def decide(edition: object, collectors: Sequence[CollectorRecord], target: str) 
             ", ".join(sorted(platform.lacks)),
         )
     return left
+
+
+def missing_objects(record: CollectorRecord, results: Mapping[str, SectionResult], target: str) -> bool:
+    """True when a collector that is left out where its objects are missing (`left_out_when_missing`) got
+    "unavailable" from every one of its sections: the server has none of them (an older release, or a
+    Managed Instance whose update policy lacks them). Logs the decision; the caller keeps it until SQL
+    Server restarts (scrape.py), so it is logged once per start."""
+    if not record.left_out_when_missing or not record.sections:
+        return False
+    if not all(tag in results and results[tag].unavailable for tag in record.sections):
+        return False
+    objects = sorted({obj for s in record.defines if s.tag in record.sections for obj in s.requires})
+    log.info(
+        "target %s: left out %s, which reads what this server does not have (%s; docs/platforms.md)",
+        target,
+        record.name,
+        ", ".join(objects),
+    )
+    return True

@@ -32,6 +32,7 @@ from .collectors.base import (
     Section,
 )
 from .collectors.server_properties import ENGINE_EDITION_KEY
+from .collectors.sys_info import MEMO_KEY as START_TIME_KEY
 from .config import (
     ConfigError,
     ExporterConfig,
@@ -81,6 +82,11 @@ class _TargetState:
     # Collectors the target's platform cannot answer, decided once from its EngineEdition (platform.py).
     left_out: frozenset[str] = frozenset()
     platform_pending: bool = True
+    # Collectors whose objects this server lacks (platform.missing_objects: an older release, a Managed
+    # Instance update policy), and the SQL Server start time they were found missing at: after a restart
+    # (an upgrade is one) they are tried again.
+    missing: frozenset[str] = frozenset()
+    missing_at_start: object = None
 
 
 @dataclass
@@ -184,7 +190,7 @@ class Scraper:
         state, one_off = self._state_for(target)
         up = 0.0
         # Less what the target's platform cannot answer, once the first scrape has told (platform.py).
-        own = self.enabled_for(target) - state.left_out
+        own = self.enabled_for(target) - state.left_out - state.missing
         plan = self._planner.plan(own if collect is None else own & frozenset(collect))
         narrowed = plan.exported != own
         sections = self._sections_for(state, plan, narrowed)
@@ -218,15 +224,22 @@ class Scraper:
             for record in plan.run:
                 if record.name in state.left_out:
                     continue  # left out after server_properties ran in this very scrape
+                if platform.missing_objects(record, results, target.name):
+                    state.missing = state.missing | {record.name}
+                    state.missing_at_start = ctx.memo.get(START_TIME_KEY)
+                    continue
                 self._run_collector(record, results, ctx, out, target.name, plan.exported)
                 if state.platform_pending and ENGINE_EDITION_KEY in ctx.memo:
                     state.platform_pending = False
                     state.left_out = platform.decide(
                         ctx.memo[ENGINE_EDITION_KEY], self._collectors, target.name
                     )
+            if state.missing and ctx.memo.get(START_TIME_KEY) != state.missing_at_start:
+                state.missing = frozenset()  # restarted (upgraded?) since: look for the objects again
             # Beside the success series, so a down target still exports only what describes the scrape.
+            off = state.left_out | state.missing
             for record in self._collectors:
-                on = 1.0 if record.name in plan.exported and record.name not in state.left_out else 0.0
+                on = 1.0 if record.name in plan.exported and record.name not in off else 0.0
                 out.emit(COLLECTOR_ENABLED, on, {"collector": record.name})
         out.emit(UP, up)
         out.emit(LOGIN_BACKOFF, state.backoff.seconds_left())

@@ -307,6 +307,9 @@ class Instance:
         "sys.resource_governor_configuration",
         "sys.dm_tran_persistent_version_store_stats",
     )
+    # SQL Server 2025's memory health snapshots (memory_health_rows): generated every 15 s from the
+    # scenario's column specs, or the scenario's literal rows.
+    MEMORY_HEALTH_VIEW = "sys.dm_os_memory_health_history"
     OBJECTS = (
         "sys.dm_os_performance_counters",
         "sys.dm_os_sys_info",
@@ -320,6 +323,7 @@ class Instance:
         "tempdb.sys.dm_db_file_space_usage",
         "tempdb.sys.dm_db_log_space_usage",
         *SCENARIO_VIEWS,
+        MEMORY_HEALTH_VIEW,
     )
     # Views written as a mapping from one column's value to that value's row(s); the key becomes the column.
     KEYED_VIEWS: ClassVar[Mapping[str, str]] = {
@@ -402,6 +406,8 @@ class Instance:
         known = _catalog().objects.get(_catalog_name(name))
         if known is not None and known.platforms and self.platform not in known.platforms:
             return False  # Msg 208 there, as the platform's pages say (catalog.yaml `platforms`)
+        if known is not None and not available(known.since, known.until, self.release):
+            return False  # not in this release (catalog.yaml `since`): SQL Server 2025's views on 2022
         if name == self.HBP_VIEW:  # SQL Server 2019 (15.x) and later
             return int(str(self.scenario.properties.get("ProductVersion", "16")).split(".")[0]) >= 15
         return name in self.OBJECTS
@@ -481,6 +487,7 @@ class Instance:
             ],
             "sys.dm_os_buffer_pool_extension_configuration": self._bpe_rows,
             **{view: (lambda view=view: self.view_rows(view)) for view in self.SCENARIO_VIEWS},
+            self.MEMORY_HEALTH_VIEW: self.memory_health_rows,
         }[name]
         return self._drop_absent(name, producer())
 
@@ -507,6 +514,32 @@ class Instance:
             }
             for row in rows
         ]
+
+    # sys.dm_os_memory_health_history (Microsoft's page): a snapshot about every 15 s, up to 256 kept, none
+    # left after a restart.
+    MEMORY_HEALTH_EVERY_SECONDS = 15.0
+    MEMORY_HEALTH_KEPT = 256
+
+    def memory_health_rows(self) -> list[dict[str, object]]:
+        """`views: dm_os_memory_health_history:` as a mapping is one snapshot every 15 s since the last
+        (re)start, each column's spec ({gauge:, steps:}) read at the snapshot's own time, the newest 256
+        kept; as a list it is the literal rows (an empty list: an empty view)."""
+        spec = self.scenario.views.get(self.MEMORY_HEALTH_VIEW.removeprefix("sys."))
+        if not isinstance(spec, dict):
+            return self.view_rows(self.MEMORY_HEALTH_VIEW)
+        now, since = self.clock.now(), self._since()
+        wall_now = self.clock.utcnow()
+        count = int((now - since) // self.MEMORY_HEALTH_EVERY_SECONDS)
+        rows = []
+        for k in range(max(1, count - self.MEMORY_HEALTH_KEPT + 1), count + 1):
+            at = since + k * self.MEMORY_HEALTH_EVERY_SECONDS
+            row = {
+                str(c).lower(): self._cell(v, at, since, f"{self.MEMORY_HEALTH_VIEW}.{c}")
+                for c, v in spec.items()
+            }
+            row["snapshot_time"] = wall_now - dt.timedelta(seconds=now - at)
+            rows.append(row)
+        return rows
 
     @staticmethod
     def _cell(raw: object, now: float, since: float, where: str) -> object:

@@ -15,6 +15,7 @@ from . import (
     hybrid_buffer_pool,
     memory_clerks,
     memory_config,
+    memory_health,
     memory_manager,
     memory_node,
     os_memory,
@@ -64,5 +65,6 @@ COLLECTORS: tuple[CollectorRecord, ...] = tuple(
         hybrid_buffer_pool,
         buffer_pool_extension,
         availability_groups,
+        memory_health,  # SQL Server 2025+: left out where its view is missing
     )
 )

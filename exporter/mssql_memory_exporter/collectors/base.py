@@ -201,6 +201,10 @@ class CollectorRecord:
     metrics: tuple[MetricSpec, ...] = ()
     # What the collector as a whole tells a reader, the heading of its docs table.
     summary: str = ""
+    # True: when every one of its sections answers "unavailable" (the server lacks the object: an older
+    # release, a platform option that is off), the scrape leaves it out, logged once, as it does for what
+    # an engine edition lacks (platform.py), until SQL Server restarts (an upgrade does) and it looks again.
+    left_out_when_missing: bool = False
 
 
 def number(value: object, what: str) -> float | None:

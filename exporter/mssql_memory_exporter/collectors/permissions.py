@@ -154,6 +154,18 @@ OBJECTS: tuple[ObjectPermission, ...] = (
         "2019 and later; the page names `VIEW SERVER PERFORMANCE STATE` on SQL Server and Managed Instance "
         "and no 2019-specific permission (`VIEW SERVER STATE` assumed there, as for the other DMVs)",
     ),
+    # SQL Server 2025's memory health view (memory_health).
+    ObjectPermission(
+        "sys.dm_os_memory_health_history",
+        (VSPS,),
+        (VSPS,),
+        DMV_PAGES + "sys-dm-os-memory-health-history",
+        "SQL Server 2025, and Managed Instance only under the SQL Server 2025 or Always-up-to-date update "
+        "policy (elsewhere the view is missing and the collector is left out); the page names `VIEW SERVER "
+        "PERFORMANCE STATE` on SQL Server and Managed Instance, and on Azure SQL Database `VIEW DATABASE "
+        "PERFORMANCE STATE` or `##MS_ServerPerformanceStateReader##` (Basic, S0, S1 and elastic pools: the "
+        "server admin, the Microsoft Entra admin or that role)",
+    ),
     ObjectPermission(
         "sys.databases",
         (),
