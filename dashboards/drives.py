@@ -37,8 +37,7 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
     d = lim.spec.drives
     own = f"{lim.spec.exporter_selector}, {HOST}"
     no_drives = (
-        "No drive health: the exporter chosen as Host reads no drives (drive_health in its config), or no "
-        "pool of this instance links them"
+        "No drive health: Host reads no drives (drive_health), or no pool of this instance has them"
     )
     factor = d.disagreement_factor
     young = (
@@ -179,5 +178,6 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
                 ("Time", "__name__", "job", "instance", "serial"),
             ),
             links=[lim.runbook(names_.DRIVE_CRITICAL_WARNING), lim.runbook(names_.DRIVE_SPARE_LOW)],
+            no_value=no_drives,
         ),
     ]

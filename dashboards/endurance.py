@@ -3,10 +3,13 @@ from dashboards/tempdb.py, capacity.py, pools.py and drives.py."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import tempdb
+
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, ENDURANCE_REMAINING
 
 from .capacity import endurance_row_capacity, memory_change_annotation
 from .drives import endurance_row_drives
+from .empty import waits
 from .frame import ENDURANCE_UID, TAGS, annotations, failover_annotation, header_links, variables
 from .grafana import Dashboard, Panel, Query, Row, query_variable
 from .limits import Limits, duration, pct
@@ -66,6 +69,7 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             [Query(m(lim.rule("tempdb_short")), instant=True)],
             width=6,
             height=4,
+            no_value=waits(short_w, tempdb),
         ),
         Panel(
             "stat",

@@ -3,12 +3,13 @@ the trends under them."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import buffer_node, server_properties
+from mssql_memory_exporter.collectors import buffer_manager, buffer_node, server_properties
 from mssql_memory_exporter.collectors.server_properties import BUILD_INFO
 
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, LAZY_WRITES, MEMORY_PRESSURE, PLE_LOW
 from alerts.spec import number as num
 
+from .empty import off, waits
 from .frame import FLEET_UID, TAGS, annotations, header_links, instance_links, variables
 from .grafana import (
     GREEN,
@@ -25,13 +26,12 @@ from .grafana import (
     value_map,
 )
 from .limits import Limits, duration, pct, ple_floor_text
-from .panels import ANY, AT_FLOOR, GAUGE_HEADROOM, UNIT_PAGES, UNIT_STALLS
+from .panels import ANY, AT_FLOOR, GAUGE_HEADROOM, MIN_COLUMN_PX, UNIT_PAGES, UNIT_STALLS
 from .pools import enough_data, enough_instance_data, pool_table, share_ranges, shown_after
 from .queries import instance, m
 
 FLEET_POOLS_TITLE = "SSD pools of every instance"
 
-MIN_COLUMN_PX = 80  # fits the widest value of each numeric column
 EDITION_COLUMN_PX = 200
 
 
@@ -155,6 +155,7 @@ def fleet_instances_table(lim: Limits) -> Panel:
         # Grafana 9.3 gives a column at least 150 px unless told: 14 columns would overflow 1,600 px.
         custom={"minWidth": MIN_COLUMN_PX},
         links=[lim.runbook(MEMORY_PRESSURE)],
+        no_value="No SQL Server instance scraped by the selected jobs",
     )
 
 
@@ -174,6 +175,7 @@ def fleet_trends(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_above(AT_FLOOR),
             min=0,
             links=[lim.runbook(PLE_LOW)],
+            no_value=off(buffer_node),
         ),
         Panel(
             "timeseries",
@@ -185,6 +187,7 @@ def fleet_trends(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_below(lim.memory.lazy_writes_per_second.max),
             min=0,
             links=[lim.runbook(LAZY_WRITES)],
+            no_value=waits(w, buffer_manager),
         ),
         Panel(
             "timeseries",

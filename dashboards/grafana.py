@@ -1,6 +1,6 @@
 """A small, typed builder for Grafana dashboard JSON for Grafana 12.4 and later.
 
-Only what the three dashboards use: the core panel types (timeseries, stat, gauge, bar gauge, table, text;
+Only what the three dashboards use: the core panel types (timeseries, stat, bar gauge, table, text;
 rows to group them), Prometheus queries through a datasource template variable, thresholds, overrides,
 links and annotations, in the JSON model of dashboard schema 42, the one Grafana 12.4 writes: tables
 colour cells through `custom.cellOptions` and hide a column with `custom.hideFrom.viz` (schema 37's
@@ -25,9 +25,12 @@ DATASOURCE_VARIABLE = "datasource"
 # Every panel, query, variable and annotation names the datasource through the template variable:
 # no datasource uid of anyone's Grafana is written into the JSON.
 DS: dict[str, str] = {"type": "prometheus", "uid": f"${{{DATASOURCE_VARIABLE}}}"}
-CORE_PANEL_TYPES = frozenset({"timeseries", "stat", "gauge", "bargauge", "table", "text", "row"})
+CORE_PANEL_TYPES = frozenset({"timeseries", "stat", "bargauge", "table", "text", "row"})
 
-PanelType = Literal["timeseries", "stat", "gauge", "bargauge", "table"]
+# No "gauge": 12.4's gauge draws with flot, which the Grafana build we render in lacks (every gauge came
+# out blank there, with data or without, so nobody has seen one), and 12.4's own source marks that gauge
+# deprecated, to be removed in 13.0. A bar gauge shows the same figure against the same thresholds in React.
+PanelType = Literal["timeseries", "stat", "bargauge", "table"]
 Json = dict[str, Any]
 
 # Grafana's named palette colors, so the JSON reads the same in every theme.
@@ -89,7 +92,7 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Query:
-    """One Prometheus query of a panel. `instant` queries return one value per series (stat, gauge and
+    """One Prometheus query of a panel. `instant` queries return one value per series (stat, bar gauge and
     table panels); `table` asks for Grafana's table format, one column per label."""
 
     expr: str
@@ -191,21 +194,44 @@ def value_map(mapping: dict[int, tuple[str, str]]) -> list[Json]:
     return [{"options": options, "type": "value"}]
 
 
+# What the group-by step calls a value column it keeps: "Value #A" becomes "Value #A (lastNotNull)".
+KEEP_VALUE = "lastNotNull"
+_FRAME_COLUMNS = ("Time", "__name__")  # Grafana's time column and the metric name: never a row's key
+
+
+def kept_value(column: str) -> str:
+    return f"{column} ({KEEP_VALUE})"
+
+
 def merge_and_organize(
-    renames: dict[str, str], order: list[str], hide: tuple[str, ...] = ("Time", "__name__")
+    renames: dict[str, str], order: list[str], hide: tuple[str, ...] = _FRAME_COLUMNS
 ) -> list[Json]:
     """Table transformations: instant queries in table format joined on their shared labels (one row per
     label set), then columns renamed, ordered and hidden. `renames` maps Grafana's value columns
-    ("Value #A", one per query) to their headers."""
+    ("Value #A", one per query) to their headers; `order` and `hide` name every label column the queries
+    return (a label named in neither is dropped).
+
+    Between the two, a group-by on the label columns that keeps each value column as it is (one row per
+    label set already: the identity). It is there for the empty table: with no series, Grafana 12.4 still
+    gives a multi-query table its "Value #A", "Value #B" columns, and a table with columns and no rows
+    shows no text at all, not its no-data text. With no label column in the frame the group-by drops the
+    frame, and the panel says why it is empty."""
     index = {name: i for i, name in enumerate(order)}
+    labels = [c for c in (*order, *hide) if c not in renames.values() and not c.startswith("Value #")]
+    keys = [c for c in dict.fromkeys(labels) if c not in _FRAME_COLUMNS]
+    if not keys:
+        raise ValueError(f"a table needs a label column to group its rows by: {order}")
+    fields: Json = {name: {"operation": "groupby"} for name in keys}
+    fields.update({column: {"aggregations": [KEEP_VALUE], "operation": "aggregate"} for column in renames})
     return [
         {"id": "merge", "options": {}},
+        {"id": "groupBy", "options": {"fields": fields}},
         {
             "id": "organize",
             "options": {
                 "excludeByName": {name: True for name in hide},
                 "indexByName": index,
-                "renameByName": renames,
+                "renameByName": {kept_value(column): header for column, header in renames.items()},
             },
         },
     ]
@@ -233,8 +259,16 @@ class Panel:
     transformations: list[Json] = field(default_factory=list)
     options: Json = field(default_factory=dict)  # merged over the type's defaults
     custom: Json = field(default_factory=dict)  # fieldConfig.defaults.custom, merged over the defaults
-    no_value: str | None = None  # what the panel says instead of "No data": why it is empty
+    # What the panel says instead of "No data": why it is empty (a collector off, a platform without it,
+    # a feature not configured, data too young, no event yet). Required: no panel is built without one.
+    no_value: str = field(kw_only=True)
     time_from: str | None = None  # its own relative range ("8w"), whatever the dashboard's range
+
+    def __post_init__(self) -> None:
+        if self.type not in _DEFAULT_OPTIONS:
+            raise ValueError(f"{self.title}: panel type {self.type!r} is not one the builder makes")
+        if not self.no_value.strip() or self.no_value.strip().lower() == "no data":
+            raise ValueError(f"{self.title}: no_value must say why the panel is empty, not {self.no_value!r}")
 
     def json(self, panel_id: int, x: int, y: int) -> Json:
         if len(self.queries) > 26:
@@ -263,9 +297,13 @@ class Panel:
             ranges = [p for o in overrides for p in o.get("properties", []) if p.get("id") == "thresholds"]
             for step in (step for prop in ranges for step in prop["value"]["steps"]):
                 step["color"] = TRANSPARENT if step["color"] == GREEN else step["color"]
-        if self.no_value is not None:
-            defaults["noValue"] = self.no_value
+        # Shown by 12.4 in place of the panel when its queries return nothing: the timeseries and table
+        # panels (PanelDataErrorView), the stat and the bar gauge (as the value's text).
+        defaults["noValue"] = self.no_value
         if self.type == "table":
+            # A table also prints noValue in every empty cell: the reason belongs to the empty table, an
+            # empty cell stays empty.
+            overrides.append(override(".*", ("noValue", ""), regex=True))
             # An empty cell of a coloured column (no value for this row) stays unpainted, not a solid green
             # block that reads as healthy.
             defaults["mappings"].append(
@@ -274,7 +312,7 @@ class Panel:
                     "options": {"match": "null+nan", "result": {"color": TRANSPARENT, "index": 99}},
                 }
             )
-        if self.type in ("stat", "gauge", "bargauge"):
+        if self.type in ("stat", "bargauge"):
             # An empty panel says why in the text colour: without this Grafana paints the text in the
             # thresholds' base colour, a large red or green "No data" that reads as a verdict.
             defaults["mappings"].append(
@@ -320,12 +358,6 @@ _DEFAULT_OPTIONS: dict[str, Json] = {
         "orientation": "auto",
         "reduceOptions": _REDUCE_LAST,
         "textMode": "auto",
-    },
-    "gauge": {
-        "orientation": "auto",
-        "reduceOptions": _REDUCE_LAST,
-        "showThresholdLabels": False,
-        "showThresholdMarkers": True,
     },
     "bargauge": {
         "displayMode": "gradient",

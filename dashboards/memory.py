@@ -4,7 +4,14 @@ exporter; the diagnosis rows come from dashboards/diagnosis.py."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import buffer_node, sql_statistics
+from mssql_memory_exporter.collectors import (
+    buffer_manager,
+    buffer_node,
+    hybrid_buffer_pool,
+    memory_manager,
+    sql_statistics,
+    sys_info,
+)
 
 from alerts.names import (
     COLLECTOR_FAILING,
@@ -21,6 +28,7 @@ from alerts.names import (
 from alerts.spec import number as num
 
 from .diagnosis import memory_row_pressure_from_outside, memory_row_who_holds
+from .empty import AZURE_SQL_DATABASE, NO_SCRAPE, off, waits
 from .frame import MEMORY_UID, TAGS, annotations, failover_annotation, header_links, variables
 from .grafana import (
     GREEN,
@@ -55,6 +63,7 @@ def rate_vs_limit(
     rule: str,
     limit: float,
     alert: str,
+    no_value: str,
 ) -> Panel:
     """A Dell Table 4 rate against its upper limit: the live rate of `counter` (metric, legend), the
     recording rule the alert reads, the unhealthy side painted, and runbook links to the alert and to
@@ -68,6 +77,7 @@ def rate_vs_limit(
         thresholds=Thresholds.healthy_below(limit),
         min=0,
         links=[lim.runbook(alert), lim.runbook(MEMORY_PRESSURE)],
+        no_value=no_value,
     )
 
 
@@ -109,6 +119,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             height=4,
             mappings=value_map({0: ("down", RED), 1: ("up", GREEN)}),
             links=[lim.runbook(TARGET_DOWN)],
+            no_value=NO_SCRAPE,
         ),
         now_stat(
             "Uptime",
@@ -118,6 +129,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             "is a restart (marked on the time series).",
             "s",
             m(lim.rule("uptime")),
+            no_value=off(sys_info),
         ),
         Panel(
             "stat",
@@ -142,6 +154,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_above(AT_FLOOR),
             overrides=[override_query("A", ("thresholds", Thresholds.neutral().json()))],
             links=[lim.runbook(PLE_LOW)],
+            no_value=off(buffer_node),
         ),
         now_stat(
             f"Lazy writes ({w})",
@@ -151,6 +164,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             m(lim.rule("lazy")),
             thresholds=Thresholds.healthy_below(lim.memory.lazy_writes_per_second.max),
             links=[lim.runbook(LAZY_WRITES)],
+            no_value=waits(w, buffer_manager),
         ),
         now_stat(
             f"Free list stalls ({w})",
@@ -161,6 +175,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             m(lim.rule("stalls")),
             thresholds=Thresholds.healthy_below(lim.memory.free_list_stalls_per_second.max),
             links=[lim.runbook(FREE_LIST_STALLS)],
+            no_value=waits(w, buffer_manager),
         ),
         Panel(
             "stat",
@@ -178,6 +193,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
                 "{{workload}} target", lim.lookups_by_workload
             ),
             links=[lim.runbook(LOOKUPS_PER_BATCH)],
+            no_value=off(buffer_manager, sql_statistics, also=f"No batch requests in the last {w}"),
         ),
         now_stat(
             "Grants pending",
@@ -189,6 +205,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             m("mssql_memory_grants_pending"),
             thresholds=Thresholds.healthy_below(lim.grants_alarm),
             links=[lim.runbook(GRANTS_PENDING)],
+            no_value=off(memory_manager),
         ),
         Panel(
             "stat",
@@ -212,6 +229,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             height=4,
             thresholds=Thresholds.healthy_below(ANY),
             overrides=[override_query("A", ("thresholds", PENDING_OR_FIRING.json()))],
+            no_value="No alert state: this Prometheus evaluates none of the bundle's alert rules",
         ),
     ]
 
@@ -236,6 +254,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "stalls",
             lim.memory.free_list_stalls_per_second.max,
             FREE_LIST_STALLS,
+            no_value=off(buffer_manager),
         ),
         rate_vs_limit(
             lim,
@@ -250,6 +269,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "lazy",
             lim.memory.lazy_writes_per_second.max,
             LAZY_WRITES,
+            no_value=off(buffer_manager),
         ),
         Panel(
             "timeseries",
@@ -276,6 +296,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
                 )
             ],
             links=[lim.runbook(PLE_LOW), lim.runbook(MEMORY_PRESSURE)],
+            no_value=off(buffer_node),
         ),
         Panel(
             "timeseries",
@@ -308,6 +329,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             ],
             min=0,
             links=[lim.runbook(LOOKUPS_PER_BATCH)],
+            no_value=off(buffer_manager, sql_statistics, also="No batch requests in this range"),
         ),
         Panel(
             "timeseries",
@@ -325,6 +347,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             ],
             thresholds=Thresholds.healthy_below(lim.memory.page_io_per_second.max),
             min=0,
+            no_value=off(buffer_manager),
         ),
         Panel(
             "timeseries",
@@ -339,6 +362,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_above(lim.memory.free_memory_bytes.min),
             min=0,
             links=[lim.runbook(FREE_MEMORY_LOW)],
+            no_value=off(memory_manager),
         ),
         Panel(
             "timeseries",
@@ -363,6 +387,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             ),
             max=1,
             links=[lim.runbook(HIT_RATIO_LOW)],
+            no_value=off(buffer_manager),
         ),
         Panel(
             "timeseries",
@@ -376,6 +401,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
                 Query(m(lim.rule("batches")), f"{w} average"),
             ],
             min=0,
+            no_value=off(sql_statistics),
         ),
     ]
 
@@ -399,6 +425,7 @@ def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
                 Query(m("mssql_memory_stolen_bytes"), "stolen"),
             ],
             min=0,
+            no_value=off(memory_manager),
         ),
         Panel(
             "timeseries",
@@ -415,6 +442,7 @@ def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_below(lim.grants_alarm),
             min=0,
             links=[lim.runbook(GRANTS_PENDING)],
+            no_value=off(memory_manager),
         ),
     ]
 
@@ -433,6 +461,7 @@ def memory_row_numa_nodes(lim: Limits) -> list[Panel | Row]:
             "bytes",
             [Query(f"{m(buffer_node.DATABASE_PAGES.name)} * {num(lim.page_bytes)}", "node {{node}}")],
             min=0,
+            no_value=off(buffer_node),
         ),
         Panel(
             "timeseries",
@@ -451,6 +480,7 @@ def memory_row_numa_nodes(lim: Limits) -> list[Panel | Row]:
             ],
             min=0,
             max=1,
+            no_value=off(buffer_node, also="No page lookups in this range"),
         ),
     ]
 
@@ -474,6 +504,7 @@ def memory_row_hybrid_buffer_pool(lim: Limits) -> list[Panel | Row]:
             width=8,
             overrides=[override("databases with it on", ("unit", "short"))],
             options={"colorMode": "none", "textMode": "value_and_name"},
+            no_value=off(hybrid_buffer_pool, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "bargauge",
@@ -494,7 +525,7 @@ def memory_row_hybrid_buffer_pool(lim: Limits) -> list[Panel | Row]:
             ],
             width=16,
             min=0,
-            no_value="No PMEM (DAX) volume known on this instance",
+            no_value=off(hybrid_buffer_pool, also="No PMEM (DAX) volume known on this instance"),
         ),
     ]
 
@@ -511,6 +542,7 @@ def memory_row_exporter(lim: Limits) -> list[Panel | Row]:
             "s",
             [Query(m("mssql_scrape_duration_seconds"), "scrape")],
             min=0,
+            no_value=NO_SCRAPE,
         ),
         Panel(
             "stat",
@@ -523,6 +555,7 @@ def memory_row_exporter(lim: Limits) -> list[Panel | Row]:
             mappings=value_map({0: ("failing", RED), 1: ("ok", GREEN)}),
             options={"textMode": "value_and_name", "colorMode": "background"},
             links=[lim.runbook(COLLECTOR_FAILING)],
+            no_value=NO_SCRAPE,
         ),
     ]
 

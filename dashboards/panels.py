@@ -7,6 +7,8 @@ from .grafana import Json, Link, Panel, Query, Thresholds, override
 
 GAUGE_HEADROOM = 1.5  # the share gauge's scale ends this far past the exhaustion mark
 
+BAR_PX = 40  # the height of one bar of a bar gauge sized by hand
+
 # The only threshold steps that are not spec numbers (tests/test_dashboards.py lists where each is used):
 AT_FLOOR = 1  # a value divided by its own floor is healthy from 100%, whatever the floor is
 
@@ -17,6 +19,11 @@ UNIT_PAGES = "suffix: pages/s"
 # A top-row stat: a quarter of the row. At an eighth (200 px at 1,600) Grafana 12.4's description and link
 # icons left "Target...", "Grants..." of the titles.
 NOW_WIDTH = 6
+
+# A table column's minimum width: fits the widest value of each numeric column. Grafana gives a column 150 px
+# unless told: the fleet's 14 columns and the pool table's 12 overflowed 1,600 px (the table scrolled, and
+# the last columns were out of sight).
+MIN_COLUMN_PX = 80
 
 UNIT_STALLS = "suffix: stalls/s"  # not "reqps": Grafana would call free list stalls HTTP requests
 
@@ -54,6 +61,8 @@ def now_stat(
     expr: str,
     thresholds: Thresholds | None = None,
     links: list[Link] | None = None,
+    *,
+    no_value: str,
 ) -> Panel:
     """One figure of a dashboard's top row: the latest value of `expr`, a quarter of the row wide."""
     return Panel(
@@ -66,4 +75,5 @@ def now_stat(
         height=4,
         thresholds=thresholds,
         links=links or [],
+        no_value=no_value,
     )

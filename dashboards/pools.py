@@ -26,12 +26,14 @@ from .grafana import (
     override_query,
 )
 from .limits import Limits, duration, pct
-from .panels import GAUGE_HEADROOM
+from .panels import BAR_PX, GAUGE_HEADROOM, MIN_COLUMN_PX
 from .queries import m
 
 POOL = 'pool=~"$pool"'
 
-NO_POOLS = "No SSD pools configured for this instance (ssd_pools in the exporter's config)"
+NO_POOLS = "No SSD pools on this instance (ssd_pools in the exporter's config)"
+
+NO_POOLS_ANYWHERE = "No SSD pools on the selected instances (ssd_pools in the exporter's config)"
 
 POOL_LABELS = "job, instance, pool, source"
 
@@ -260,6 +262,9 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         transformations=merge_and_organize(renames, labels + [name for name, _, _ in columns], hidden),
         links=[lim.runbook(ENDURANCE_EXHAUSTION), lim.runbook(ENDURANCE_REMAINING)],
         options={"sortBy": [{"desc": True, "displayName": "Share of rating"}]},
+        custom={"minWidth": MIN_COLUMN_PX},  # 12 columns in 1,600 px ("In service since" was past the edge)
+        # Rows show from the first scrape (planned life, rating): empty only without pools.
+        no_value=NO_POOLS_ANYWHERE if per_instance else NO_POOLS,
     )
 
 
@@ -313,11 +318,13 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             no_value=young_pools(lim),
         ),
         Panel(
-            "gauge",
+            # A bar gauge, not 12.4's flot gauge: that one drew nothing in the Grafana we render in, not
+            # even its no-data text (grafana.PanelType).
+            "bargauge",
             "Projected share of the rating",
             f"Per pool and source: {lim.pool_long_window} write rate x planned lifetime ÷ rated endurance. "
-            f"{share_text} The marks sit at {pct(lim.endurance.budget_high_share)} and "
-            f"{pct(lim.endurance.exhaustion_share)}. "
+            f"{share_text} The bar's cells are orange from {pct(lim.endurance.budget_high_share)} and red "
+            f"from {pct(lim.endurance.exhaustion_share)}, lit up to the share. "
             f"Shown once the rate rests on {duration(lim.endurance.projection_min_coverage_seconds)} of "
             "data. Never green for a pool that wears out in service, as the time left beside says: the "
             "bytes already written can use the rating up before retirement even where this rate alone "
@@ -331,6 +338,10 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             min=0,
             max=lim.endurance.exhaustion_share * GAUGE_HEADROOM,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
+            # LCD cells take the colour of the range they sit in, lit up to the value: the budget and the
+            # exhaustion mark show on the unlit part too. Bars of a fixed height: one pool's bar (or none,
+            # beside the no-data text) no longer fills the panel.
+            options={"displayMode": "lcd", "sizing": "manual", "maxVizHeight": BAR_PX},
         ),
         Panel(
             "stat",

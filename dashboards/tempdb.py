@@ -3,11 +3,20 @@ its space and layout, and I/O latency per volume."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import sys_info, tempdb, tempdb_files, tempdb_log, tempdb_usage, volumes
+from mssql_memory_exporter.collectors import (
+    sys_info,
+    tempdb,
+    tempdb_files,
+    tempdb_log,
+    tempdb_usage,
+    tempdb_volumes,
+    volumes,
+)
 
 from alerts import names as names_
 from alerts.spec import number as num
 
+from .empty import AZURE_SQL_DATABASE, off
 from .grafana import (
     GREEN,
     ORANGE,
@@ -49,6 +58,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             # Stacked: evenly spread files are equal bands (eight identical lines hid each other), and the
             # top edge is tempdb's total.
             custom=STACKED,
+            no_value=off(tempdb),
         ),
         Panel(
             "timeseries",
@@ -68,6 +78,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
                 ),
             ],
             min=0,
+            no_value=off(tempdb, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "timeseries",
@@ -83,6 +94,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
                 )
             ],
             min=0,
+            no_value=off(tempdb, also="No tempdb writes in this range"),
         ),
         Panel(
             "timeseries",
@@ -100,6 +112,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
                 Query(m(lim.rule("volume")), f"{{{{volume}}}} all files, {lim.window} average"),
             ],
             min=0,
+            no_value=off(volumes, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "timeseries",
@@ -123,6 +136,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             ],
             width=24,
             min=0,
+            no_value=f"No host metrics: Host is {NO_HOST}, or no exporter runs with --collector.host",
         ),
     ]
 
@@ -136,6 +150,8 @@ def headroom_stat(
     width: int,
     height: int,
     filling: str | None = None,
+    *,
+    no_value: str,
 ) -> Panel:
     """A tempdb headroom ratio against the one pair of limits its alert uses. `filling`: the instances
     whose projection says this room runs out within the horizon; their headroom is never green, however
@@ -171,6 +187,7 @@ def headroom_stat(
         thresholds=Thresholds.healthy_above(t.headroom_critical_share, warn=t.headroom_warning_share),
         overrides=overrides,
         links=[lim.runbook(alert_name)],
+        no_value=no_value,
     )
 
 
@@ -214,6 +231,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             min=0,
             custom={"stacking": {"group": "A", "mode": "normal"}, "fillOpacity": 40},
             overrides=[override(name, *UNSTACKED) for name in ("data files' size", "size + growth room")],
+            no_value=off(tempdb_usage, tempdb_files, lacking=AZURE_SQL_DATABASE),
         ),
         headroom_stat(
             lim,
@@ -225,6 +243,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             width=4,
             height=9,
             filling=f"{full_in} < {num(t.projection_horizon_seconds)}",
+            no_value=off(tempdb_files, tempdb_usage, tempdb_volumes, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "stat",
@@ -258,6 +277,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             height=9,
             thresholds=Thresholds((Step(GREEN, None), Step(ORANGE, ANY))),
             links=[lim.runbook(names_.TEMPDB_LAYOUT)],
+            no_value=off(tempdb_files, sys_info, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "table",
@@ -273,6 +293,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
                 renames, [name for name, _ in layout], ("Time", "__name__", "job", "instance")
             ),
             links=[lim.runbook(names_.TEMPDB_LAYOUT)],
+            no_value=off(tempdb_files, sys_info, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "timeseries",
@@ -286,6 +307,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             height=5,
             min=0,
             links=[lim.runbook(names_.TEMPDB_VERSION_STORE)],
+            no_value=off(tempdb_usage, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "timeseries",
@@ -304,6 +326,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             height=7,
             min=0,
             links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
+            no_value=off(tempdb_log),
         ),
         headroom_stat(
             lim,
@@ -314,6 +337,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             ("tempdb_log_headroom_ratio", names_.TEMPDB_LOG_HEADROOM_LOW),
             width=6,
             height=7,
+            no_value=off(tempdb_log),
         ),
         Panel(
             "stat",
@@ -327,6 +351,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             height=7,
             options={"textMode": "name", "colorMode": "none"},
             links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
+            no_value=off(tempdb_log),
         ),
     ]
 
@@ -350,6 +375,7 @@ def endurance_row_latency(lim: Limits) -> list[Panel | Row]:
             min=0,
             thresholds=Thresholds.healthy_below(io.data_read_max_seconds),
             links=[lim.runbook(names_.DATA_READ_LATENCY)],
+            no_value=off(volumes, also="No reads in this range"),
         ),
         Panel(
             "timeseries",
@@ -362,6 +388,7 @@ def endurance_row_latency(lim: Limits) -> list[Panel | Row]:
             min=0,
             thresholds=Thresholds.healthy_below(io.log_write_max_seconds),
             links=[lim.runbook(names_.LOG_WRITE_LATENCY)],
+            no_value=off(volumes, also="No writes in this range"),
         ),
         Panel(
             "timeseries",
@@ -376,6 +403,7 @@ def endurance_row_latency(lim: Limits) -> list[Panel | Row]:
             ],
             width=12,
             min=0,
+            no_value=off(volumes, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "timeseries",
@@ -390,5 +418,6 @@ def endurance_row_latency(lim: Limits) -> list[Panel | Row]:
             ],
             width=12,
             min=0,
+            no_value=off(volumes, also="No I/O in this range"),
         ),
     ]
