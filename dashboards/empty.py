@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from .limits import Limits, duration
-
 NO_SCRAPE = "Instance not scraped (check job, instance, scrape config)"
 
 AZURE_SQL_DATABASE = "left out on Azure SQL Database"
@@ -39,8 +37,3 @@ def off(*collectors: ModuleType, also: str = "", lacking: str = "") -> str:
 def waits(window: str, *collectors: ModuleType) -> str:
     """A rate over `window`: empty for its first window of data, or with its collector off."""
     return off(*collectors, also=f"Shown after {window} of data")
-
-
-def coverage(lim: Limits) -> str:
-    """The coverage every long-window figure waits for (endurance.projection_min_coverage_seconds)."""
-    return duration(lim.endurance.projection_min_coverage_seconds)
