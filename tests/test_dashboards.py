@@ -754,7 +754,8 @@ def doc_figures(spec: Spec) -> list[str]:
         f"{_as_adjective(lim.tempdb_long_window)} averages)",
         f"each pool's write rate over {_as_words(lim.pool_short_window)} and "
         f"{_as_words(lim.pool_long_window)}",
-        f"marks at {pct(end.budget_high_share)} (budget) and {pct(end.exhaustion_share)} (worn out",
+        f"orange from {pct(end.budget_high_share)} (budget) and red from {pct(end.exhaustion_share)} "
+        "(worn out",
         f"(orange under {limits.duration(end.remaining_warning_seconds)}, red under "
         f"{limits.duration(end.remaining_critical_seconds)})",
         f"lazy writes, free list stalls and lookups per batch ({rate_window} averages)",
