@@ -168,8 +168,10 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
             width=24,
             overrides=[
                 *(override(name, ("unit", unit)) for name, _, unit in columns),
-                # Room for a whole model name (Grafana 12.4 clips a cell without an ellipsis).
-                override("model", ("custom.minWidth", MODEL_COLUMN_PX)),
+                # Room for a whole model name (Grafana 12.4 clips a cell without an ellipsis). A width, not
+                # a minimum: 12.4 gives every other column an equal share of the row, and a minimum on top
+                # of it pushed the last column past the right edge.
+                override("model", ("custom.width", MODEL_COLUMN_PX)),
             ],
             transformations=merge_and_organize(
                 renames,

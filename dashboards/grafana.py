@@ -386,8 +386,12 @@ _DEFAULT_CUSTOM: dict[str, Json] = {
         "stacking": {"group": "A", "mode": "none"},
     },
     # A header wider than its column wraps: right-aligned headers were clipped on the left ("azy writes").
+    # A column is at least 80 px, which fits the widest value of each numeric column: at Grafana's own
+    # 150 px the fleet's 14 columns, the pool table's 12 and the 6 of "tempdb layout" (half the row) ran
+    # past the right edge at 1,600 px, out of sight.
     "table": {
         "align": "auto",
+        "minWidth": 80,
         "cellOptions": {"type": "auto"},
         "filterable": False,
         "inspect": False,

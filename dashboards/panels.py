@@ -20,11 +20,6 @@ UNIT_PAGES = "suffix: pages/s"
 # icons left "Target...", "Grants..." of the titles.
 NOW_WIDTH = 6
 
-# A table column's minimum width: fits the widest value of each numeric column. Grafana gives a column 150 px
-# unless told: the fleet's 14 columns and the pool table's 12 overflowed 1,600 px (the table scrolled, and
-# the last columns were out of sight).
-MIN_COLUMN_PX = 80
-
 UNIT_STALLS = "suffix: stalls/s"  # not "reqps": Grafana would call free list stalls HTTP requests
 
 # A reference line over a stacked panel (target, total, physical memory): not stacked and not filled, or

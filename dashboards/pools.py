@@ -26,7 +26,7 @@ from .grafana import (
     override_query,
 )
 from .limits import Limits, duration, pct
-from .panels import BAR_PX, GAUGE_HEADROOM, MIN_COLUMN_PX
+from .panels import BAR_PX, GAUGE_HEADROOM
 from .queries import m
 
 POOL = 'pool=~"$pool"'
@@ -262,7 +262,6 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         transformations=merge_and_organize(renames, labels + [name for name, _, _ in columns], hidden),
         links=[lim.runbook(ENDURANCE_EXHAUSTION), lim.runbook(ENDURANCE_REMAINING)],
         options={"sortBy": [{"desc": True, "displayName": "Share of rating"}]},
-        custom={"minWidth": MIN_COLUMN_PX},  # 12 columns in 1,600 px ("In service since" was past the edge)
         # Rows show from the first scrape (planned life, rating): empty only without pools.
         no_value=NO_POOLS_ANYWHERE if per_instance else NO_POOLS,
     )
