@@ -264,6 +264,48 @@ def test_every_long_window_figure_waits_for_the_same_coverage(q):
     assert f"{limits.duration(seconds)} of data" in " ".join(said.split()), q
 
 
+# The screen the dashboards are looked at on (make dashboards-look): 1,600 px, less Grafana's margins; a
+# table's cells sit inside the panel's padding. Grafana 12.4's default column minimum (TableNG COLUMN).
+SCREEN_PX, PANEL_PADDING_PX, GRAFANA_MIN_COLUMN_PX = 1600 - 32, 24, 150
+
+
+def _column_widths(panel: dict[str, Any]) -> tuple[list[str], dict[str, float], dict[str, float]]:
+    """A table's shown columns, and the widths and minimum widths its overrides give them."""
+    organize = panel["transformations"][-1]["options"]
+    excluded = {name for name, on in organize["excludeByName"].items() if on}
+    props = {
+        o["matcher"]["options"]: {p["id"]: p["value"] for p in o["properties"]}
+        for o in panel["fieldConfig"]["overrides"]
+        if o["matcher"]["id"] == "byName"
+    }
+    shown = [
+        name
+        for name in organize["indexByName"]
+        if name not in excluded and not props.get(name, {}).get("custom.hideFrom.viz")
+    ]
+    widths = {n: props[n]["custom.width"] for n in shown if "custom.width" in props.get(n, {})}
+    minimum = panel["fieldConfig"]["defaults"]["custom"].get("minWidth", GRAFANA_MIN_COLUMN_PX)
+    minimums = {n: props.get(n, {}).get("custom.minWidth", minimum) for n in shown}
+    return shown, widths, minimums
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_every_table_fits_its_panel_at_1600_px(uid):
+    """Grafana 12.4 gives a column its width, or else an equal share of what the widths leave, but never
+    less than its minimum (computeColWidths in TableNG): minimums above that share push the last columns
+    past the right edge, out of sight ("Uptime", "In service since", "System volume" were)."""
+    for panel in panels(BOARDS[uid]):
+        if panel["type"] != "table":
+            continue
+        shown, widths, minimums = _column_widths(panel)
+        room = panel["gridPos"]["w"] / GRID_COLUMNS * SCREEN_PX - PANEL_PADDING_PX
+        auto = [n for n in shown if n not in widths]
+        share = (room - sum(widths.values())) / len(auto)
+        needed = sum(widths.values()) + sum(max(minimums[n], share) for n in auto)
+        title = panel["title"]
+        assert needed <= room + 1, f"{title}: {len(shown)} columns need {needed:.0f} of {room:.0f} px"
+
+
 @pytest.mark.parametrize("uid", list(BOARDS))
 def test_every_axis_says_its_unit(uid):
     """A time series axis of bare numbers ("Waits for memory and I/O": seconds of wait per second?) has a
