@@ -100,6 +100,7 @@ MODULE_TIERS: dict[str, str] = {
     # promtool: rule unit tests and config checks by Prometheus' tools
     "test_alerting": "promtool",
     "test_coverage_tiers": "promtool",
+    "test_dashboard_failover_marks": "promtool",  # the failover marks through Grafana's annotation filter
     "test_rules_generated": "promtool",
     "test_rules_labelled": "promtool",
     "test_smartctl_exporter_rules": "promtool",
