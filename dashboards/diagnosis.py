@@ -114,7 +114,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             custom=STACKED,
             overrides=[
                 override(
-                    "hit ratio$",
+                    ".* hit ratio",
                     *UNSTACKED,
                     ("unit", "percentunit"),
                     ("max", 1),

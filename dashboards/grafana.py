@@ -159,7 +159,8 @@ def external_link(title: str, url: str, tooltip: str) -> Json:
 
 
 def override(name: str, *properties: tuple[str, Any], regex: bool = False) -> Json:
-    """Field override by display name (or by a regex over display names)."""
+    """Field override by display name (or by a regex over display names). Grafana anchors a regex at both
+    ends ("hit ratio$" matches only "hit ratio"): it must match a whole name (".* hit ratio")."""
     return {
         "matcher": {"id": "byRegexp" if regex else "byName", "options": name},
         "properties": [{"id": key, "value": value} for key, value in properties],

@@ -307,6 +307,22 @@ def test_every_table_fits_its_panel_at_1600_px(uid):
 
 
 @pytest.mark.parametrize("uid", list(BOARDS))
+def test_every_regex_override_matches_a_series_as_grafana_anchors_it(uid):
+    """Grafana matches a byRegexp override against the whole display name (stringToJsRegex adds ^ and $
+    to a pattern without slashes): "hit ratio$" matched no series of the plan cache panel, whose hit
+    ratios were drawn on the bytes axis, flat at its bottom."""
+    for panel in panels(BOARDS[uid]):
+        legends = [t.get("legendFormat", "") for t in panel.get("targets", [])]
+        names = [re.sub(r"\{\{\s*\w+\s*\}\}", "x", legend) for legend in legends]
+        for item in panel.get("fieldConfig", {}).get("overrides", []):
+            if item["matcher"]["id"] != "byRegexp" or panel["type"] == "table":
+                continue
+            pattern = item["matcher"]["options"]
+            title = panel["title"]
+            assert any(re.fullmatch(pattern, name) for name in names), f"{title}: {pattern!r} {names}"
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
 def test_every_axis_says_its_unit(uid):
     """A time series axis of bare numbers ("Waits for memory and I/O": seconds of wait per second?) has a
     unit that prints one, or an axis label saying what it counts."""
