@@ -322,8 +322,9 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             "bargauge",
             "Projected share of the rating",
             f"Per pool and source: {lim.pool_long_window} write rate x planned lifetime ÷ rated endurance. "
-            f"{share_text} The bar's cells are orange from {pct(lim.endurance.budget_high_share)} and red "
-            f"from {pct(lim.endurance.exhaustion_share)}, lit up to the share. "
+            f"{share_text} A bar is orange from {pct(lim.endurance.budget_high_share)} and red from "
+            f"{pct(lim.endurance.exhaustion_share)}; the scale ends at "
+            f"{pct(lim.endurance.exhaustion_share * GAUGE_HEADROOM)}. "
             f"Shown once the rate rests on {duration(lim.endurance.projection_min_coverage_seconds)} of "
             "data. Never green for a pool that wears out in service, as the time left beside says: the "
             "bytes already written can use the rating up before retirement even where this rate alone "
@@ -337,10 +338,9 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             min=0,
             max=lim.endurance.exhaustion_share * GAUGE_HEADROOM,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
-            # LCD cells take the colour of the range they sit in, lit up to the value: the budget and the
-            # exhaustion mark show on the unlit part too. Bars of a fixed height: one pool's bar (or none,
-            # beside the no-data text) no longer fills the panel.
-            options={"displayMode": "lcd", "sizing": "manual", "maxVizHeight": BAR_PX},
+            # One colour per bar, its value's: LCD cells drew a full grey bar beside the no-data text. Bars
+            # of a fixed height: one pool's bar (or none, beside the text) does not fill the panel.
+            options={"displayMode": "basic", "sizing": "manual", "maxVizHeight": BAR_PX},
         ),
         Panel(
             "stat",
