@@ -360,13 +360,17 @@ _DEFAULT_OPTIONS: dict[str, Json] = {
         "reduceOptions": _REDUCE_LAST,
         "textMode": "auto",
     },
+    # Bars of a fixed height (12.4's manual sizing): one bar, or none beside the no-data text, filled the
+    # whole panel, and a long name above a tall bar was cut ("nvme0n1 Micron_7300_MTFD...").
     "bargauge": {
         "displayMode": "gradient",
+        "maxVizHeight": 40,
         "minVizHeight": 10,
         "minVizWidth": 0,
         "orientation": "horizontal",
         "reduceOptions": _REDUCE_LAST,
         "showUnfilled": True,
+        "sizing": "manual",
     },
     "table": {"cellHeight": "sm", "showHeader": True},
 }

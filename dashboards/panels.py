@@ -7,8 +7,6 @@ from .grafana import Json, Link, Panel, Query, Thresholds, override
 
 GAUGE_HEADROOM = 1.5  # the share gauge's scale ends this far past the exhaustion mark
 
-BAR_PX = 40  # the height of one bar of a bar gauge sized by hand
-
 # The only threshold steps that are not spec numbers (tests/test_dashboards.py lists where each is used):
 AT_FLOOR = 1  # a value divided by its own floor is healthy from 100%, whatever the floor is
 

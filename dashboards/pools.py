@@ -26,7 +26,7 @@ from .grafana import (
     override_query,
 )
 from .limits import Limits, duration, pct
-from .panels import BAR_PX, GAUGE_HEADROOM
+from .panels import GAUGE_HEADROOM
 from .queries import m
 
 POOL = 'pool=~"$pool"'
@@ -338,9 +338,8 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             min=0,
             max=lim.endurance.exhaustion_share * GAUGE_HEADROOM,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
-            # One colour per bar, its value's: LCD cells drew a full grey bar beside the no-data text. Bars
-            # of a fixed height: one pool's bar (or none, beside the text) does not fill the panel.
-            options={"displayMode": "basic", "sizing": "manual", "maxVizHeight": BAR_PX},
+            # One colour per bar, its value's: LCD cells drew a full grey bar beside the no-data text.
+            options={"displayMode": "basic"},
         ),
         Panel(
             "stat",
