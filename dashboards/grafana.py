@@ -361,12 +361,13 @@ _DEFAULT_OPTIONS: dict[str, Json] = {
         "textMode": "auto",
     },
     # Bars of a fixed height (12.4's manual sizing): one bar, or none beside the no-data text, filled the
-    # whole panel, and a long name above a tall bar was cut ("nvme0n1 Micron_7300_MTFD...").
+    # whole panel. Names above the bars, the panel's width: beside them "nvme0n1 Micron_7300..." was cut.
     "bargauge": {
         "displayMode": "gradient",
         "maxVizHeight": 40,
         "minVizHeight": 10,
         "minVizWidth": 0,
+        "namePlacement": "top",
         "orientation": "horizontal",
         "reduceOptions": _REDUCE_LAST,
         "showUnfilled": True,
