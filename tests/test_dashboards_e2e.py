@@ -158,9 +158,10 @@ def _labels_no_table_groups_by(results: dict[tuple[str, str, str, str], list[dic
     table says why): a label its queries return that it does not name would vanish from the table."""
     problems = []
     for (board_uid, where, ref, scenario), got in results.items():
-        [panel] = [p for p in panels(BOARDS[board_uid]) if p.get("title") == where]
-        if panel["type"] != "table":
-            continue
+        tables = [p for p in panels(BOARDS[board_uid]) if p.get("title") == where and p["type"] == "table"]
+        if not tables:
+            continue  # another panel, a variable or an annotation
+        [panel] = tables
         [group_by] = [t["options"]["fields"] for t in panel["transformations"] if t["id"] == "groupBy"]
         keys = {name for name, how in group_by.items() if how["operation"] == "groupby"}
         for series in got:
