@@ -36,9 +36,7 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
     """The endurance dashboard's row "Drives": what the drives say about themselves (drive_health)."""
     d = lim.spec.drives
     own = f"{lim.spec.exporter_selector}, {HOST}"
-    no_drives = (
-        "No drive health: Host reads no drives (drive_health), or no pool of this instance has them"
-    )
+    no_drives = "No drive health for this instance's pools (drive_health)"
     factor = d.disagreement_factor
     young = (
         f"No pool whose drives all report {pct(d.implied_min_life_used)} used, with "

@@ -232,6 +232,8 @@ class Panel:
             raise ValueError(f"{self.title}: panel type {self.type!r} is not one the builder makes")
         if not self.no_value.strip() or self.no_value.strip().lower() == "no data":
             raise ValueError(f"{self.title}: no_value must say why the panel is empty, not {self.no_value!r}")
+        if self.options.get("textMode") == "name":
+            raise ValueError(f"{self.title}: a stat that shows only names never shows its no-data text")
 
     def json(self, panel_id: int, x: int, y: int) -> Json:
         if len(self.queries) > 26:

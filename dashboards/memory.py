@@ -193,7 +193,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
                 "{{workload}} target", lim.lookups_by_workload
             ),
             links=[lim.runbook(LOOKUPS_PER_BATCH)],
-            no_value=off(buffer_manager, sql_statistics, also=f"No batch requests in the last {w}"),
+            no_value=off(sql_statistics, also=f"No batches in the last {w}"),
         ),
         now_stat(
             "Grants pending",

@@ -31,7 +31,7 @@ from .queries import m
 
 POOL = 'pool=~"$pool"'
 
-NO_POOLS = "No SSD pools on this instance (ssd_pools in the exporter's config)"
+NO_POOLS = "No SSD pools (ssd_pools in the exporter's config)"
 
 NO_POOLS_ANYWHERE = "No SSD pools on the selected instances (ssd_pools in the exporter's config)"
 

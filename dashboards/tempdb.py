@@ -9,7 +9,6 @@ from mssql_memory_exporter.collectors import (
     tempdb_files,
     tempdb_log,
     tempdb_usage,
-    tempdb_volumes,
     volumes,
 )
 
@@ -21,6 +20,7 @@ from .grafana import (
     GREEN,
     ORANGE,
     RED,
+    TEXT,
     Panel,
     Query,
     Row,
@@ -29,6 +29,7 @@ from .grafana import (
     merge_and_organize,
     override,
     override_query,
+    value_map,
 )
 from .limits import Limits, duration, pct
 from .panels import ANY, STACKED, UNSTACKED
@@ -243,7 +244,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             width=4,
             height=9,
             filling=f"{full_in} < {num(t.projection_horizon_seconds)}",
-            no_value=off(tempdb_files, tempdb_usage, tempdb_volumes, lacking=AZURE_SQL_DATABASE),
+            no_value=off(tempdb_usage),  # a narrow stat: the shortest reason reads
         ),
         Panel(
             "stat",
@@ -277,7 +278,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             height=9,
             thresholds=Thresholds((Step(GREEN, None), Step(ORANGE, ANY))),
             links=[lim.runbook(names_.TEMPDB_LAYOUT)],
-            no_value=off(tempdb_files, sys_info, lacking=AZURE_SQL_DATABASE),
+            no_value=off(tempdb_files),  # a narrow stat: the shortest reason reads
         ),
         Panel(
             "table",
@@ -349,7 +350,10 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             [Query(m(tempdb_log.REUSE_WAIT.name), "{{reason}}", instant=True)],
             width=6,
             height=7,
-            options={"textMode": "name", "colorMode": "none"},
+            # The reason as the name, the value (always 1) as nothing: "name" alone would hide the
+            # no-data text too, as 12.4 shows a stat's no-data text as its value.
+            mappings=value_map({1: ("", TEXT)}),
+            options={"textMode": "value_and_name", "colorMode": "none"},
             links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
             no_value=off(tempdb_log),
         ),

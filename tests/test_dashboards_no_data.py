@@ -5,7 +5,7 @@ against an instance with no data, and read in its source):
 
 - time series and table: the panel's error view with `fieldConfig.defaults.noValue` in it, "No data"
   without one (PanelDataErrorView);
-- stat and bar gauge: `noValue` as the value's text;
+- stat and bar gauge: `noValue` as the value's text (so not on a stat that shows names only);
 - a table of several queries: no text at all. When every query is empty the Prometheus datasource still
   gives the table its "Value #A", "Value #B" columns (transformDFToTable), and a table with columns and no
   rows draws its header only. The builder puts a group-by on the table's label columns between merge and
@@ -51,6 +51,8 @@ def test_every_panel_says_why_it_is_empty(uid):
     for panel in _drawn(BOARDS[uid]):
         title = panel["title"]
         assert panel["type"] in SHOWS_NO_VALUE, f"{title}: 12.4 shows no no-data text on a {panel['type']}"
+        # 12.4 shows a stat's no-data text as its value: a stat of names only shows nothing (it did).
+        assert panel["options"].get("textMode") != "name", f"{title}: its no-data text would not show"
         text = panel["fieldConfig"]["defaults"].get("noValue")
         assert isinstance(text, str) and text.strip(), f"{title}: no no-data text of its own"
         assert text.strip().lower() != GRAFANA_DEFAULT, f"{title}: {text!r} says nothing Grafana does not"
@@ -116,6 +118,8 @@ def test_the_builder_makes_no_panel_without_a_reason_to_be_empty():
             _panel(no_value=said)
     with pytest.raises(ValueError, match="'gauge' is not one the builder makes"):
         _panel(type="gauge")
+    with pytest.raises(ValueError, match="never shows its no-data text"):
+        _panel(type="stat", options={"textMode": "name"})
 
 
 def test_a_table_without_a_label_column_cannot_say_why_it_is_empty():
