@@ -24,11 +24,14 @@ def collector_names(*collectors: ModuleType) -> str:
     return ", ".join(module.COLLECTOR.name for module in collectors)
 
 
-def off(*collectors: ModuleType, also: str = "", lacking: str = "") -> str:
+def off(*collectors: ModuleType, also: str = "", lacking: str = "", narrow: bool = False) -> str:
     """Empty while a collector that feeds the panel is off or failing; `also`: another reason first (a
-    feature not configured, an event that has not happened); `lacking`: where the platform lacks it."""
+    feature not configured, an event that has not happened); `lacking`: where the platform lacks it.
+    `narrow`: for a narrow stat, whose text 12.4 shrinks until it fits on its width."""
     word = "collector" if len(collectors) == 1 else "collectors"
     reason = f"{word} {collector_names(*collectors)} off or failing"
+    if narrow:
+        return reason.capitalize()
     if lacking:
         reason += f" ({lacking})"
     return f"{also}, or {reason}" if also else f"No data: {reason}"

@@ -30,7 +30,8 @@ def merge_and_organize(
     shows no text at all, not its no-data text. With no label column in the frame the group-by drops the
     frame, and the panel says why it is empty."""
     index = {name: i for i, name in enumerate(order)}
-    labels = [c for c in (*order, *hide) if c not in renames.values() and not c.startswith("Value #")]
+    # "Value #A"...: the value columns of several queries; "Value": the one of a single query.
+    labels = [c for c in (*order, *hide) if c not in renames.values() and not c.startswith("Value")]
     keys = [c for c in dict.fromkeys(labels) if c not in _FRAME_COLUMNS]
     if not keys:
         raise ValueError(f"a table needs a label column to group its rows by: {order}")

@@ -20,7 +20,6 @@ from .grafana import (
     GREEN,
     ORANGE,
     RED,
-    TEXT,
     Panel,
     Query,
     Row,
@@ -29,7 +28,6 @@ from .grafana import (
     merge_and_organize,
     override,
     override_query,
-    value_map,
 )
 from .limits import Limits, duration, pct
 from .panels import ANY, STACKED, UNSTACKED
@@ -244,7 +242,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             width=4,
             height=9,
             filling=f"{full_in} < {num(t.projection_horizon_seconds)}",
-            no_value=off(tempdb_usage),  # a narrow stat: the shortest reason reads
+            no_value=off(tempdb_usage, narrow=True),
         ),
         Panel(
             "stat",
@@ -278,7 +276,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             height=9,
             thresholds=Thresholds((Step(GREEN, None), Step(ORANGE, ANY))),
             links=[lim.runbook(names_.TEMPDB_LAYOUT)],
-            no_value=off(tempdb_files),  # a narrow stat: the shortest reason reads
+            no_value=off(tempdb_files, narrow=True),
         ),
         Panel(
             "table",
@@ -341,19 +339,21 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             no_value=off(tempdb_log),
         ),
         Panel(
-            "stat",
+            # A table of the one label: a stat of names only showed nothing when empty (12.4 shows a
+            # stat's no-data text as its value), and one with an empty value drew its name at size 0.
+            "table",
             "tempdb log reuse wait",
             "What keeps SQL Server from reusing tempdb's log (sys.databases.log_reuse_wait_desc). Healthy: "
             "NOTHING or CHECKPOINT. ACTIVE_TRANSACTION for long is a transaction left open: it holds the "
             "log and the version store.",
             "none",
-            [Query(m(tempdb_log.REUSE_WAIT.name), "{{reason}}", instant=True)],
+            [Query(m(tempdb_log.REUSE_WAIT.name), instant=True, table=True)],
             width=6,
             height=7,
-            # The reason as the name, the value (always 1) as nothing: "name" alone would hide the
-            # no-data text too, as 12.4 shows a stat's no-data text as its value.
-            mappings=value_map({1: ("", TEXT)}),
-            options={"textMode": "value_and_name", "colorMode": "none"},
+            # The value is always 1: only the reason is shown. One query's value column is "Value".
+            transformations=merge_and_organize(
+                {}, ["reason"], ("Time", "__name__", "job", "instance", "Value", "Value #A")
+            ),
             links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
             no_value=off(tempdb_log),
         ),
