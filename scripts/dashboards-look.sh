@@ -17,6 +17,7 @@
 #
 # Env: GRAFANA_HOME (required to render), GRAFANA_TOOLS (../shared/tools/grafana-modern from the repo),
 # GRAFANA9_HOME and GRAFANA9_TOOLS (../shared/tools/grafana), OUT (build/dashboards-look), WAIT_S (300),
+# DASHBOARDS (the directory of the dashboards and their provisioning/, dashboards),
 # PORT_BASE (19200: uses PORT_BASE+1..+99), EXTRA_RULES (more rule files for Prometheus, a glob),
 # VARS_MEMORY (var-instance=pressure), VARS_AG (var-instance=sqlag1), FROM/TO/VARS/WIDTH/KIOSK (render.sh).
 set -Eeuo pipefail
@@ -29,6 +30,7 @@ GRAFANA9_HOME=${GRAFANA9_HOME:-}
 GRAFANA9_TOOLS=${GRAFANA9_TOOLS:-$ROOT/../shared/tools/grafana}
 [[ -d $GRAFANA9_TOOLS ]] || GRAFANA9_TOOLS=/work/shared/tools/grafana
 OUT=${OUT:-$ROOT/build/dashboards-look}
+BOARDS=$(cd "${DASHBOARDS:-dashboards}" && pwd)  # another checkout's dashboards/ may be rendered too
 WAIT_S=${WAIT_S:-300}
 BASE=${PORT_BASE:-19200}
 SERVE=0
@@ -216,17 +218,17 @@ render() {  # TOOLS HOME OUT NAME VARS DASHBOARD.json...
   local tools=$1 home=$2 out=$3 name=$4 vars=$5; shift 5
   mkdir -p "$out/$name/dashboards"; cp "$@" "$out/$name/dashboards/"
   VARS=$vars PORT=${GRAFANA_PORT:-$((BASE + 80))} bash "$tools/render.sh" "$home" "$PROM_URL" \
-    "$out/$name/dashboards" "$out/$name" dashboards/provisioning >"$out/$name/render.log" 2>&1 ||
+    "$out/$name/dashboards" "$out/$name" "$BOARDS/provisioning" >"$out/$name/render.log" 2>&1 ||
     fail "render.sh failed, see $out/$name/render.log"
   [[ $name == ag ]] || cp "$out/$name"/*.png "$out/"
   cat "$out/$name/summary.txt" >>"$out/summary.txt"
 }
 look() {  # TOOLS HOME OUT
-  render "$@" memory "${VARS_MEMORY:-var-instance=pressure}" dashboards/mssql-memory-pressure.json
+  render "$@" memory "${VARS_MEMORY:-var-instance=pressure}" "$BOARDS/mssql-memory-pressure.json"
   local others=() board
-  for board in dashboards/*.json; do [[ $board == */mssql-memory-pressure.json ]] || others+=("$board"); done
+  for board in "$BOARDS"/*.json; do [[ $board == */mssql-memory-pressure.json ]] || others+=("$board"); done
   render "$@" defaults "${VARS:-}" "${others[@]}"  # every other dashboard of this checkout
-  render "$@" ag "${VARS_AG:-var-instance=sqlag1}" dashboards/mssql-memory-pressure.json
+  render "$@" ag "${VARS_AG:-var-instance=sqlag1}" "$BOARDS/mssql-memory-pressure.json"
 }
 look "$GRAFANA_TOOLS" "$GRAFANA_HOME" "$OUT"
 [[ -z $GRAFANA9_HOME ]] || { mkdir -p "$OUT/grafana-9"; look "$GRAFANA9_TOOLS" "$GRAFANA9_HOME" "$OUT/grafana-9"; }
