@@ -6,6 +6,7 @@ from __future__ import annotations
 from mssql_memory_exporter.collectors import (
     memory_clerks,
     memory_config,
+    memory_manager,
     memory_node,
     os_memory,
     plan_cache,
@@ -24,6 +25,7 @@ from alerts.names import (
 )
 from alerts.spec import number as num
 
+from .empty import off
 from .grafana import Panel, Query, Row, Thresholds, override
 from .limits import Limits, pct
 from .panels import ANY, STACKED, UNSTACKED
@@ -71,6 +73,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             min=0,
             custom=STACKED,
             overrides=[override("target", *UNSTACKED), override("total", *UNSTACKED)],
+            no_value=off(memory_manager),
         ),
         Panel(
             "timeseries",
@@ -91,6 +94,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             min=0,
             custom=STACKED,
             overrides=[override("Total Server Memory", *UNSTACKED)],
+            no_value=off(memory_clerks),
         ),
         Panel(
             "timeseries",
@@ -110,7 +114,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             custom=STACKED,
             overrides=[
                 override(
-                    "hit ratio$",
+                    ".* hit ratio",
                     *UNSTACKED,
                     ("unit", "percentunit"),
                     ("max", 1),
@@ -118,6 +122,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
                     regex=True,
                 )
             ],
+            no_value=off(plan_cache),
         ),
         Panel(
             "timeseries",
@@ -134,12 +139,13 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             min=0,
             custom={"axisLabel": "seconds waited per second"},
             links=[lim.runbook(GRANT_WAITS)],
+            no_value=off(wait_stats, also="No memory or I/O waits in this range"),
         ),
         Panel(
             "timeseries",
             "Query workspace: granted vs maximum",
             "Workspace memory granted to running queries (sorts, hashes) against the most the memory "
-            "manager will grant (Memory Manager \"Granted\" and \"Maximum Workspace Memory\"). Healthy: "
+            'manager will grant (Memory Manager "Granted" and "Maximum Workspace Memory"). Healthy: '
             "granted well under maximum. Near it, new queries queue for grants (pending grants, "
             "RESOURCE_SEMAPHORE waits) and may time out.",
             "bytes",
@@ -150,6 +156,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             width=8,
             min=0,
             links=[lim.runbook(GRANTS_PENDING), lim.runbook(GRANT_TIMEOUTS)],
+            no_value=off(memory_manager),
         ),
         Panel(
             "timeseries",
@@ -169,6 +176,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             ],
             width=8,
             min=0,
+            no_value=off(sql_statistics, also="No batch requests in this range"),
         ),
         Panel(
             "timeseries",
@@ -180,6 +188,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             [Query(m(memory_node.FOREIGN.name), "node {{node}}")],
             width=8,
             min=0,
+            no_value=off(memory_node),
         ),
     ]
 
@@ -219,6 +228,7 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             custom=STACKED,
             overrides=[override("physical memory", *UNSTACKED)],
             links=[lim.runbook(EXTERNAL_PRESSURE), lim.runbook(MAX_MEMORY_DEFAULT)],
+            no_value=off(os_memory),
         ),
         Panel(
             "timeseries",
@@ -236,6 +246,7 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             max=1,
             custom={"axisLabel": "on (1), off (0)"},
             links=[lim.runbook(EXTERNAL_PRESSURE)],
+            no_value=off(os_memory, memory_config),
         ),
         Panel(
             "timeseries",
@@ -261,5 +272,6 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             width=8,
             min=0,
             links=[lim.runbook(TARGET_PULLED_DOWN)],
+            no_value=off(memory_manager, memory_config),
         ),
     ]

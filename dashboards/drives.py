@@ -3,6 +3,8 @@ drive alerts (alerts/drives.py)."""
 
 from __future__ import annotations
 
+from mssql_memory_exporter.collectors import ssd_pools
+
 from alerts import names as names_
 from alerts.spec import number as num
 
@@ -36,14 +38,12 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
     """The endurance dashboard's row "Drives": what the drives say about themselves (drive_health)."""
     d = lim.spec.drives
     own = f"{lim.spec.exporter_selector}, {HOST}"
-    no_drives = (
-        "No drive health: the exporter chosen as Host reads no drives (drive_health in its config), or no "
-        "pool of this instance links them"
-    )
+    no_drives = "No drive health for this instance's pools (drive_health)"
     factor = d.disagreement_factor
     young = (
         f"No pool whose drives all report {pct(d.implied_min_life_used)} used, with "
-        f"{duration(lim.endurance.projection_min_coverage_seconds)} of data"
+        f"{duration(lim.endurance.projection_min_coverage_seconds)} of data, "
+        f"or collector {ssd_pools.COLLECTOR.name} off"
     )
     columns = [
         ("Life used", "mssql_drive_life_used_ratio", "percentunit"),
@@ -169,8 +169,10 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
             width=24,
             overrides=[
                 *(override(name, ("unit", unit)) for name, _, unit in columns),
-                # Room for a whole model name (Grafana 12.4 clips a cell without an ellipsis).
-                override("model", ("custom.minWidth", MODEL_COLUMN_PX)),
+                # Room for a whole model name (Grafana 12.4 clips a cell without an ellipsis). A width, not
+                # a minimum: 12.4 gives every other column an equal share of the row, and a minimum on top
+                # of it pushed the last column past the right edge.
+                override("model", ("custom.width", MODEL_COLUMN_PX)),
             ],
             transformations=merge_and_organize(
                 renames,
@@ -179,5 +181,6 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
                 ("Time", "__name__", "job", "instance", "serial"),
             ),
             links=[lim.runbook(names_.DRIVE_CRITICAL_WARNING), lim.runbook(names_.DRIVE_SPARE_LOW)],
+            no_value=no_drives,
         ),
     ]

@@ -4,20 +4,23 @@ from dashboards/tempdb.py, capacity.py, pools.py and drives.py."""
 from __future__ import annotations
 
 from mssql_memory_exporter.collectors import endurance as pool_endurance
+from mssql_memory_exporter.collectors import tempdb
 
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, ENDURANCE_REMAINING
 
 from .capacity import endurance_row_capacity, memory_change_annotation
 from .drives import endurance_row_drives
+from .empty import waits
 from .frame import ENDURANCE_UID, TAGS, annotations, failover_annotation, header_links, variables
 from .grafana import Dashboard, Panel, Query, Row, query_variable
-from .limits import Limits, duration, pct
+from .limits import Limits, pct
 from .pools import (
     POOL,
     RETIRED_FIRST,
     endurance_row_ssd_pools,
     enough_data,
     enough_instance_data,
+    no_pool_yet,
     share_ranges,
     shown_after,
     worn_apart,
@@ -68,6 +71,7 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             [Query(m(lim.rule("tempdb_short")), instant=True)],
             width=6,
             height=4,
+            no_value=waits(short_w, tempdb),
         ),
         Panel(
             "stat",
@@ -78,9 +82,7 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             "Bps",
             # The same minimum of data as the pools' projections: a few minutes of a young Prometheus read
             # 13 % high in the demo (increase() extrapolates over the first scrape interval).
-            [
-                Query(enough_instance_data(lim, m(lim.rule("tempdb_long"))), instant=True)
-            ],
+            [Query(enough_instance_data(lim, m(lim.rule("tempdb_long"))), instant=True)],
             width=6,
             height=4,
             no_value=shown_after(lim),
@@ -96,7 +98,7 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             shares,
             width=6,
             height=4,
-            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
+            no_value=no_pool_yet(lim),
             thresholds=share_thresholds,
             overrides=share_overrides,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
@@ -111,7 +113,7 @@ def endurance_row_now(lim: Limits) -> list[Panel | Row]:
             times,
             width=6,
             height=4,
-            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
+            no_value=no_pool_yet(lim),
             thresholds=RETIRED_FIRST,
             overrides=time_overrides,
             links=[lim.runbook(ENDURANCE_REMAINING)],

@@ -3,12 +3,13 @@ the trends under them."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import buffer_node, server_properties
+from mssql_memory_exporter.collectors import buffer_manager, buffer_node, server_properties
 from mssql_memory_exporter.collectors.server_properties import BUILD_INFO
 
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, LAZY_WRITES, MEMORY_PRESSURE, PLE_LOW
 from alerts.spec import number as num
 
+from .empty import off, waits
 from .frame import FLEET_UID, TAGS, annotations, header_links, instance_links, variables
 from .grafana import (
     GREEN,
@@ -26,13 +27,21 @@ from .grafana import (
 )
 from .limits import Limits, duration, pct, ple_floor_text
 from .panels import ANY, AT_FLOOR, GAUGE_HEADROOM, UNIT_PAGES, UNIT_STALLS
-from .pools import enough_data, enough_instance_data, pool_table, share_ranges, shown_after
+from .pools import enough_data, enough_instance_data, no_pool_yet, pool_table, share_ranges, shown_after
 from .queries import instance, m
 
 FLEET_POOLS_TITLE = "SSD pools of every instance"
 
-MIN_COLUMN_PX = 80  # fits the widest value of each numeric column
 EDITION_COLUMN_PX = 200
+# SERVERPROPERTY('Edition') without the words every value repeats: "Enterprise Edition: Core-based
+# Licensing (64-bit)" is "Enterprise core-based", "Standard Edition (64-bit)" is "Standard".
+SHORT_EDITIONS = [  # Grafana anchors a pattern without slashes at both ends
+    {
+        "type": "regex",
+        "options": {"pattern": "(.*) Edition: Core-based Licensing.*", "result": {"text": "$1 core-based"}},
+    },
+    {"type": "regex", "options": {"pattern": r"(.*) Edition\b.*", "result": {"text": "$1"}}},
+]
 
 
 def fleet_ple_ratio(lim: Limits) -> str:
@@ -122,7 +131,9 @@ def fleet_instances_table(lim: Limits) -> Panel:
         overrides.append(override(name, *props))
     overrides.append(override("Up", ("mappings", value_map({0: ("down", RED), 1: ("up", GREEN)}))))
     # "Standard Edition (64-bit)" and "Enterprise Edition: Core-based Licensing (64-bit)": 12.4 clipped them.
-    overrides.append(override("edition", ("custom.minWidth", EDITION_COLUMN_PX)))
+    # Shown as "Standard", "Enterprise core-based", in a column of its own width: a minimum on top of the
+    # equal share 12.4 gives every other column pushed "Uptime" past the right edge.
+    overrides.append(override("edition", ("custom.width", EDITION_COLUMN_PX), ("mappings", SHORT_EDITIONS)))
     overrides.append(instance_links())
     overrides.append(override("job", HIDDEN_COLUMN))  # the links use it; one job is usual
     return Panel(
@@ -152,9 +163,8 @@ def fleet_instances_table(lim: Limits) -> Panel:
         overrides=overrides,
         transformations=merge_and_organize(renames, order, ("Time", "__name__", build_value)),
         options={"sortBy": [{"desc": False, "displayName": "PLE ÷ floor"}]},
-        # Grafana 9.3 gives a column at least 150 px unless told: 14 columns would overflow 1,600 px.
-        custom={"minWidth": MIN_COLUMN_PX},
         links=[lim.runbook(MEMORY_PRESSURE)],
+        no_value="No SQL Server instance scraped by the selected jobs",
     )
 
 
@@ -174,6 +184,7 @@ def fleet_trends(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_above(AT_FLOOR),
             min=0,
             links=[lim.runbook(PLE_LOW)],
+            no_value=off(buffer_node),
         ),
         Panel(
             "timeseries",
@@ -185,6 +196,7 @@ def fleet_trends(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_below(lim.memory.lazy_writes_per_second.max),
             min=0,
             links=[lim.runbook(LAZY_WRITES)],
+            no_value=waits(w, buffer_manager),
         ),
         Panel(
             "timeseries",
@@ -217,7 +229,7 @@ def fleet_trends(lim: Limits) -> list[Panel | Row]:
             min=0,
             max=lim.endurance.exhaustion_share * GAUGE_HEADROOM,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
-            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
+            no_value=no_pool_yet(lim),
         ),
     ]
 

@@ -113,16 +113,22 @@ def annotations() -> list[Json]:
 def failover_annotation(lim: Limits) -> Json:
     """A mark where a target's availability-group role changed (mssql_ag_replica_is_primary moved), for
     the panels where a failover shows: PLE and memory (the new primary's cache is cold for its reads) and
-    tempdb and drive writes (the old primary's writes become redo)."""
+    tempdb and drive writes (the old primary's writes become redo). Both replicas are marked, each saying
+    what it is now: a band from the change over one rate window."""
     role = m(availability_groups.REPLICA_IS_PRIMARY.name)
+    now = (
+        f'  label_replace({role} == 1, "now", "the primary", "", "")\n'
+        # Grafana drops an annotation sample whose value is not above 0: the old primary's role, 0, is
+        # made 1 here, or only the new primary was marked.
+        f'  or label_replace({role} + 1 == 1, "now", "a secondary", "", "")'
+    )
     return prometheus_annotation(
         "Availability group role changes",
-        # The role for one rate window after a change: 1 marks the new primary, 0 the old one.
-        f"{role}\nand changes({role}[{lim.window}]) > 0",
+        f"(\n{now}\n)\nand on (job, instance, availability_group, replica) changes({role}[{lim.window}]) > 0",
         ORANGE,
-        "{{replica}}: role changed ({{availability_group}})",
-        "{{instance}} changed role in availability group {{availability_group}} (1 = now the primary, 0 ="
-        " now a secondary): the alerts that follow the primary move with it (docs/alerts.md).",
+        "{{replica}} is now {{now}} of {{availability_group}}",
+        "{{instance}} became {{now}} of availability group {{availability_group}}: the alerts that follow"
+        " the primary move with it (docs/alerts.md).",
         "instance,availability_group",
     )
 

@@ -1,6 +1,6 @@
 """A small, typed builder for Grafana dashboard JSON for Grafana 12.4 and later.
 
-Only what the three dashboards use: the core panel types (timeseries, stat, gauge, bar gauge, table, text;
+Only what the three dashboards use: the core panel types (timeseries, stat, bar gauge, table, text;
 rows to group them), Prometheus queries through a datasource template variable, thresholds, overrides,
 links and annotations, in the JSON model of dashboard schema 42, the one Grafana 12.4 writes: tables
 colour cells through `custom.cellOptions` and hide a column with `custom.hideFrom.viz` (schema 37's
@@ -15,6 +15,11 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# The tables' transformations, where the modules have always imported them from.
+from .tables import KEEP_VALUE as KEEP_VALUE
+from .tables import kept_value as kept_value
+from .tables import merge_and_organize as merge_and_organize
+
 # The dashboard JSON schema Grafana 12.4 writes and migrates every older dashboard to: LATEST_VERSION in
 # apps/dashboard/pkg/migration/schemaversion/migrations.go and DASHBOARD_SCHEMA_VERSION in
 # public/app/features/dashboard/state/DashboardMigrator.ts of the 12.4.0 source (both 42), as in the
@@ -25,9 +30,12 @@ DATASOURCE_VARIABLE = "datasource"
 # Every panel, query, variable and annotation names the datasource through the template variable:
 # no datasource uid of anyone's Grafana is written into the JSON.
 DS: dict[str, str] = {"type": "prometheus", "uid": f"${{{DATASOURCE_VARIABLE}}}"}
-CORE_PANEL_TYPES = frozenset({"timeseries", "stat", "gauge", "bargauge", "table", "text", "row"})
+CORE_PANEL_TYPES = frozenset({"timeseries", "stat", "bargauge", "table", "text", "row"})
 
-PanelType = Literal["timeseries", "stat", "gauge", "bargauge", "table"]
+# No "gauge": 12.4's gauge draws with flot, which the Grafana build we render in lacks (every gauge came
+# out blank there, with data or without, so nobody has seen one), and 12.4's own source marks that gauge
+# deprecated, to be removed in 13.0. A bar gauge shows the same figure against the same thresholds in React.
+PanelType = Literal["timeseries", "stat", "bargauge", "table"]
 Json = dict[str, Any]
 
 # Grafana's named palette colors, so the JSON reads the same in every theme.
@@ -89,7 +97,7 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Query:
-    """One Prometheus query of a panel. `instant` queries return one value per series (stat, gauge and
+    """One Prometheus query of a panel. `instant` queries return one value per series (stat, bar gauge and
     table panels); `table` asks for Grafana's table format, one column per label."""
 
     expr: str
@@ -156,7 +164,8 @@ def external_link(title: str, url: str, tooltip: str) -> Json:
 
 
 def override(name: str, *properties: tuple[str, Any], regex: bool = False) -> Json:
-    """Field override by display name (or by a regex over display names)."""
+    """Field override by display name (or by a regex over display names). Grafana anchors a regex at both
+    ends ("hit ratio$" matches only "hit ratio"): it must match a whole name (".* hit ratio")."""
     return {
         "matcher": {"id": "byRegexp" if regex else "byName", "options": name},
         "properties": [{"id": key, "value": value} for key, value in properties],
@@ -191,26 +200,6 @@ def value_map(mapping: dict[int, tuple[str, str]]) -> list[Json]:
     return [{"options": options, "type": "value"}]
 
 
-def merge_and_organize(
-    renames: dict[str, str], order: list[str], hide: tuple[str, ...] = ("Time", "__name__")
-) -> list[Json]:
-    """Table transformations: instant queries in table format joined on their shared labels (one row per
-    label set), then columns renamed, ordered and hidden. `renames` maps Grafana's value columns
-    ("Value #A", one per query) to their headers."""
-    index = {name: i for i, name in enumerate(order)}
-    return [
-        {"id": "merge", "options": {}},
-        {
-            "id": "organize",
-            "options": {
-                "excludeByName": {name: True for name in hide},
-                "indexByName": index,
-                "renameByName": renames,
-            },
-        },
-    ]
-
-
 # --- panels ------------------------------------------------------------------------------------------
 
 
@@ -233,8 +222,18 @@ class Panel:
     transformations: list[Json] = field(default_factory=list)
     options: Json = field(default_factory=dict)  # merged over the type's defaults
     custom: Json = field(default_factory=dict)  # fieldConfig.defaults.custom, merged over the defaults
-    no_value: str | None = None  # what the panel says instead of "No data": why it is empty
+    # What the panel says instead of "No data": why it is empty (a collector off, a platform without it,
+    # a feature not configured, data too young, no event yet). Required: no panel is built without one.
+    no_value: str = field(kw_only=True)
     time_from: str | None = None  # its own relative range ("8w"), whatever the dashboard's range
+
+    def __post_init__(self) -> None:
+        if self.type not in _DEFAULT_OPTIONS:
+            raise ValueError(f"{self.title}: panel type {self.type!r} is not one the builder makes")
+        if not self.no_value.strip() or self.no_value.strip().lower() == "no data":
+            raise ValueError(f"{self.title}: no_value must say why the panel is empty, not {self.no_value!r}")
+        if self.options.get("textMode") == "name":
+            raise ValueError(f"{self.title}: a stat that shows only names never shows its no-data text")
 
     def json(self, panel_id: int, x: int, y: int) -> Json:
         if len(self.queries) > 26:
@@ -263,9 +262,13 @@ class Panel:
             ranges = [p for o in overrides for p in o.get("properties", []) if p.get("id") == "thresholds"]
             for step in (step for prop in ranges for step in prop["value"]["steps"]):
                 step["color"] = TRANSPARENT if step["color"] == GREEN else step["color"]
-        if self.no_value is not None:
-            defaults["noValue"] = self.no_value
+        # Shown by 12.4 in place of the panel when its queries return nothing: the timeseries and table
+        # panels (PanelDataErrorView), the stat and the bar gauge (as the value's text).
+        defaults["noValue"] = self.no_value
         if self.type == "table":
+            # A table also prints noValue in every empty cell: the reason belongs to the empty table, an
+            # empty cell stays empty.
+            overrides.append(override(".*", ("noValue", ""), regex=True))
             # An empty cell of a coloured column (no value for this row) stays unpainted, not a solid green
             # block that reads as healthy.
             defaults["mappings"].append(
@@ -274,7 +277,7 @@ class Panel:
                     "options": {"match": "null+nan", "result": {"color": TRANSPARENT, "index": 99}},
                 }
             )
-        if self.type in ("stat", "gauge", "bargauge"):
+        if self.type in ("stat", "bargauge"):
             # An empty panel says why in the text colour: without this Grafana paints the text in the
             # thresholds' base colour, a large red or green "No data" that reads as a verdict.
             defaults["mappings"].append(
@@ -321,19 +324,18 @@ _DEFAULT_OPTIONS: dict[str, Json] = {
         "reduceOptions": _REDUCE_LAST,
         "textMode": "auto",
     },
-    "gauge": {
-        "orientation": "auto",
-        "reduceOptions": _REDUCE_LAST,
-        "showThresholdLabels": False,
-        "showThresholdMarkers": True,
-    },
+    # Bars of a fixed height (12.4's manual sizing): one bar, or none beside the no-data text, filled the
+    # whole panel. Names above the bars, the panel's width: beside them "nvme0n1 Micron_7300..." was cut.
     "bargauge": {
         "displayMode": "gradient",
+        "maxVizHeight": 40,
         "minVizHeight": 10,
         "minVizWidth": 0,
+        "namePlacement": "top",
         "orientation": "horizontal",
         "reduceOptions": _REDUCE_LAST,
         "showUnfilled": True,
+        "sizing": "manual",
     },
     "table": {"cellHeight": "sm", "showHeader": True},
 }
@@ -354,8 +356,12 @@ _DEFAULT_CUSTOM: dict[str, Json] = {
         "stacking": {"group": "A", "mode": "none"},
     },
     # A header wider than its column wraps: right-aligned headers were clipped on the left ("azy writes").
+    # A column is at least 80 px, which fits the widest value of each numeric column: at Grafana's own
+    # 150 px the fleet's 14 columns, the pool table's 12 and the 6 of "tempdb layout" (half the row) ran
+    # past the right edge at 1,600 px, out of sight.
     "table": {
         "align": "auto",
+        "minWidth": 80,
         "cellOptions": {"type": "auto"},
         "filterable": False,
         "inspect": False,

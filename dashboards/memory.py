@@ -4,7 +4,14 @@ exporter; the diagnosis rows come from dashboards/diagnosis.py."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import buffer_node, sql_statistics
+from mssql_memory_exporter.collectors import (
+    buffer_manager,
+    buffer_node,
+    hybrid_buffer_pool,
+    memory_manager,
+    sql_statistics,
+    sys_info,
+)
 
 from alerts.names import (
     COLLECTOR_FAILING,
@@ -21,6 +28,7 @@ from alerts.names import (
 from alerts.spec import number as num
 
 from .diagnosis import memory_row_pressure_from_outside, memory_row_who_holds
+from .empty import AZURE_SQL_DATABASE, NO_SCRAPE, off, waits
 from .frame import MEMORY_UID, TAGS, annotations, failover_annotation, header_links, variables
 from .grafana import (
     GREEN,
@@ -56,6 +64,7 @@ def rate_vs_limit(
     rule: str,
     limit: float,
     alert: str,
+    no_value: str,
 ) -> Panel:
     """A Dell Table 4 rate against its upper limit: the live rate of `counter` (metric, legend), the
     recording rule the alert reads, the unhealthy side painted, and runbook links to the alert and to
@@ -69,15 +78,13 @@ def rate_vs_limit(
         thresholds=Thresholds.healthy_below(limit),
         min=0,
         links=[lim.runbook(alert), lim.runbook(MEMORY_PRESSURE)],
+        no_value=no_value,
     )
 
 
 def ple_ratio_expr(lim: Limits) -> str:
     """Each node's page life expectancy over its own floor (1 = at the floor)."""
-    return (
-        f"{m(buffer_node.PLE.name)}\n"
-        f"/ on (job, instance, node) {m(lim.rule('ple_floor'))}"
-    )
+    return f"{m(buffer_node.PLE.name)}\n/ on (job, instance, node) {m(lim.rule('ple_floor'))}"
 
 
 def lookups_per_batch_expr() -> str:
@@ -110,6 +117,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             height=4,
             mappings=value_map({0: ("down", RED), 1: ("up", GREEN)}),
             links=[lim.runbook(TARGET_DOWN)],
+            no_value=NO_SCRAPE,
         ),
         now_stat(
             "Uptime",
@@ -119,6 +127,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             "is a restart (marked on the time series).",
             "s",
             m(lim.rule("uptime")),
+            no_value=off(sys_info),
         ),
         Panel(
             "stat",
@@ -143,6 +152,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_above(AT_FLOOR),
             overrides=[override_query("A", ("thresholds", Thresholds.neutral().json()))],
             links=[lim.runbook(PLE_LOW)],
+            no_value=off(buffer_node),
         ),
         now_stat(
             f"Lazy writes ({w})",
@@ -152,6 +162,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             m(lim.rule("lazy")),
             thresholds=Thresholds.healthy_below(lim.memory.lazy_writes_per_second.max),
             links=[lim.runbook(LAZY_WRITES)],
+            no_value=waits(w, buffer_manager),
         ),
         now_stat(
             f"Free list stalls ({w})",
@@ -162,6 +173,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             m(lim.rule("stalls")),
             thresholds=Thresholds.healthy_below(lim.memory.free_list_stalls_per_second.max),
             links=[lim.runbook(FREE_LIST_STALLS)],
+            no_value=waits(w, buffer_manager),
         ),
         Panel(
             "stat",
@@ -175,10 +187,9 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             width=NOW_WIDTH,
             height=4,
             thresholds=Thresholds.healthy_below(lim.memory.page_lookups_per_batch_request.max),
-            overrides=per_workload(
-                "{{workload}} target", lim.lookups_by_workload
-            ),
+            overrides=per_workload("{{workload}} target", lim.lookups_by_workload),
             links=[lim.runbook(LOOKUPS_PER_BATCH)],
+            no_value=off(sql_statistics, also=f"No batches in the last {w}"),
         ),
         now_stat(
             "Grants pending",
@@ -190,6 +201,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             m("mssql_memory_grants_pending"),
             thresholds=Thresholds.healthy_below(lim.grants_alarm),
             links=[lim.runbook(GRANTS_PENDING)],
+            no_value=off(memory_manager),
         ),
         Panel(
             "stat",
@@ -213,6 +225,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             height=4,
             thresholds=Thresholds.healthy_below(ANY),
             overrides=[override_query("A", ("thresholds", PENDING_OR_FIRING.json()))],
+            no_value="No alert state: this Prometheus evaluates none of the bundle's alert rules",
         ),
     ]
 
@@ -237,6 +250,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "stalls",
             lim.memory.free_list_stalls_per_second.max,
             FREE_LIST_STALLS,
+            no_value=off(buffer_manager),
         ),
         rate_vs_limit(
             lim,
@@ -251,6 +265,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "lazy",
             lim.memory.lazy_writes_per_second.max,
             LAZY_WRITES,
+            no_value=off(buffer_manager),
         ),
         Panel(
             "timeseries",
@@ -277,6 +292,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
                 )
             ],
             links=[lim.runbook(PLE_LOW), lim.runbook(MEMORY_PRESSURE)],
+            no_value=off(buffer_node),
         ),
         Panel(
             "timeseries",
@@ -309,6 +325,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             ],
             min=0,
             links=[lim.runbook(LOOKUPS_PER_BATCH)],
+            no_value=off(buffer_manager, sql_statistics, also="No batch requests in this range"),
         ),
         Panel(
             "timeseries",
@@ -326,6 +343,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             ],
             thresholds=Thresholds.healthy_below(lim.memory.page_io_per_second.max),
             min=0,
+            no_value=off(buffer_manager),
         ),
         Panel(
             "timeseries",
@@ -340,6 +358,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_above(lim.memory.free_memory_bytes.min),
             min=0,
             links=[lim.runbook(FREE_MEMORY_LOW)],
+            no_value=off(memory_manager),
         ),
         Panel(
             "timeseries",
@@ -364,6 +383,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             ),
             max=1,
             links=[lim.runbook(HIT_RATIO_LOW)],
+            no_value=off(buffer_manager),
         ),
         Panel(
             "timeseries",
@@ -377,6 +397,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
                 Query(m(lim.rule("batches")), f"{w} average"),
             ],
             min=0,
+            no_value=off(sql_statistics),
         ),
         # SQL Server 2025's own verdict beside Dell's counters (dashboards/memory_health.py).
         *memory_health_panels(lim),
@@ -402,6 +423,7 @@ def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
                 Query(m("mssql_memory_stolen_bytes"), "stolen"),
             ],
             min=0,
+            no_value=off(memory_manager),
         ),
         Panel(
             "timeseries",
@@ -418,6 +440,7 @@ def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
             thresholds=Thresholds.healthy_below(lim.grants_alarm),
             min=0,
             links=[lim.runbook(GRANTS_PENDING)],
+            no_value=off(memory_manager),
         ),
     ]
 
@@ -436,6 +459,7 @@ def memory_row_numa_nodes(lim: Limits) -> list[Panel | Row]:
             "bytes",
             [Query(f"{m(buffer_node.DATABASE_PAGES.name)} * {num(lim.page_bytes)}", "node {{node}}")],
             min=0,
+            no_value=off(buffer_node),
         ),
         Panel(
             "timeseries",
@@ -454,6 +478,7 @@ def memory_row_numa_nodes(lim: Limits) -> list[Panel | Row]:
             ],
             min=0,
             max=1,
+            no_value=off(buffer_node, also="No page lookups in this range"),
         ),
     ]
 
@@ -477,6 +502,7 @@ def memory_row_hybrid_buffer_pool(lim: Limits) -> list[Panel | Row]:
             width=8,
             overrides=[override("databases with it on", ("unit", "short"))],
             options={"colorMode": "none", "textMode": "value_and_name"},
+            no_value=off(hybrid_buffer_pool, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "bargauge",
@@ -497,7 +523,7 @@ def memory_row_hybrid_buffer_pool(lim: Limits) -> list[Panel | Row]:
             ],
             width=16,
             min=0,
-            no_value="No PMEM (DAX) volume known on this instance",
+            no_value=off(hybrid_buffer_pool, also="No PMEM (DAX) volume known on this instance"),
         ),
     ]
 
@@ -514,6 +540,7 @@ def memory_row_exporter(lim: Limits) -> list[Panel | Row]:
             "s",
             [Query(m("mssql_scrape_duration_seconds"), "scrape")],
             min=0,
+            no_value=NO_SCRAPE,
         ),
         Panel(
             "stat",
@@ -526,6 +553,7 @@ def memory_row_exporter(lim: Limits) -> list[Panel | Row]:
             mappings=value_map({0: ("failing", RED), 1: ("ok", GREEN)}),
             options={"textMode": "value_and_name", "colorMode": "background"},
             links=[lim.runbook(COLLECTOR_FAILING)],
+            no_value=NO_SCRAPE,
         ),
     ]
 

@@ -18,7 +18,8 @@ from .queries import m, rate
 # Why the panels are empty where they are: the view's platforms, or the collector turned off. Short: the
 # stat is narrow, and Grafana shrinks a long text there until it cannot be read.
 NO_VIEW = (
-    "Only on SQL Server 2025, Azure SQL Database, Managed Instance with the 2025 policy (or collector off)"
+    "Only on SQL Server 2025, Azure SQL Database, Managed Instance with the 2025 policy, or collector "
+    f"{memory_health.COLLECTOR.name} off"
 )
 # The counter's `level` label values, severity 1 to 3, in the colours a DBA reads them by.
 LEVEL_COLOURS = {"low": GREEN, "medium": ORANGE, "high": RED}

@@ -54,6 +54,8 @@ def now_stat(
     expr: str,
     thresholds: Thresholds | None = None,
     links: list[Link] | None = None,
+    *,
+    no_value: str,
 ) -> Panel:
     """One figure of a dashboard's top row: the latest value of `expr`, a quarter of the row wide."""
     return Panel(
@@ -66,4 +68,5 @@ def now_stat(
         height=4,
         thresholds=thresholds,
         links=links or [],
+        no_value=no_value,
     )

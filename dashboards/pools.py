@@ -4,11 +4,13 @@ row of the endurance dashboard and the per-pool table the fleet shows too."""
 from __future__ import annotations
 
 from mssql_memory_exporter.collectors import endurance as pool_endurance
+from mssql_memory_exporter.collectors import ssd_pools
 
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, ENDURANCE_REMAINING
 from alerts.rule_parts import life_left
 from alerts.spec import number as num
 
+from .empty import off
 from .frame import instance_links
 from .grafana import (
     GREEN,
@@ -33,7 +35,9 @@ from .queries import m
 
 POOL = 'pool=~"$pool"'
 
-NO_POOLS = "No SSD pools configured for this instance (ssd_pools in the exporter's config)"
+NO_POOLS = "No SSD pools (ssd_pools in the exporter's config)"
+
+NO_POOLS_ANYWHERE = "No SSD pools on the selected instances (ssd_pools in the exporter's config)"
 
 POOL_LABELS = "job, instance, pool, source"
 
@@ -61,6 +65,13 @@ def enough_instance_data(lim: Limits, expr: str) -> str:
 def shown_after(lim: Limits) -> str:
     """What a long-window figure says while its data is too young (its panel's no-data text)."""
     return f"Shown after {duration(lim.endurance.projection_min_coverage_seconds)} of data"
+
+
+def no_pool_yet(lim: Limits) -> str:
+    """No-data text of a pool projection: no pool has the coverage yet, or the collector is off."""
+    return off(
+        ssd_pools, also=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet"
+    )
 
 
 def young_pools(lim: Limits) -> str:
@@ -262,6 +273,8 @@ def pool_table(lim: Limits, title: str, per_instance: bool) -> Panel:
         transformations=merge_and_organize(renames, labels + [name for name, _, _ in columns], hidden),
         links=[lim.runbook(ENDURANCE_EXHAUSTION), lim.runbook(ENDURANCE_REMAINING)],
         options={"sortBy": [{"desc": True, "displayName": "Share of rating"}]},
+        # Rows show from the first scrape (planned life, rating): empty only without pools.
+        no_value=NO_POOLS_ANYWHERE if per_instance else NO_POOLS,
     )
 
 
@@ -315,11 +328,14 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             no_value=young_pools(lim),
         ),
         Panel(
-            "gauge",
+            # A bar gauge, not 12.4's flot gauge: that one drew nothing in the Grafana we render in, not
+            # even its no-data text (grafana.PanelType).
+            "bargauge",
             "Projected share of the rating",
             f"Per pool and source: {lim.pool_long_window} write rate x planned lifetime ÷ rated endurance. "
-            f"{share_text} The marks sit at {pct(lim.endurance.budget_high_share)} and "
-            f"{pct(lim.endurance.exhaustion_share)}. "
+            f"{share_text} A bar is orange from {pct(lim.endurance.budget_high_share)} and red from "
+            f"{pct(lim.endurance.exhaustion_share)}; the scale ends at "
+            f"{pct(lim.endurance.exhaustion_share * GAUGE_HEADROOM)}. "
             f"Shown once the rate rests on {duration(lim.endurance.projection_min_coverage_seconds)} of "
             "data. Never green for a pool that wears out in service, as the time left beside says: the "
             "bytes already written can use the rating up before retirement even where this rate alone "
@@ -327,12 +343,14 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             "percentunit",
             shares,
             width=6,
-            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
+            no_value=no_pool_yet(lim),
             thresholds=share_thresholds,
             overrides=share_overrides,
             min=0,
             max=lim.endurance.exhaustion_share * GAUGE_HEADROOM,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
+            # One colour per bar, its value's: LCD cells drew a full grey bar beside the no-data text.
+            options={"displayMode": "basic"},
         ),
         Panel(
             "stat",
@@ -350,7 +368,7 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             overrides=time_overrides,
             options={"textMode": "value_and_name"},
             links=[lim.runbook(ENDURANCE_REMAINING)],
-            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
+            no_value=no_pool_yet(lim),
         ),
         Panel(
             "stat",
@@ -383,7 +401,7 @@ def endurance_row_ssd_pools(lim: Limits) -> list[Panel | Row]:
             thresholds=share_thresholds,
             min=0,
             links=[lim.runbook(ENDURANCE_BUDGET), lim.runbook(ENDURANCE_EXHAUSTION)],
-            no_value=f"No pool with {duration(lim.endurance.projection_min_coverage_seconds)} of data yet",
+            no_value=no_pool_yet(lim),
         ),
         pool_table(lim, "Endurance per pool, in the shape of Micron's Table 4", per_instance=False),
     ]

@@ -16,6 +16,7 @@ from mssql_memory_exporter.collectors import (
 from alerts import names as names_
 from alerts.spec import number as num
 
+from .empty import AZURE_SQL_DATABASE, off
 from .grafana import (
     GREEN,
     ORANGE,
@@ -58,6 +59,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             # Stacked: evenly spread files are equal bands (eight identical lines hid each other), and the
             # top edge is tempdb's total.
             custom=STACKED,
+            no_value=off(tempdb),
         ),
         Panel(
             "timeseries",
@@ -77,6 +79,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
                 ),
             ],
             min=0,
+            no_value=off(tempdb, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "timeseries",
@@ -92,6 +95,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
                 )
             ],
             min=0,
+            no_value=off(tempdb, also="No tempdb writes in this range"),
         ),
         Panel(
             "timeseries",
@@ -109,6 +113,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
                 Query(m(lim.rule("volume")), f"{{{{volume}}}} all files, {lim.window} average"),
             ],
             min=0,
+            no_value=off(volumes, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "timeseries",
@@ -132,6 +137,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             ],
             width=24,
             min=0,
+            no_value=f"No host metrics: Host is {NO_HOST}, or no exporter runs with --collector.host",
         ),
     ]
 
@@ -145,6 +151,8 @@ def headroom_stat(
     width: int,
     height: int,
     filling: str | None = None,
+    *,
+    no_value: str,
 ) -> Panel:
     """A tempdb headroom ratio against the one pair of limits its alert uses. `filling`: the instances
     whose projection says this room runs out within the horizon; their headroom is never green, however
@@ -180,6 +188,7 @@ def headroom_stat(
         thresholds=Thresholds.healthy_above(t.headroom_critical_share, warn=t.headroom_warning_share),
         overrides=overrides,
         links=[lim.runbook(alert_name)],
+        no_value=no_value,
     )
 
 
@@ -223,6 +232,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             min=0,
             custom={"stacking": {"group": "A", "mode": "normal"}, "fillOpacity": 40},
             overrides=[override(name, *UNSTACKED) for name in ("data files' size", "size + growth room")],
+            no_value=off(tempdb_usage, tempdb_files, lacking=AZURE_SQL_DATABASE),
         ),
         headroom_stat(
             lim,
@@ -234,6 +244,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             width=4,
             height=9,
             filling=f"{full_in} < {num(t.projection_horizon_seconds)}",
+            no_value=off(tempdb_usage, narrow=True),
         ),
         Panel(
             "stat",
@@ -267,6 +278,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             height=9,
             thresholds=Thresholds((Step(GREEN, None), Step(ORANGE, ANY))),
             links=[lim.runbook(names_.TEMPDB_LAYOUT)],
+            no_value=off(tempdb_files, narrow=True),
         ),
         Panel(
             "table",
@@ -282,6 +294,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
                 renames, [name for name, _ in layout], ("Time", "__name__", "job", "instance")
             ),
             links=[lim.runbook(names_.TEMPDB_LAYOUT)],
+            no_value=off(tempdb_files, sys_info, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "timeseries",
@@ -300,9 +313,8 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             width=12,
             height=5,
             min=0,
-            no_value="No version store figures: tempdb.sys.dm_db_file_space_usage not read (tempdb_usage off "
-            "or denied)",
             links=[lim.runbook(names_.TEMPDB_VERSION_STORE)],
+            no_value=off(tempdb_usage, tempdb_governance, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "timeseries",
@@ -321,6 +333,7 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             height=7,
             min=0,
             links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
+            no_value=off(tempdb_log),
         ),
         headroom_stat(
             lim,
@@ -331,19 +344,26 @@ def endurance_row_tempdb_space(lim: Limits) -> list[Panel | Row]:
             ("tempdb_log_headroom_ratio", names_.TEMPDB_LOG_HEADROOM_LOW),
             width=6,
             height=7,
+            no_value=off(tempdb_log),
         ),
         Panel(
-            "stat",
+            # A table of the one label: a stat of names only showed nothing when empty (12.4 shows a
+            # stat's no-data text as its value), and one with an empty value drew its name at size 0.
+            "table",
             "tempdb log reuse wait",
             "What keeps SQL Server from reusing tempdb's log (sys.databases.log_reuse_wait_desc). Healthy: "
             "NOTHING or CHECKPOINT. ACTIVE_TRANSACTION for long is a transaction left open: it holds the "
             "log and the version store.",
             "none",
-            [Query(m(tempdb_log.REUSE_WAIT.name), "{{reason}}", instant=True)],
+            [Query(m(tempdb_log.REUSE_WAIT.name), instant=True, table=True)],
             width=6,
             height=7,
-            options={"textMode": "name", "colorMode": "none"},
+            # The value is always 1: only the reason is shown. One query's value column is "Value".
+            transformations=merge_and_organize(
+                {}, ["reason"], ("Time", "__name__", "job", "instance", "Value", "Value #A")
+            ),
             links=[lim.runbook(names_.TEMPDB_LOG_HEADROOM_LOW)],
+            no_value=off(tempdb_log),
         ),
         *governance_panels(lim),
     ]
@@ -368,6 +388,7 @@ def endurance_row_latency(lim: Limits) -> list[Panel | Row]:
             min=0,
             thresholds=Thresholds.healthy_below(io.data_read_max_seconds),
             links=[lim.runbook(names_.DATA_READ_LATENCY)],
+            no_value=off(volumes, also="No reads in this range"),
         ),
         Panel(
             "timeseries",
@@ -380,6 +401,7 @@ def endurance_row_latency(lim: Limits) -> list[Panel | Row]:
             min=0,
             thresholds=Thresholds.healthy_below(io.log_write_max_seconds),
             links=[lim.runbook(names_.LOG_WRITE_LATENCY)],
+            no_value=off(volumes, also="No writes in this range"),
         ),
         Panel(
             "timeseries",
@@ -394,6 +416,7 @@ def endurance_row_latency(lim: Limits) -> list[Panel | Row]:
             ],
             width=12,
             min=0,
+            no_value=off(volumes, lacking=AZURE_SQL_DATABASE),
         ),
         Panel(
             "timeseries",
@@ -408,5 +431,6 @@ def endurance_row_latency(lim: Limits) -> list[Panel | Row]:
             ],
             width=12,
             min=0,
+            no_value=off(volumes, also="No I/O in this range"),
         ),
     ]

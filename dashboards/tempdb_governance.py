@@ -12,7 +12,7 @@ from .limits import Limits, pct
 from .queries import m
 
 # Why a governance panel can be empty, said in each one's own words.
-ONLY_2025 = "SQL Server 2025 with tempdb governance only"
+ONLY_2025 = f"SQL Server 2025 with tempdb governance and collector {gov.COLLECTOR.name} on only"
 # A group's space divided by its own limit: at 100 % its next request that needs more fails (error 1138).
 AT_LIMIT = 1.0
 

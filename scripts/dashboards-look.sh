@@ -2,9 +2,10 @@
 # `make dashboards-look`: look at the dashboards in a real Grafana 12.4 against a live demo stack.
 #
 # A developer check, not CI: it needs a Grafana 12.4 installation at GRAFANA_HOME (bin/linux-amd64/grafana
-# and public/build/; Grafana is a tool here and lives outside the repository) and some data. It starts two
-# SQL Server stand-ins (memory-pressure and micron-960gb-8stream), one exporter for each (the micron one
-# with --collector.host and an SSD pool), and Debian's Prometheus scraping them with the bundle's rules,
+# and public/build/; Grafana is a tool here and lives outside the repository) and some data. It starts four
+# SQL Server stand-ins (memory-pressure, micron-960gb-8stream and an availability-group pair that fails
+# over 5 minutes in), an exporter for the first two each (the micron one with --collector.host and an SSD
+# pool) and one for the pair, and Debian's Prometheus scraping them with the bundle's rules,
 # waits WAIT_S seconds, renders every dashboard to PNG with ../shared/tools/grafana-modern/render.sh into
 # OUT, prints OUT/summary.txt (panels with errors or no data) and stops everything it started, on every
 # exit path. With GRAFANA9_HOME set (a Grafana 9.3.2 build) it renders them there too, with
@@ -16,8 +17,9 @@
 #
 # Env: GRAFANA_HOME (required to render), GRAFANA_TOOLS (../shared/tools/grafana-modern from the repo),
 # GRAFANA9_HOME and GRAFANA9_TOOLS (../shared/tools/grafana), OUT (build/dashboards-look), WAIT_S (300),
+# DASHBOARDS (the directory of the dashboards and their provisioning/, dashboards),
 # PORT_BASE (19200: uses PORT_BASE+1..+99), EXTRA_RULES (more rule files for Prometheus, a glob),
-# VARS_MEMORY (var-instance=pressure), FROM/TO/VARS/WIDTH/KIOSK (render.sh).
+# VARS_MEMORY (var-instance=pressure), VARS_AG (var-instance=sqlag1), FROM/TO/VARS/WIDTH/KIOSK (render.sh).
 set -Eeuo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -28,6 +30,7 @@ GRAFANA9_HOME=${GRAFANA9_HOME:-}
 GRAFANA9_TOOLS=${GRAFANA9_TOOLS:-$ROOT/../shared/tools/grafana}
 [[ -d $GRAFANA9_TOOLS ]] || GRAFANA9_TOOLS=/work/shared/tools/grafana
 OUT=${OUT:-$ROOT/build/dashboards-look}
+BOARDS=$(cd "${DASHBOARDS:-dashboards}" && pwd)  # another checkout's dashboards/ may be rendered too
 WAIT_S=${WAIT_S:-300}
 BASE=${PORT_BASE:-19200}
 SERVE=0
@@ -73,8 +76,9 @@ wait_http() {  # URL SECONDS WHAT
 start_stack() {
   rm -rf "$RUN"; mkdir -p "$RUN/rules" "$RUN/tsdb"
   local pressure_db=$((BASE + 1)) micron_db=$((BASE + 2)) pressure_ex=$((BASE + 11)) micron_ex=$((BASE + 12))
+  local ag_a_db=$((BASE + 3)) ag_b_db=$((BASE + 4)) ag_ex=$((BASE + 13))
   PROM_PORT=$((BASE + 90))
-  for port in $pressure_db $micron_db $pressure_ex $micron_ex $PROM_PORT; do
+  for port in $pressure_db $micron_db $ag_a_db $ag_b_db $pressure_ex $micron_ex $ag_ex $PROM_PORT; do
     ! curl -s -m 1 -o /dev/null "http://127.0.0.1:$port/" || fail "port $port is in use (set PORT_BASE)"
   done
   MSSQL_STANDIN_PASSWORD=$(.venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(18))')
@@ -135,6 +139,24 @@ drive_health:
   smartctl: $smartctl
   drives: [{name: nvme0n1}, {name: sdf}]
 YAML
+  # An availability-group pair (sqlag1 the primary of ag1 until 5 minutes in, then sqlag2): the role-change
+  # marks and the alerts that follow the primary. One exporter for both, as for replicas on one network.
+  for name in ag-pair-a ag-pair-b; do
+    if [[ $name == ag-pair-a ]]; then port=$ag_a_db; else port=$ag_b_db; fi
+    PYTHONPATH=. .venv/bin/python -m tests.standin --scenario $name --host 127.0.0.1 --port "$port" \
+      >"$RUN/standin-$name.log" 2>&1 &
+    PIDS+=($!)
+  done
+  cat >"$RUN/exporter-ag.yml" <<YAML
+# Written by scripts/dashboards-look.sh: the two replicas of ag1, each a target of its own.
+auth_modules: {demo: {username: exporter, password_env: MSSQL_STANDIN_PASSWORD}}
+targets:
+  sqlag1: {host: 127.0.0.1, port: $ag_a_db, driver: freetds, encryption: 'off', auth_module: demo, labels: {env: demo}}
+  sqlag2: {host: 127.0.0.1, port: $ag_b_db, driver: freetds, encryption: 'off', auth_module: demo, labels: {env: demo}}
+YAML
+  .venv/bin/mssql-memory-exporter --config.file "$RUN/exporter-ag.yml" \
+    --web.listen-address "127.0.0.1:$ag_ex" >"$RUN/exporter-ag.log" 2>&1 &
+  PIDS+=($!)
   .venv/bin/mssql-memory-exporter --config.file "$RUN/exporter-pressure.yml" \
     --web.listen-address "127.0.0.1:$pressure_ex" >"$RUN/exporter-pressure.log" 2>&1 &
   PIDS+=($!)
@@ -143,6 +165,7 @@ YAML
   PIDS+=($!)
   wait_http "http://127.0.0.1:$pressure_ex/metrics" 60 "the pressure exporter"
   wait_http "http://127.0.0.1:$micron_ex/metrics" 60 "the micron exporter"
+  wait_http "http://127.0.0.1:$ag_ex/metrics" 60 "the availability-group exporter"
 
   cp alerts/rules/*.rules.yml "$RUN/rules/"
   if [[ -n ${EXTRA_RULES:-} ]]; then
@@ -159,13 +182,14 @@ scrape_configs:
     static_configs:
       - {targets: [pressure], labels: {__address__exporter: 127.0.0.1:$pressure_ex}}
       - {targets: [micron], labels: {__address__exporter: 127.0.0.1:$micron_ex}}
+      - {targets: [sqlag1, sqlag2], labels: {__address__exporter: 127.0.0.1:$ag_ex}}
     relabel_configs:
       - {source_labels: [__address__], target_label: __param_target}
       - {source_labels: [__param_target], target_label: instance}
       - {source_labels: [__address__exporter], target_label: __address__}
   - job_name: mssql-exporter
     static_configs:
-      - targets: [127.0.0.1:$pressure_ex, 127.0.0.1:$micron_ex]
+      - targets: [127.0.0.1:$pressure_ex, 127.0.0.1:$micron_ex, 127.0.0.1:$ag_ex]
 YAML
   promtool check config "$RUN/prometheus.yml" >"$RUN/promtool.log" 2>&1 || fail "$(cat "$RUN/promtool.log")"
   prometheus --config.file "$RUN/prometheus.yml" --storage.tsdb.path "$RUN/tsdb" \
@@ -173,7 +197,8 @@ YAML
   PIDS+=($!)
   PROM_URL=http://127.0.0.1:$PROM_PORT
   wait_http "$PROM_URL/-/ready" 60 "Prometheus"
-  echo "dashboards-look: stack up: Prometheus $PROM_URL, exporters :$pressure_ex (pressure) :$micron_ex (micron)"
+  echo "dashboards-look: stack up: Prometheus $PROM_URL, exporters :$pressure_ex (pressure) :$micron_ex (micron)" \
+    ":$ag_ex (sqlag1, sqlag2)"
 }
 
 if [[ -z ${PROM_URL:-} ]]; then
@@ -187,19 +212,23 @@ if [[ -z ${PROM_URL:-} ]]; then
 fi
 rm -rf "$OUT"; mkdir -p "$OUT"
 # Each dashboard as a DBA opens it: the memory dashboard on the instance under memory pressure, the others
-# on their defaults (the endurance dashboard must open on an instance with pools by itself).
+# on their defaults (the endurance dashboard must open on an instance with pools by itself); and the memory
+# dashboard once more on a replica of the availability group, whose failover marks it shows (into OUT/ag).
 render() {  # TOOLS HOME OUT NAME VARS DASHBOARD.json...
   local tools=$1 home=$2 out=$3 name=$4 vars=$5; shift 5
   mkdir -p "$out/$name/dashboards"; cp "$@" "$out/$name/dashboards/"
   VARS=$vars PORT=${GRAFANA_PORT:-$((BASE + 80))} bash "$tools/render.sh" "$home" "$PROM_URL" \
-    "$out/$name/dashboards" "$out/$name" dashboards/provisioning >"$out/$name/render.log" 2>&1 ||
+    "$out/$name/dashboards" "$out/$name" "$BOARDS/provisioning" >"$out/$name/render.log" 2>&1 ||
     fail "render.sh failed, see $out/$name/render.log"
-  cp "$out/$name"/*.png "$out/"
+  [[ $name == ag ]] || cp "$out/$name"/*.png "$out/"
   cat "$out/$name/summary.txt" >>"$out/summary.txt"
 }
 look() {  # TOOLS HOME OUT
-  render "$@" memory "${VARS_MEMORY:-var-instance=pressure}" dashboards/mssql-memory-pressure.json
-  render "$@" defaults "${VARS:-}" dashboards/mssql-tempdb-ssd-endurance.json dashboards/mssql-fleet-capacity.json
+  render "$@" memory "${VARS_MEMORY:-var-instance=pressure}" "$BOARDS/mssql-memory-pressure.json"
+  local others=() board
+  for board in "$BOARDS"/*.json; do [[ $board == */mssql-memory-pressure.json ]] || others+=("$board"); done
+  render "$@" defaults "${VARS:-}" "${others[@]}"  # every other dashboard of this checkout
+  render "$@" ag "${VARS_AG:-var-instance=sqlag1}" "$BOARDS/mssql-memory-pressure.json"
 }
 look "$GRAFANA_TOOLS" "$GRAFANA_HOME" "$OUT"
 [[ -z $GRAFANA9_HOME ]] || { mkdir -p "$OUT/grafana-9"; look "$GRAFANA9_TOOLS" "$GRAFANA9_HOME" "$OUT/grafana-9"; }

@@ -20,7 +20,7 @@ import yaml
 
 from alerts.spec import duration_seconds, number
 from alerts.spec import load as load_spec
-from dashboards.grafana import BLUE, GREEN, ORANGE, RED, TEXT
+from dashboards.grafana import BLUE, GREEN, ORANGE, RED, TEXT, kept_value
 from dashboards.limits import Limits
 from tests import tools
 from tests.lint.dashboards import BOARDS, panels, substitute
@@ -51,7 +51,7 @@ def display_name(panel: dict[str, Any], ref: str) -> str | None:
     """A query's field name for a by-name override: a table column's header (organize's rename)."""
     for transformation in panel.get("transformations", []):
         if transformation["id"] == "organize":
-            return transformation["options"]["renameByName"].get(f"Value #{ref}")
+            return transformation["options"]["renameByName"].get(kept_value(f"Value #{ref}"))
     return None
 
 

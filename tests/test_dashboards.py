@@ -30,7 +30,7 @@ import yaml
 from alerts.spec import Spec, number
 from alerts.spec import load as load_spec
 from dashboards import fleet, frame, generate, limits, queries
-from dashboards.grafana import CORE_PANEL_TYPES, DS, GRID_COLUMNS, SCHEMA_VERSION
+from dashboards.grafana import CORE_PANEL_TYPES, DS, GRID_COLUMNS, KEEP_VALUE, SCHEMA_VERSION, override
 from dashboards.panels import ANY, AT_FLOOR
 from dashboards.tempdb_governance import AT_LIMIT
 from tests import tools
@@ -67,6 +67,8 @@ DEADLINE = 100.0  # seconds from the stand-ins' start until every scenario has s
 TEMPDB_VOLUME = "/var/opt/mssql/tempdb"
 POOL = "nvme-tempdb"
 MB = 10**6
+# The override every table has: its no-data text belongs to the empty table, not to each empty cell.
+EMPTY_CELLS_STAY_EMPTY = override(".*", ("noValue", ""), regex=True)
 
 
 # --- generated and committed -------------------------------------------------------------------------
@@ -223,7 +225,7 @@ def test_panels(uid):
         assert len(refs) == len(set(refs)), f"{title}: duplicate refIds"
         for target in panel["targets"]:
             assert target["datasource"] == DS, f"{title}/{target['refId']}: datasource is not ${{datasource}}"
-            if panel["type"] in ("stat", "gauge", "bargauge", "table"):
+            if panel["type"] in ("stat", "bargauge", "table"):
                 assert target["instant"], (
                     f"{title}/{target['refId']}: a single-value panel runs instant queries"
                 )
@@ -261,6 +263,64 @@ def test_every_long_window_figure_waits_for_the_same_coverage(q):
     assert q.panel is not None
     said = q.panel["fieldConfig"]["defaults"].get("noValue", "") + " " + q.panel["description"]
     assert f"{limits.duration(seconds)} of data" in " ".join(said.split()), q
+
+
+# The screen the dashboards are looked at on (make dashboards-look): 1,600 px, less Grafana's margins; a
+# table's cells sit inside the panel's padding. Grafana 12.4's default column minimum (TableNG COLUMN).
+SCREEN_PX, PANEL_PADDING_PX, GRAFANA_MIN_COLUMN_PX = 1600 - 32, 24, 150
+
+
+def _column_widths(panel: dict[str, Any]) -> tuple[list[str], dict[str, float], dict[str, float]]:
+    """A table's shown columns, and the widths and minimum widths its overrides give them."""
+    organize = panel["transformations"][-1]["options"]
+    excluded = {name for name, on in organize["excludeByName"].items() if on}
+    props = {
+        o["matcher"]["options"]: {p["id"]: p["value"] for p in o["properties"]}
+        for o in panel["fieldConfig"]["overrides"]
+        if o["matcher"]["id"] == "byName"
+    }
+    shown = [
+        name
+        for name in organize["indexByName"]
+        if name not in excluded and not props.get(name, {}).get("custom.hideFrom.viz")
+    ]
+    widths = {n: props[n]["custom.width"] for n in shown if "custom.width" in props.get(n, {})}
+    minimum = panel["fieldConfig"]["defaults"]["custom"].get("minWidth", GRAFANA_MIN_COLUMN_PX)
+    minimums = {n: props.get(n, {}).get("custom.minWidth", minimum) for n in shown}
+    return shown, widths, minimums
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_every_table_fits_its_panel_at_1600_px(uid):
+    """Grafana 12.4 gives a column its width, or else an equal share of what the widths leave, but never
+    less than its minimum (computeColWidths in TableNG): minimums above that share push the last columns
+    past the right edge, out of sight ("Uptime", "In service since", "System volume" were)."""
+    for panel in panels(BOARDS[uid]):
+        if panel["type"] != "table":
+            continue
+        shown, widths, minimums = _column_widths(panel)
+        room = panel["gridPos"]["w"] / GRID_COLUMNS * SCREEN_PX - PANEL_PADDING_PX
+        auto = [n for n in shown if n not in widths]
+        share = (room - sum(widths.values())) / len(auto)
+        needed = sum(widths.values()) + sum(max(minimums[n], share) for n in auto)
+        title = panel["title"]
+        assert needed <= room + 1, f"{title}: {len(shown)} columns need {needed:.0f} of {room:.0f} px"
+
+
+@pytest.mark.parametrize("uid", list(BOARDS))
+def test_every_regex_override_matches_a_series_as_grafana_anchors_it(uid):
+    """Grafana matches a byRegexp override against the whole display name (stringToJsRegex adds ^ and $
+    to a pattern without slashes): "hit ratio$" matched no series of the plan cache panel, whose hit
+    ratios were drawn on the bytes axis, flat at its bottom."""
+    for panel in panels(BOARDS[uid]):
+        legends = [t.get("legendFormat", "") for t in panel.get("targets", [])]
+        names = [re.sub(r"\{\{\s*\w+\s*\}\}", "x", legend) for legend in legends]
+        for item in panel.get("fieldConfig", {}).get("overrides", []):
+            if item["matcher"]["id"] != "byRegexp" or panel["type"] == "table":
+                continue
+            pattern = item["matcher"]["options"]
+            title = panel["title"]
+            assert any(re.fullmatch(pattern, name) for name in names), f"{title}: {pattern!r} {names}"
 
 
 @pytest.mark.parametrize("uid", list(BOARDS))
@@ -381,16 +441,21 @@ def test_table_columns_are_the_ones_the_overrides_name(uid):
         if panel["type"] != "table":
             continue
         ids = [t["id"] for t in panel["transformations"]]
-        assert ids == ["merge", "organize"], f"{panel['title']}: {ids}"
-        organize = panel["transformations"][1]["options"]
+        assert ids == ["merge", "groupBy", "organize"], f"{panel['title']}: {ids}"
+        organize = panel["transformations"][2]["options"]
         refs = {t["refId"] for t in panel["targets"]}
-        renamed = organize["renameByName"]
+        # The group-by keeps each value column as "Value #A (lastNotNull)" (grafana.merge_and_organize).
+        renamed = {
+            kept.removesuffix(f" ({KEEP_VALUE})"): name for kept, name in organize["renameByName"].items()
+        }
         hidden = {name for name, on in organize["excludeByName"].items() if on}
         for value_column in renamed:
             assert value_column.removeprefix("Value #") in refs, f"{panel['title']}: {value_column}"
         assert {f"Value #{r}" for r in refs} <= set(renamed) | hidden, f"{panel['title']}: unnamed column"
         columns = set(renamed.values()) | set(organize["indexByName"])
         for item in panel["fieldConfig"]["overrides"]:
+            if item == EMPTY_CELLS_STAY_EMPTY:
+                continue
             assert item["matcher"]["id"] == "byName"
             assert item["matcher"]["options"] in columns, f"{panel['title']}: no column {item['matcher']}"
         for sort in panel["options"].get("sortBy", []):
@@ -755,7 +820,8 @@ def doc_figures(spec: Spec) -> list[str]:
         f"{_as_adjective(lim.tempdb_long_window)} averages)",
         f"each pool's write rate over {_as_words(lim.pool_short_window)} and "
         f"{_as_words(lim.pool_long_window)}",
-        f"marks at {pct(end.budget_high_share)} (budget) and {pct(end.exhaustion_share)} (worn out",
+        f"orange from {pct(end.budget_high_share)} (budget) and red from {pct(end.exhaustion_share)} "
+        "(worn out",
         f"(orange under {limits.duration(end.remaining_warning_seconds)}, red under "
         f"{limits.duration(end.remaining_critical_seconds)})",
         f"lazy writes, free list stalls and lookups per batch ({rate_window} averages)",
@@ -883,9 +949,9 @@ def test_the_host_variable_starts_at_none_since_nothing_ties_it_to_the_instance(
 def test_the_fleet_says_where_to_find_the_worst_pool():
     instances = _panel(frame.FLEET_UID, "Instances")
     pools = _panel(frame.FLEET_UID, fleet.FLEET_POOLS_TITLE)
-    assert "Worst pool share" in instances["transformations"][1]["options"]["renameByName"].values()
+    assert "Worst pool share" in instances["transformations"][-1]["options"]["renameByName"].values()
     assert repr(fleet.FLEET_POOLS_TITLE) in instances["description"]
-    columns = pools["transformations"][1]["options"]["indexByName"]
+    columns = pools["transformations"][-1]["options"]["indexByName"]
     assert {"instance", "pool", "Share of rating"} <= set(columns)
     assert pools["options"]["sortBy"] == [{"desc": True, "displayName": "Share of rating"}]
 

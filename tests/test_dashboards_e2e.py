@@ -33,6 +33,7 @@ from tests.lint.dashboards import (
     BOARDS,
     Q,
     long_window_figures,
+    panels,
     queries,
     substitute,
     variable_promql,
@@ -166,6 +167,24 @@ def _judged_apart(q: Q) -> bool:
     one of them is empty by design, and the panel has data when any of them has."""
     overrides = (q.panel or {}).get("fieldConfig", {}).get("overrides", [])
     return any(o["matcher"]["id"] == "byFrameRefID" for o in overrides)
+
+
+def _labels_no_table_groups_by(results: dict[tuple[str, str, str, str], list[dict[str, Any]]]) -> list[str]:
+    """A table groups its rows by the label columns it names (grafana.merge_and_organize, so that an empty
+    table says why): a label its queries return that it does not name would vanish from the table."""
+    problems = []
+    for (board_uid, where, ref, scenario), got in results.items():
+        tables = [p for p in panels(BOARDS[board_uid]) if p.get("title") == where and p["type"] == "table"]
+        if not tables:
+            continue  # another panel, a variable or an annotation
+        [panel] = tables
+        [group_by] = [t["options"]["fields"] for t in panel["transformations"] if t["id"] == "groupBy"]
+        keys = {name for name, how in group_by.items() if how["operation"] == "groupby"}
+        for series in got:
+            dropped = set(series["metric"]) - keys - {"__name__"}
+            if dropped:
+                problems.append(f"{where} / {ref} [{scenario}]: labels {sorted(dropped)} are no row key")
+    return sorted(set(problems))
 
 
 def _target(board: str, title: str, ref: str = "A") -> Q:
@@ -344,6 +363,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             if sorted(empty) == sorted(shown):
                 failures.append(f"{board_uid} / {where} [{scenario}]: no query has data (Grafana: No data)")
         timeline.mark(f"{len(results)} queries run")
+        failures += _labels_no_table_groups_by(results)
         if failures:
             raise stack.fail(f"{len(failures)} dashboard queries failed:\n" + "\n".join(failures))
 

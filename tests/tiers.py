@@ -35,6 +35,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_config": "unit",
     "test_dashboard_verdicts": "unit",
     "test_dashboards": "unit",
+    "test_dashboards_no_data": "unit",  # every panel says why it is empty, where 12.4 shows it
     "test_drive_parse": "unit",
     "test_declarations": "unit",  # the docs tables; its probes of each declared collector raise themselves
     "test_standin_counters": "unit",  # the stand-in's counter rows, read in-process
@@ -103,6 +104,7 @@ MODULE_TIERS: dict[str, str] = {
     # promtool: rule unit tests and config checks by Prometheus' tools
     "test_alerting": "promtool",
     "test_coverage_tiers": "promtool",
+    "test_dashboard_failover_marks": "promtool",  # the failover marks through Grafana's annotation filter
     "test_rules_generated": "promtool",
     "test_fleet_rules": "promtool",  # the fleet group under promtool and `thanos tools rules-check`
     "test_rules_labelled": "promtool",
