@@ -21,6 +21,8 @@ NO_VIEW = (
     "Only on SQL Server 2025, Azure SQL Database, Managed Instance with the 2025 policy, or collector "
     f"{memory_health.COLLECTOR.name} off"
 )
+# The stat's own: Grafana sizes a stat's text to fit its box, so the long one above would be unreadable.
+NO_VIEW_SHORT = f"2025 only, or collector {memory_health.COLLECTOR.name} off"
 # The counter's `level` label values, severity 1 to 3, in the colours a DBA reads them by.
 LEVEL_COLOURS = {"low": GREEN, "medium": ORANGE, "high": RED}
 
@@ -44,7 +46,7 @@ def memory_health_panels(lim: Limits) -> list[Panel]:
             width=8,
             mappings=value_map({1: ("LOW", GREEN), 2: ("MEDIUM", ORANGE), 3: ("HIGH", RED)}),
             links=[lim.runbook(MEMORY_HEALTH_HIGH), lim.runbook(MEMORY_HEALTH_DEGRADED)],
-            no_value=NO_VIEW,
+            no_value=NO_VIEW_SHORT,
         ),
         Panel(
             "timeseries",

@@ -63,7 +63,8 @@ def governance_panels(lim: Limits) -> list[Panel]:
             min=0,
             max=1,
             thresholds=Thresholds((Step(GREEN, None), Step(ORANGE, share), Step(RED, AT_LIMIT))),
-            no_value=f"No governed workload group: {ONLY_2025} and a limit in effect",
+            # A bar gauge draws its text as one bar's name, cut at the panel's width: kept short.
+            no_value=f"No limit in effect, or {gov.COLLECTOR.name} off",
             links=[lim.runbook(names_.TEMPDB_GROUP_NEAR_LIMIT)],
         ),
         Panel(
