@@ -14,6 +14,11 @@ sys.dm_hadr_database_replica_states, both SQL Server 2012 and later):
 - log_send_queue_size and redo_queue_size are KB; log_send_rate and redo_rate are KB per second, an
   average SQL Server works out itself (a gauge, not a counter to rate()). NULL (e.g. on a primary's own
   database row) leaves the series out.
+- role is defined for a local or a connected replica; a partner that has left shows NULL there (only in
+  the primary's is_local 0 rows, which are not read). A NULL or undocumented role is exported as
+  `unknown` and gives no is_primary series: the alert rules treat such a target as no secondary.
+- The catalog views answer a login without VIEW ANY DEFINITION with no rows, not an error (metadata
+  visibility): the state rows then have ids and no names, which is logged once per target.
 
 The GUIDs are cast to text so every driver reads them the same way; the names come from the catalog
 views sys.availability_groups and sys.availability_replicas in sections of their own (a few rows each).
@@ -249,7 +254,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     for row in rows_of(results, DATABASES_TAG):
         group_id = _key(row.get("group_id"))
         # DB_NAME is NULL for a database already dropped while its replica row lingers; two of them would
-        # give two series with one label set (database=""), of which Prometheus keeps one at random.
+        # give two series with one label set (database=""), and Prometheus drops all but the first.
         name = str(row.get("database_name") or "").strip()
         database_id = number(row.get("database_id"), "database_id")
         labels = {
