@@ -23,9 +23,13 @@ IS_PRIMARY = ag_collector.REPLICA_IS_PRIMARY.name
 
 def secondary(spec: Spec) -> str:
     """Series of a target while it is a secondary replica and the primary of none of its groups (a target
-    that is the primary of one group and a secondary of another serves writes: it still pages)."""
+    that is the primary of one group and a secondary of another serves writes: it still pages). A target
+    whose role in any group is RESOLVING or unknown (`mssql_ag_replica_info{role!="secondary"}`, NULL role
+    or a group it is being removed from) is no secondary either: a replica nobody can place keeps paging
+    rather than being quietly demoted to a warning."""
     role = metric(spec, IS_PRIMARY)
-    return f"{role} == 0\n  unless on ({INSTANCE}) {role} == 1"
+    not_secondary = metric(spec, ag_collector.REPLICA_INFO.name, 'role!="secondary"')
+    return f"{role} == 0\n  unless on ({INSTANCE}) ({role} == 1 or {not_secondary})"
 
 
 def alert_rules(spec: Spec) -> list[dict[str, Any]]:

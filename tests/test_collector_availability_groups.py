@@ -7,6 +7,7 @@ not document, or a filter the interpreter drops, fails here.
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -14,7 +15,7 @@ from mssql_memory_exporter.batch import ResultSet, render_batch, route, sections
 from mssql_memory_exporter.collectors import COLLECTORS, availability_groups
 from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext, SectionResult
 
-from tests.conftest import exposition
+from tests.conftest import exposition, make_config, scrape, value
 from tests.standin.scenario import Clock, Instance, Scenario
 from tests.standin.tsql import Interpreter
 
@@ -152,3 +153,169 @@ def test_on_azure_sql_database_the_views_are_absent_and_the_collector_answers_un
     assert Instance(Scenario.load("managed-instance"), Clock(manual=True)).object_exists(
         "sys.dm_hadr_database_replica_states"
     )
+
+
+# Bad input over real TDS (issue 28): a replica that has left, a login that may read the AG views on one
+# replica and not on the other. One exporter, the real batch, FreeTDS against the stand-in.
+
+AG1, AG3 = "ag1", "6f1c2a1e-0000-4000-8000-00000000a003"  # ag3 is being removed: its catalog rows are gone
+SCRAPES_AT = (0.0, 15.0, 30.0)
+COLLECTOR_LOG = "mssql_memory_exporter.collectors.availability_groups"
+SCRAPE_LOG = "mssql_memory_exporter.scrape"
+
+
+def ag_samples(samples: dict) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    out: dict[str, dict] = {}
+    for (name, labels), v in samples.items():
+        if name.startswith("mssql_ag_"):
+            out.setdefault(name, {})[labels] = v
+    return out
+
+
+def successes(samples: dict) -> dict[str, float]:
+    return {
+        dict(k)["collector"]: v for (n, k), v in samples.items() if n == "mssql_exporter_collector_success"
+    }
+
+
+def test_a_replica_that_has_left_leaves_no_made_up_figures_and_the_scrape_intact(
+    standin, scraper_for, caplog
+):
+    """ag-replica-left: ag1's partner gone (no role, disconnected), ag2 RESOLVING with NULL queues, ag3
+    being removed (no names, no role, two databases already dropped). Three scrapes, one exporter."""
+    s = standin("ag-replica-left")
+    config = s.config()
+    scraper = scraper_for(config)
+    got = []
+    with caplog.at_level(logging.INFO):
+        for at in SCRAPES_AT:
+            s.clock.advance(at - s.clock.now())
+            got.append(scrape(scraper, config))
+    for samples in got:
+        assert value(samples, "mssql_up") == 1
+        assert set(successes(samples).values()) == {1.0}, successes(samples)
+        assert value(samples, "mssql_page_life_expectancy_seconds") > 0
+    ag = ag_samples(got[-1])
+    info = {(dict(k)["availability_group"], dict(k)["role"]) for k in ag["mssql_ag_replica_info"]}
+    assert info == {(AG1, "primary"), ("ag2", "resolving"), (AG3, "unknown")}
+    # Only this server's replicas: sqlag2 (gone) and sqlag3 (no state row) are the primary's to know of.
+    replicas = {dict(k)["replica"] for k in ag["mssql_ag_replica_info"]}
+    assert replicas == {"sqlag1", "6f1c2a1e-0000-4000-8000-0000000003a1"}
+    # A NULL role is not "not the primary": no is_primary series rather than a made-up 0.
+    primary = {dict(k)["availability_group"]: v for k, v in ag["mssql_ag_replica_is_primary"].items()}
+    assert primary == {AG1: 1, "ag2": 0}
+    health = {
+        dict(k)["availability_group"]: v for k, v in ag["mssql_ag_replica_synchronization_health"].items()
+    }
+    connected = {dict(k)["availability_group"]: v for k, v in ag["mssql_ag_replica_connected"].items()}
+    assert (health, connected) == ({AG1: 1, "ag2": 0}, {AG1: 1, "ag2": 0})
+    # NULL queue figures give no series at all, never 0 bytes.
+    for name in ag_collector_queues():
+        assert name not in ag, name
+    # Databases already dropped (DB_NAME NULL) keep their id: two of them must not collide on "".
+    databases = {dict(k)["database"] for k in ag["mssql_ag_database_synchronization_health"]}
+    assert databases == {"sales", "inventory", "41", "42"}
+    # At most one line about all this, not one per scrape: ag3's missing names, said once.
+    lines = [r.getMessage() for r in caplog.records if r.name == COLLECTOR_LOG]
+    assert len(lines) == 1 and AG3 in lines[0] and "VIEW ANY DEFINITION" in lines[0], lines
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING and r.name != COLLECTOR_LOG]
+
+
+def ag_collector_queues() -> list[str]:
+    return [
+        spec.name
+        for spec in (
+            availability_groups.LOG_SEND_QUEUE_BYTES,
+            availability_groups.LOG_SEND_RATE,
+            availability_groups.REDO_QUEUE_BYTES,
+            availability_groups.REDO_RATE,
+        )
+    ]
+
+
+def pair_config(a, b) -> object:
+    return make_config({"sqlag1": a.target_yaml("sqlag1"), "sqlag2": b.target_yaml("sqlag2")})
+
+
+def scrape_pair(scraper, config, a, b) -> list[tuple[dict, dict]]:
+    got = []
+    for at in SCRAPES_AT:
+        for s in (a, b):
+            s.clock.advance(at - s.clock.now())
+        got.append((scrape(scraper, config, "sqlag1"), scrape(scraper, config, "sqlag2")))
+    return got
+
+
+@pytest.mark.parametrize(
+    ("error", "permission"),
+    [(300, "VIEW SERVER STATE"), (229, "SELECT permission was denied")],
+    ids=["no-view-server-state", "deny-select"],
+)
+def test_a_login_denied_the_ag_views_on_one_replica_fails_only_that_targets_collector(
+    standin, scraper_for, caplog, error, permission
+):
+    a, b = standin("ag-pair-a"), standin("ag-pair-b")
+    for view in (availability_groups.REPLICA_STATES, availability_groups.DATABASE_STATES):
+        b.instance.denied.add(view, error)
+    config = pair_config(a, b)
+    scraper = scraper_for(config)
+    with caplog.at_level(logging.INFO):
+        got = scrape_pair(scraper, config, a, b)
+    for first, second in got:
+        # sqlag1's AG series are intact: its role, health and the primary's own database row.
+        assert (
+            value(
+                first, availability_groups.REPLICA_IS_PRIMARY.name, availability_group=AG1, replica="sqlag1"
+            )
+            == 1
+        )
+        assert value(first, "mssql_exporter_collector_success", collector="availability_groups") == 1
+        assert set(successes(first).values()) == {1.0}
+        # sqlag2: up, its AG collector failed, every other collector intact, no AG series at all.
+        assert value(second, "mssql_up") == 1
+        assert value(second, "mssql_exporter_collector_success", collector="availability_groups") == 0
+        assert {c for c, v in successes(second).items() if v != 1} == {"availability_groups"}
+        assert not ag_samples(second)
+    failed = [
+        r
+        for r in caplog.records
+        if r.name == SCRAPE_LOG
+        and getattr(r, "collector", None) == "availability_groups"
+        and r.levelno >= logging.WARNING
+    ]
+    # Once, naming the target and what SQL Server refused; not once per scrape; never for sqlag1.
+    assert len(failed) == 1, [(r.getMessage(), r.__dict__.get("err")) for r in failed]
+    assert failed[0].target == "sqlag2" and permission in failed[0].err and str(error) in failed[0].err
+
+
+def test_a_login_without_view_any_definition_on_one_replica_is_named_once(standin, scraper_for, caplog):
+    """Without VIEW ANY DEFINITION SQL Server raises no error on a catalog view: metadata visibility
+    leaves its rows out. The DMV rows still come, so sqlag2's series carry the group's and replica's ids
+    where sqlag1's carry names; the collector succeeds and says why, once."""
+    a, b = standin("ag-pair-a"), standin("ag-pair-b")
+    b.instance.scenario.views["availability_groups"] = []
+    b.instance.scenario.views["availability_replicas"] = []
+    config = pair_config(a, b)
+    scraper = scraper_for(config)
+    with caplog.at_level(logging.INFO):
+        got = scrape_pair(scraper, config, a, b)
+    group_id = "6f1c2a1e-0000-4000-8000-00000000a001"
+    for first, second in got:
+        assert (
+            value(
+                first, availability_groups.REPLICA_IS_PRIMARY.name, availability_group=AG1, replica="sqlag1"
+            )
+            == 1
+        )
+        assert value(second, "mssql_exporter_collector_success", collector="availability_groups") == 1
+        assert (
+            value(
+                second,
+                availability_groups.REPLICA_IS_PRIMARY.name,
+                availability_group=group_id,
+                replica="6f1c2a1e-0000-4000-8000-0000000000b2",
+            )
+            == 0
+        )
+    lines = [(getattr(r, "target", None), r.getMessage()) for r in caplog.records if r.name == COLLECTOR_LOG]
+    assert len(lines) == 1 and "VIEW ANY DEFINITION" in lines[0][1] and "sqlag2" in lines[0][1], lines

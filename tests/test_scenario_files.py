@@ -95,9 +95,16 @@ def test_name_and_description_are_not_inherited(tmp_path: Path):
 SHIPPED = sorted(p.stem for p in SCENARIO_DIR.glob("*.yml") if p.stem != "base")
 
 
+def base_of(name: str) -> str:
+    """The scenario a shipped one extends at the root: base, directly or through another shipped one (a
+    bad-input variant of a pair, such as ag-replica-left of ag-pair-a, states only what it changes)."""
+    parent = yaml.safe_load((SCENARIO_DIR / f"{name}.yml").read_text()).get("extends")
+    return parent if parent == "base" or parent not in SHIPPED else base_of(parent)
+
+
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_scenario_extends_the_base(name: str):
-    assert yaml.safe_load((SCENARIO_DIR / f"{name}.yml").read_text()).get("extends") == "base"
+    assert base_of(name) == "base"
     Scenario.load(name)  # and loads
 
 

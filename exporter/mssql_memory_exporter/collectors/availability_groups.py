@@ -14,6 +14,11 @@ sys.dm_hadr_database_replica_states, both SQL Server 2012 and later):
 - log_send_queue_size and redo_queue_size are KB; log_send_rate and redo_rate are KB per second, an
   average SQL Server works out itself (a gauge, not a counter to rate()). NULL (e.g. on a primary's own
   database row) leaves the series out.
+- role is defined for a local or a connected replica; a partner that has left shows NULL there (only in
+  the primary's is_local 0 rows, which are not read). A NULL or undocumented role is exported as
+  `unknown` and gives no is_primary series: the alert rules treat such a target as no secondary.
+- The catalog views answer a login without VIEW ANY DEFINITION with no rows, not an error (metadata
+  visibility): the state rows then have ids and no names, which is logged once per target.
 
 The GUIDs are cast to text so every driver reads them the same way; the names come from the catalog
 views sys.availability_groups and sys.availability_replicas in sections of their own (a few rows each).
@@ -21,6 +26,7 @@ views sys.availability_groups and sys.availability_replicas in sections of their
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
@@ -31,18 +37,23 @@ DATABASE_STATES = "sys.dm_hadr_database_replica_states"
 GROUPS = "sys.availability_groups"
 REPLICAS = "sys.availability_replicas"
 
+log = logging.getLogger(__name__)
+
 REPLICA_TAG = "ag_replica"
 DATABASES_TAG = "ag_databases"
 GROUPS_TAG = "ag_groups"
 REPLICAS_TAG = "ag_replica_names"
 
 ROLES = {0: "resolving", 1: "primary", 2: "secondary"}
+UNKNOWN_ROLE = "unknown"  # role NULL: the page gives a role only to a local or a connected replica
+# ctx.memo key (per target, kept between scrapes): the ids last logged as having no catalog name.
+UNNAMED_LOGGED_KEY = "ag_unnamed_logged"
 
 NO_GROUP = "on a server in no availability group"
 NULL_TOO = NO_GROUP + ", and where SQL Server reports NULL"
 GROUP = Label("availability_group", "`sys.availability_groups.name` (the group id if the name is gone)")
 REPLICA = Label("replica", "`sys.availability_replicas.replica_server_name` (the replica id if gone)")
-DATABASE = Label("database", "`DB_NAME(database_id)`")
+DATABASE = Label("database", "`DB_NAME(database_id)` (the database id if the database is gone)")
 REPLICA_INFO = MetricSpec(
     name="mssql_ag_replica_info",
     type="gauge",
@@ -52,7 +63,11 @@ REPLICA_INFO = MetricSpec(
     source=f"`{REPLICA_STATES}` `role` 1, 2, 0 as `primary`, `secondary`, `resolving`",
     question="Which availability groups is this target a replica of, and in which role? One per group; its "
     "`role` label changes at a failover.",
-    labels=(GROUP, REPLICA, Label("role", "`primary`, `secondary` or `resolving`")),
+    labels=(
+        GROUP,
+        REPLICA,
+        Label("role", "`primary`, `secondary`, `resolving`, or `unknown` where `role` is NULL"),
+    ),
     conditional=NO_GROUP,
 )
 REPLICA_IS_PRIMARY = MetricSpec(
@@ -60,7 +75,7 @@ REPLICA_IS_PRIMARY = MetricSpec(
     type="gauge",
     help="1 while this replica is the primary of its availability group, else 0; changes mark failovers.",
     unit="0/1",
-    source=f"`{REPLICA_STATES}` `role` = 1",
+    source=f"`{REPLICA_STATES}` `role` = 1 (left out where `role` is NULL)",
     question="Is this replica the primary? The series the alert rules join on "
     "(alerts/availability_groups.py) and the dashboards mark failovers with: it keeps one series through "
     "a failover.",
@@ -164,9 +179,9 @@ SECTIONS = (
     ),
     _section(
         DATABASES_TAG,
-        "CAST(drs.group_id AS nvarchar(36)) AS group_id, DB_NAME(drs.database_id) AS database_name,"
-        " drs.synchronization_health, drs.log_send_queue_size, drs.log_send_rate, drs.redo_queue_size,"
-        " drs.redo_rate",
+        "CAST(drs.group_id AS nvarchar(36)) AS group_id, drs.database_id,"
+        " DB_NAME(drs.database_id) AS database_name, drs.synchronization_health, drs.log_send_queue_size,"
+        " drs.log_send_rate, drs.redo_queue_size, drs.redo_rate",
         f"{DATABASE_STATES} AS drs",
         DATABASE_STATES,
         "\nWHERE drs.is_local = 1",
@@ -189,20 +204,45 @@ def _names(results: Mapping[str, SectionResult], tag: str, key: str, name: str) 
     return {_key(r.get(key)): str(r.get(name) or "").strip() for r in rows_of(results, tag)}
 
 
+def _say_once_what_has_no_name(ctx: ScrapeContext, unnamed: list[str]) -> None:
+    """One line per target while the same ids have no name, again only when the set changes (a group that
+    finished leaving, a grant of VIEW ANY DEFINITION): never once per scrape."""
+    said = ctx.memo.get(UNNAMED_LOGGED_KEY, ())
+    ctx.memo[UNNAMED_LOGGED_KEY] = tuple(unnamed)
+    if not unnamed or tuple(unnamed) == said:
+        return
+    log.warning(
+        "target %s: availability group/replica %s has a state row but no row in %s or %s, so its series"
+        " carry the id instead of the name: the login lacks VIEW ANY DEFINITION (SQL Server then leaves"
+        " the catalog rows out without an error), or the group is being removed",
+        ctx.target.name,
+        ", ".join(unnamed),
+        GROUPS,
+        REPLICAS,
+    )
+
+
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
     groups = _names(results, GROUPS_TAG, "group_id", "name")
     replicas = _names(results, REPLICAS_TAG, "replica_id", "replica_server_name")
+    unnamed: dict[str, None] = {}
     for row in rows_of(results, REPLICA_TAG):
         group_id, replica_id = _key(row.get("group_id")), _key(row.get("replica_id"))
-        # A group or replica that has just left may lose its name before its state row: fall back to the id.
+        # A group or replica that is being removed may lose its name before its state row, and a login
+        # without VIEW ANY DEFINITION sees no catalog row at all: fall back to the id, and say so once.
+        unnamed.update(
+            {i: None for i, names in ((group_id, groups), (replica_id, replicas)) if i not in names}
+        )
         labels = {
             "availability_group": groups.get(group_id) or group_id,
             "replica": replicas.get(replica_id) or replica_id,
         }
         role = number(row.get("role"), "role")
-        role_name = ROLES.get(int(role), "unknown") if role is not None else "unknown"
+        role_name = ROLES.get(int(role), UNKNOWN_ROLE) if role is not None else UNKNOWN_ROLE
         out.emit(REPLICA_INFO, 1.0, {**labels, "role": role_name})
-        out.emit(REPLICA_IS_PRIMARY, 1.0 if role_name == "primary" else 0.0, labels)
+        # Not knowing the role is not knowing it is not the primary: no 0 made up for the alert join.
+        if role_name != UNKNOWN_ROLE:
+            out.emit(REPLICA_IS_PRIMARY, 1.0 if role_name == "primary" else 0.0, labels)
         for column, spec in (
             ("synchronization_health", REPLICA_HEALTH),
             ("connected_state", REPLICA_CONNECTED),
@@ -210,11 +250,16 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
             value = number(row.get(column), column)
             if value is not None:
                 out.emit(spec, value, labels)
+    _say_once_what_has_no_name(ctx, list(unnamed))
     for row in rows_of(results, DATABASES_TAG):
         group_id = _key(row.get("group_id"))
+        # DB_NAME is NULL for a database already dropped while its replica row lingers; two of them would
+        # give two series with one label set (database=""), and Prometheus drops all but the first.
+        name = str(row.get("database_name") or "").strip()
+        database_id = number(row.get("database_id"), "database_id")
         labels = {
             "availability_group": groups.get(group_id) or group_id,
-            "database": str(row.get("database_name") or "").strip(),
+            "database": name or (str(int(database_id)) if database_id is not None else ""),
         }
         health = number(row.get("synchronization_health"), "synchronization_health")
         if health is not None:
