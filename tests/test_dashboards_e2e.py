@@ -415,12 +415,13 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
         assert len(marks) == 2 and marks[0][1] < marks[1][0], marks
         assert marks[1][0] == pytest.approx(restarted_at * 1000, abs=6000), (marks, restarted_at)
 
-        # The role-change annotation: one mark per replica since the failover, 1 on the new primary (sqlag2),
-        # 0 on the old one, on every board that carries it.
+        # The role-change annotation: one mark per replica since the failover, each saying what the replica
+        # is now (Grafana draws no mark for a 0, so every value is 1), on every board that carries it.
         for q in (q for q in ALL_QUERIES if _role_change(q)):
-            for name, role in (("sqlag1", "0"), ("sqlag2", "1")):
+            for name, role in (("sqlag1", "a secondary"), ("sqlag2", "the primary")):
                 [series] = results[(q.board, q.where, q.ref, name)]
-                assert {v for _, v in series["values"]} == {role}, (q, name, series["values"][:3])
+                said = {(series["metric"].get("now"), v) for _, v in series["values"]}
+                assert said == {(role, "1")}, (q, name, series["metric"], series["values"][:3])
 
         # The memory-change annotation: micron's max server memory, by the bytes it moved, while the change
         # was within the rate window; nothing else of micron's memory moved.

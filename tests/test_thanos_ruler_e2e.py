@@ -134,7 +134,7 @@ def samples_since(query: str, record: str, since: float) -> list[tuple[float, fl
     return sorted(found)
 
 
-@pytest.mark.parametrize("prometheus", tools.prometheus_versions(), ids=str)
+@pytest.mark.parametrize("prometheus", tools.newest_prometheus(), ids=str)
 def test_thanos_ruler_records_fleet_totals_and_never_a_partial_one(prometheus, standin, tmp_path: Path):
     tools.check_binary(prometheus)
     tools.check_thanos()

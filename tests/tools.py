@@ -123,6 +123,13 @@ def prometheus_versions() -> list[Versioned]:
     return _versions("prometheus")
 
 
+def newest_prometheus() -> list[Versioned]:
+    """The newest release only, for a long stack test whose subject is not Prometheus itself (Thanos
+    Ruler's evaluation, a failover's alerts): the per-release behaviour is covered by shorter tests, and
+    each release costs the suite another 35-50 s."""
+    return prometheus_versions()[-1:]
+
+
 @functools.cache
 def _reported_version(path: str, program: str) -> str | None:
     """The version `path --version` reports, when its first line names `program` ("promtool, version
