@@ -43,7 +43,19 @@ class RepeatLimitedLog:
         self._streaks: dict[tuple[str, str], _Streak] = {}
         self._lock = threading.Lock()
 
-    def failed(self, target: str, what: str, reason: str, msg: str, **extra: object) -> None:
+    def failed(
+        self,
+        target: str,
+        what: str,
+        reason: str,
+        msg: str,
+        *,
+        level: int = logging.WARNING,
+        exc_info: BaseException | None = None,
+        **extra: object,
+    ) -> None:
+        """`exc_info`: an exception whose traceback goes with the streak's first line (and a new
+        reason's), not with the summaries: one traceback says where; repeating it says nothing more."""
         now = self._clock()
         with self._lock:
             streak = self._streaks.get((target, what))
@@ -68,7 +80,7 @@ class RepeatLimitedLog:
             count, since = repeats
             fields["repeated"] = count
             fields["failing_since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(since))
-        self._log.warning(msg, extra=fields)
+        self._log.log(level, msg, extra=fields, exc_info=exc_info if repeats is None else None)
 
     def succeeded(self, target: str, what: str, msg: str, **extra: object) -> None:
         with self._lock:

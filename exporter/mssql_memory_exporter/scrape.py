@@ -277,15 +277,28 @@ class Scraper:
             scratch = out.child()
             try:
                 module.collect(results, ctx, scratch)
+            # Both through the repeat-limited log: a collector that fails on one scrape fails on the next
+            # (the same answer), and a line per scrape per target buried everything else.
             except MissingData as exc:
                 ok = False
-                log.warning(
+                self.repeat_log.failed(
+                    target,
+                    f"collector:{module.name}",
+                    str(exc),
                     "collector found no data",
-                    extra={"target": target, "collector": module.name, "err": str(exc)},
+                    collector=module.name,
                 )
-            except Exception:
+            except Exception as exc:  # an exporter bug: the traceback with the first line says where
                 ok = False
-                log.exception("collector failed", extra={"target": target, "collector": module.name})
+                self.repeat_log.failed(
+                    target,
+                    f"collector:{module.name}",
+                    f"{type(exc).__name__}: {exc}",
+                    "collector failed",
+                    level=logging.ERROR,
+                    exc_info=exc,
+                    collector=module.name,
+                )
             else:
                 if module.name in exported:
                     out.merge(scratch)
