@@ -9,8 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, samples_of, value
 from tests.e2e_stack import Stack
+from tests.failure_checks import eventually
 from tests.fake_smartctl import FakeSmartctl
-from tests.test_failures import eventually
 from tests.test_http_e2e import get
 
 FIRST = "nvme-null-Micron_7400_MTFDKCB1T9TDZ-nvme10.json"  # data_units_written 725,355,323; 5 % used

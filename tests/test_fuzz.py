@@ -8,9 +8,6 @@ silent, goes through the Scraper as a scrape does."""
 
 from __future__ import annotations
 
-import copy
-import functools
-import logging
 import math
 import shutil
 import subprocess
@@ -30,14 +27,13 @@ from mssql_memory_exporter.batch import (
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, ScrapeContext
 from mssql_memory_exporter.collectors.perfcounters import parse_perf_rows, parse_perf_table
-from mssql_memory_exporter.scrape import Scraper
 from mssql_memory_exporter.web import BadRequest, probe_target
 from mssql_memory_exporter.web.requests import MAX_QUERY_FIELDS
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import exposition, make_config
 from tests.standin.scenario import Clock, Instance, Scenario
-from tests.standin.tsql import Interpreter
+from tests.whole_scrapes import ScenarioServer, check_scrape, scrape_through
 
 SECTIONS = sections_of(COLLECTORS)
 PERF_COLUMNS = ("section", "object_name", "counter_name", "instance_name", "cntr_value", "cntr_type")
@@ -343,107 +339,6 @@ def mutated(rs: ResultSet) -> st.SearchStrategy[list[ResultSet]]:
 FATES = ["as sent"] * 6 + ["edited"] * 3 + ["mangled", "failed", "silent"]
 
 
-@functools.cache
-def _loaded(scenario: str) -> Scenario:
-    """A scenario read once (YAML parsing was a third of the fuzz's time); each server plays a copy."""
-    return Scenario.load(scenario)
-
-
-class ScenarioServer:
-    """Stands in for the target's connection: the stand-in's interpreter answers the exporter's real
-    batch for a scenario (so slow sections and volume lookups come and go as in production), and `edit`
-    changes each section's answer before the exporter sees it."""
-
-    def __init__(self, scenario: str, edit: Callable[[ResultSet], list[ResultSet]]) -> None:
-        self.clock = Clock(manual=True)
-        self.interpreter = Interpreter(Instance(copy.deepcopy(_loaded(scenario)), self.clock))
-        self.edit = edit
-        self.batches = 0
-
-    def run(self, sql: str, deadline: float) -> list[ResultSet]:
-        self.clock.advance(15.0)
-        self.batches += 1
-        answer = [
-            ResultSet(tuple(c.name for c in reply.columns), list(reply.rows))
-            for reply in self.interpreter.run(sql)
-            if hasattr(reply, "columns")
-        ]
-        return [edited for rs in answer for edited in self.edit(rs)]
-
-    def close(self) -> None:
-        pass
-
-
-FUZZ_TARGET = {
-    "host": "127.0.0.1",
-    "port": 1,
-    "auth_module": "standin",
-    "pmem_volumes": ["/mnt/pmem0"],
-    "volume_map": {"/var/opt/mssql/tempdb": "/var/opt/mssql/tempdb"},
-    "ssd_pools": {
-        "data": {
-            "drives": {"count": 2, "tbw_per_drive_tb": 7000},
-            "planned_lifetime_years": 5,
-            "in_service_date": "2022-03-01",
-            "volumes": ["/var/opt/mssql/data", "/var/opt/mssql/tempdb", "T:\\"],
-        }
-    },
-}
-FUZZ_CONFIG = make_config({"fuzz": FUZZ_TARGET})
-
-
-class Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-def scrape_through(server: ScenarioServer, scrapes: int) -> list[tuple[str, list[logging.LogRecord]]]:
-    """Scrape the fuzz target `scrapes` times, as the exporter does: each exposition, with what that
-    scrape logged."""
-    scraper = Scraper(FUZZ_CONFIG)
-    # Every scrape's failures must say why (check_scrape), also a repeat of the previous scrape's reason,
-    # which the exporter otherwise logs once and then counts.
-    scraper.repeat_log.interval = 0.0
-    target = FUZZ_CONFIG.targets["fuzz"]
-    scraper._state(target).connection = server  # type: ignore[assignment]
-    logger = logging.getLogger("mssql_memory_exporter")
-    out = []
-    for _ in range(scrapes):
-        handler = Records()
-        logger.addHandler(handler)
-        try:
-            families = scraper.probe(target, 5.0)  # an exception escaping here fails the test
-        finally:
-            logger.removeHandler(handler)
-        out.append((exposition(families), handler.records))
-    return out
-
-
-def check_scrape(text: str, records: list[logging.LogRecord]) -> dict[str, float]:
-    """The exposition parses, the target is up, every collector says whether it succeeded, a failed one
-    logged why (under its name), and nothing exported is NaN or infinite."""
-    families = {family.name: family for family in text_string_to_metric_families(text)}
-    assert [s.value for s in families["mssql_up"].samples] == [1.0]
-    success = {s.labels["collector"]: s.value for s in families["mssql_exporter_collector_success"].samples}
-    enabled = {s.labels["collector"]: s.value for s in families["mssql_exporter_collector_enabled"].samples}
-    # Left out (enabled 0, no success series) only where SQL Server 2025's views are missing.
-    left_out = {m.name for m in COLLECTORS if m.left_out_when_missing and enabled.get(m.name) == 0}
-    assert set(success) == {module.name for module in COLLECTORS} - left_out
-    for collector, ok in success.items():
-        if ok == 0:
-            reasons = [r for r in records if getattr(r, "collector", None) == collector]
-            assert reasons, f"{collector} failed without logging why"
-            assert all(getattr(r, "err", None) or r.exc_info for r in reasons), [r.__dict__ for r in reasons]
-    for family in families.values():
-        for sample in family.samples:
-            assert math.isfinite(sample.value), (sample, family.type)
-    return success
-
-
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
@@ -487,18 +382,28 @@ def test_the_base_scenarios_give_every_collector_rows_to_fuzz():
     assert any(tag.startswith("volumes/") for tag in answered)
 
 
-def _negated(server: list[ScenarioServer]) -> Callable[[ResultSet], list[ResultSet]]:
-    """From the second batch on, every counter-like column arrives negative (a wrapped 32-bit perf
-    counter, a proxy that mangles signs)."""
+# What the collectors' declarations say arrives as a count or a size (MetricSpec.columns), per collector;
+# every perf counter's value is the perf section's cntr_value.
+READINGS = {
+    record.name: {c for spec in record.metrics for c in spec.columns}
+    | ({"cntr_value"} if record.perf_object is not None else set())
+    for record in COLLECTORS
+}
+NEVER_NEGATIVE = {spec.family for record in COLLECTORS for spec in record.metrics if spec.columns}
+
+
+def _negated(
+    server: list[ScenarioServer], seen: dict[str, set[str]]
+) -> Callable[[ResultSet], list[ResultSet]]:
+    """From the second batch on, every column a collector declares as a count or size arrives negative (a
+    wrapped 32-bit perf counter, a proxy that mangles signs); `seen` gathers each section's columns."""
+    columns = set().union(*READINGS.values())
 
     def edit(rs: ResultSet) -> list[ResultSet]:
+        if rs.rows and rs.columns[0] == "section":
+            seen.setdefault(str(rs.rows[0][0]), set()).update(rs.columns)
         if server[0].batches < 2:
             return [rs]
-        columns = {"cntr_value", "num_of_reads", "num_of_bytes_read", "io_stall_read_ms", "num_of_writes"}
-        columns |= {"num_of_bytes_written", "io_stall_write_ms", "pages_kb", "size", "available_bytes"}
-        columns |= {"version_store_reserved_page_count", "unallocated_extent_page_count"}
-        columns |= {"used_log_space_in_bytes"}
-        columns |= {"waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms"}
         at = [i for i, column in enumerate(rs.columns) if column in columns]
         rows = [
             tuple(-abs(v) - 5 if i in at and isinstance(v, int) else v for i, v in enumerate(row))
@@ -510,19 +415,22 @@ def _negated(server: list[ScenarioServer]) -> Callable[[ResultSet], list[ResultS
 
 
 def test_negative_readings_never_become_negative_counters():
+    """No counter and no metric read from a declared count or size goes negative; a collector whose
+    declared columns arrive negative fails (and says why, check_scrape) instead of exporting them. A new
+    collector is covered by declaring its columns; a declared column its sections do not send fails here."""
     holder: list[ScenarioServer] = []
-    holder.append(ScenarioServer("healthy-oltp", _negated(holder)))
+    seen: dict[str, set[str]] = {}
+    holder.append(ScenarioServer("healthy-oltp", _negated(holder, seen)))
+    declared = {r.name for r in COLLECTORS if any(spec.columns for spec in r.metrics)}
+    assert {"wait_stats", "memory_clerks", "tempdb_files", "tempdb_log", "volumes"} <= declared
     negative = set()
     for text, records in scrape_through(holder[0], 3)[1:]:
-        check_scrape(text, records)
         for family in text_string_to_metric_families(text):
-            if family.type == "counter":
-                negative |= {sample.name for sample in family.samples if sample.value < 0}
-            if family.name == "mssql_memory_clerk_bytes":
+            if family.type == "counter" or family.name in NEVER_NEGATIVE:
                 negative |= {sample.name for sample in family.samples if sample.value < 0}
         success = check_scrape(text, records)
-        assert success["memory_clerks"] == 0 and success["wait_stats"] == 0
-        # A negative size or free space is no reading either: the tempdb collectors say so and fail.
-        assert success["tempdb_files"] == success["tempdb_usage"] == success["tempdb_volumes"] == 0
-        assert success["tempdb_log"] == 0
+        assert {name for name in declared if success[name] != 0} == set()
     assert not negative, sorted(negative)
+    for record in COLLECTORS:
+        sent = set().union(*(seen.get(tag, set()) for tag in record.sections))
+        assert READINGS[record.name] <= sent, (record.name, READINGS[record.name] - sent)

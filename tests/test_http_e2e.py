@@ -14,7 +14,7 @@ from mssql_memory_exporter.web.requests import MAX_QUERY_FIELDS
 from tests import tools
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD, samples_of, value
 from tests.e2e_stack import Stack, probe_scrape_config, prometheus_config
-from tests.test_failures import eventually
+from tests.failure_checks import eventually
 
 
 @pytest.fixture

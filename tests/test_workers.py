@@ -8,7 +8,7 @@ import time
 
 from mssql_memory_exporter.workers import IDLE_NAME, WorkerPool
 
-from tests.test_failures import eventually
+from tests.failure_checks import eventually
 
 
 def idle(pool: WorkerPool) -> int:

@@ -70,7 +70,10 @@ MODULE_TIERS: dict[str, str] = {
     "test_collectors": "integration",
     "test_compose": "integration",  # check-jsonschema, git and sh as subprocesses
     "test_drive_failures": "integration",
-    "test_failures": "integration",
+    "test_concurrent_probes": "integration",  # these four: faults through the driver (failure_checks.py)
+    "test_failing_connections": "integration",
+    "test_failing_sections": "integration",  # the record-derived failure matrix
+    "test_slow_and_broken_answers": "integration",
     "test_files": "integration",
     "test_freetds_tls": "integration",
     "test_login_backoff": "integration",

@@ -33,6 +33,11 @@ class MetricSpec:
     # Empty when every stand-in scenario where the collector succeeds shows the metric; otherwise why it
     # may be absent (a feature that is off, a NULL column): the emitted-versus-declared test reads this.
     conditional: str = ""
+    # The columns of its sections' answers it reads a count or a size from: never negative, so a negative
+    # one (a wrapped counter, a mangled sign) is no reading. tests/test_fuzz.py sends each of them negative
+    # and expects the collector to fail rather than export it. Empty for perf counters: their column is the
+    # perf section's `cntr_value`, which that test takes from the record's perf_object.
+    columns: tuple[str, ...] = ()
 
     @property
     def label_names(self) -> tuple[str, ...]:

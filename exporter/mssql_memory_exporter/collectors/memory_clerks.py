@@ -78,6 +78,7 @@ CLERK_BYTES = MetricSpec(
     question="Who holds the memory: buffer pool, plan cache, query workspace, locks, In-Memory OLTP? "
     "Stacked, the series add up to about `mssql_memory_total_bytes` (Total Server Memory).",
     labels=(Label("clerk", "a type in the table below, or `other`"),),
+    columns=("pages_kb",),
 )
 _BY_NAME = {c.casefold(): c for c in CLERKS}
 

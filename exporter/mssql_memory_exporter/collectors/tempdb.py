@@ -27,6 +27,7 @@ def _counter(name: str, help: str, unit: str, column: str, question: str) -> Met
         source=f"{VIRTUAL_FILE_STATS} {column}",
         question=question,
         labels=FILE_LABELS,
+        columns=(column.split("`")[1],),  # the column named first, "`io_stall_write_ms` / 1000"
     )
 
 

@@ -83,8 +83,9 @@ def _gauge(
     question: str,
     labels: tuple[Label, ...] = (),
     conditional: str = "",
+    columns: tuple[str, ...] = (),
 ) -> MetricSpec:
-    return MetricSpec(name, "gauge", help, unit, source, question, labels, conditional)
+    return MetricSpec(name, "gauge", help, unit, source, question, labels, conditional, columns)
 
 
 SIZE_BYTES = _gauge(
@@ -94,6 +95,7 @@ SIZE_BYTES = _gauge(
     "`tempdb.sys.database_files` `size` \u00d7 8192: data files and log; read with every scrape",
     "How large is each tempdb file now?",
     labels=PER_FILE,
+    columns=("size",),
 )
 STARTUP_SIZE_BYTES = _gauge(
     "mssql_tempdb_file_startup_size_bytes",

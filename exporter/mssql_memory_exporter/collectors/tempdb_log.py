@@ -53,6 +53,7 @@ SIZE_BYTES = MetricSpec(
     source="`tempdb.sys.dm_db_log_space_usage` `total_log_size_in_bytes`: all of tempdb's log files together",
     question="How large is tempdb's log now? It grows with autogrowth and shrinks only at a restart (or a "
     "manual shrink).",
+    columns=("total_log_size_in_bytes",),
 )
 USED_BYTES = MetricSpec(
     name="mssql_tempdb_log_used_bytes",
@@ -63,6 +64,7 @@ USED_BYTES = MetricSpec(
     source="`tempdb.sys.dm_db_log_space_usage` `used_log_space_in_bytes`",
     question="How much of it is in use? Used near size means the log must grow at the next change; used "
     "that keeps rising means something holds the truncation point.",
+    columns=("used_log_space_in_bytes",),
 )
 REUSE_WAIT = MetricSpec(
     name="mssql_tempdb_log_reuse_wait",

@@ -58,6 +58,7 @@ SPACE_BYTES = MetricSpec(
         Label("volume", "the volume the file lives on"),
         Label("usage", "one of the five in the table below"),
     ),
+    columns=tuple(column for column, _ in USAGES),
 )
 
 

@@ -42,6 +42,7 @@ SIZE_BYTES = MetricSpec(
     source="`sys.dm_os_volume_stats(2, file_id)` `total_bytes` for tempdb's files, one series per volume",
     question="How large is each volume tempdb's files grow into? Read with every scrape.",
     labels=(VOLUME,),
+    columns=("total_bytes",),
 )
 FREE_BYTES = MetricSpec(
     name="mssql_tempdb_volume_free_bytes",
@@ -52,6 +53,7 @@ FREE_BYTES = MetricSpec(
     question="What can autogrowth of tempdb's files on this volume still take (other files on the volume "
     "take from it too)? Read with every scrape.",
     labels=(VOLUME,),
+    columns=("available_bytes",),
 )
 
 

@@ -38,8 +38,8 @@ KEPT = (
 )
 
 
-def _counter(name: str, help: str, unit: str, source: str, question: str) -> MetricSpec:
-    return MetricSpec(name, "counter", help, unit, source, question, SLOT)
+def _counter(name: str, help: str, unit: str, column: str, source: str, question: str) -> MetricSpec:
+    return MetricSpec(name, "counter", help, unit, source, question, SLOT, columns=(column,))
 
 
 WRITTEN_BYTES = _counter(
@@ -47,6 +47,7 @@ WRITTEN_BYTES = _counter(
     "Bytes SQL Server wrote to database files on this volume, counted by the exporter since it"
     " started (kept when databases go away and across SQL Server restarts).",
     "bytes",
+    "num_of_bytes_written",
     "`sys.dm_io_virtual_file_stats(NULL, NULL)` `num_of_bytes_written` of **every** database file (tempdb "
     f"included), {KEPT}",
     "How much did SQL Server write to each volume, by file type: the writes that wear its SSDs?",
@@ -55,6 +56,7 @@ WRITES = _counter(
     "mssql_volume_writes_total",
     "Writes to database files on this volume.",
     "write operations",
+    "num_of_writes",
     "`num_of_writes`, kept the same way",
     "How many writes did the volume's database files take?",
 )
@@ -62,6 +64,7 @@ WRITE_STALL_SECONDS = _counter(
     "mssql_volume_write_stall_seconds_total",
     "Seconds writers waited for writes to database files on this volume.",
     "seconds",
+    "io_stall_write_ms",
     "`io_stall_write_ms` / 1000, kept the same way",
     "How long did writers wait for their writes to complete, summed over the writes?",
 )
@@ -69,6 +72,7 @@ READ_BYTES = _counter(
     "mssql_volume_read_bytes_total",
     "Bytes SQL Server read from database files on this volume.",
     "bytes",
+    "num_of_bytes_read",
     "`num_of_bytes_read`, kept the same way",
     "How much did SQL Server read from each volume?",
 )
@@ -76,6 +80,7 @@ READS = _counter(
     "mssql_volume_reads_total",
     "Reads from database files on this volume.",
     "read operations",
+    "num_of_reads",
     "`num_of_reads`, kept the same way",
     "How many reads did the volume's database files take?",
 )
@@ -83,19 +88,20 @@ READ_STALL_SECONDS = _counter(
     "mssql_volume_read_stall_seconds_total",
     "Seconds readers waited for reads from database files on this volume.",
     "seconds",
+    "io_stall_read_ms",
     "`io_stall_read_ms` / 1000, kept the same way",
     "How long did readers wait for their reads to complete, summed over the reads?",
 )
 # (counter index, metric, scale): every metric is per (volume, file_type).
 METRICS = tuple(
-    (file_stats.IO_COUNTERS.index(column), spec, scale)
-    for column, spec, scale in (
-        ("num_of_bytes_written", WRITTEN_BYTES, 1.0),
-        ("num_of_writes", WRITES, 1.0),
-        ("io_stall_write_ms", WRITE_STALL_SECONDS, 1e-3),
-        ("num_of_bytes_read", READ_BYTES, 1.0),
-        ("num_of_reads", READS, 1.0),
-        ("io_stall_read_ms", READ_STALL_SECONDS, 1e-3),
+    (file_stats.IO_COUNTERS.index(spec.columns[0]), spec, scale)
+    for spec, scale in (
+        (WRITTEN_BYTES, 1.0),
+        (WRITES, 1.0),
+        (WRITE_STALL_SECONDS, 1e-3),
+        (READ_BYTES, 1.0),
+        (READS, 1.0),
+        (READ_STALL_SECONDS, 1e-3),
     )
 )
 

@@ -63,6 +63,7 @@ TASKS = MetricSpec(
     source="`sys.dm_os_wait_stats` `waiting_tasks_count`",
     question="How often did tasks start waiting on this?",
     labels=(WAIT_TYPE,),
+    columns=("waiting_tasks_count",),
 )
 SECONDS = MetricSpec(
     name="mssql_wait_seconds_total",
@@ -74,6 +75,7 @@ SECONDS = MetricSpec(
     question="How much time went into waiting on it? `rate()` is seconds of waiting per second: on "
     "average that many tasks waiting at once.",
     labels=(WAIT_TYPE,),
+    columns=("wait_time_ms",),
 )
 SIGNAL_SECONDS = MetricSpec(
     name="mssql_wait_signal_seconds_total",
@@ -85,6 +87,7 @@ SIGNAL_SECONDS = MetricSpec(
     question="How much of that was waiting for a CPU after the resource was free? High share: CPU "
     "pressure, not the resource.",
     labels=(WAIT_TYPE,),
+    columns=("signal_wait_time_ms",),
 )
 # (column, metric, divisor): milliseconds become seconds
 COLUMNS = (
