@@ -6,7 +6,7 @@ not answer fails every rule of the group and nothing is recorded, which is right
 silent. These alerts read the ruler's own /metrics, as a shard's Prometheus scrapes it (the spec's
 fleet.ruler_selector), so they are evaluated there and still fire when Query or the ruler is down; the
 ruler cannot page about itself. Opt-in like the smartctl_exporter rules: only a deployment that runs the
-ruler loads alerts/rules/optional/mssql.thanos-ruler.rules.yml, on the Prometheus that scrapes it.
+ruler loads alerts/rules/optional/mssql.thanos-ruler-watch.rules.yml, on the Prometheus that scrapes it.
 
 What the ruler exports (Thanos 0.42.4, read from the real binary): per group, with `strategy="abort"`,
 prometheus_rule_evaluations_total and prometheus_rule_evaluation_failures_total (one evaluation per
@@ -24,7 +24,7 @@ from . import names as N
 from .rule_parts import alert
 from .spec import Spec, number
 
-FILE_NAME = "optional/mssql.thanos-ruler.rules.yml"
+FILE_NAME = "optional/mssql.thanos-ruler-watch.rules.yml"
 PER_GROUP = "job, instance, rule_group"
 
 

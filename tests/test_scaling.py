@@ -286,3 +286,11 @@ def test_long_term_profile_gives_prometheus_the_ruler_watch(tmp_path: Path):
                for t in g["targets"]]
     http = _flag("thanos-ruler", "http-address").rsplit(":", 1)[1]
     assert targets == [f"thanos-ruler:{http}"]
+
+
+def test_every_generated_prometheusrule_has_a_name_of_its_own():
+    """The ruler's PrometheusRule and the opt-in watch on the ruler are applied side by side: one name for
+    both would let the second `kubectl apply` replace the first."""
+    paths = sorted((ROOT / "deploy" / "kubernetes").rglob("*prometheusrule.yaml"))
+    names = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in paths]
+    assert len(paths) >= 3 and len(names) == len(set(names)), dict(zip(map(str, paths), names, strict=True))
