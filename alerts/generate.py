@@ -29,6 +29,7 @@ from . import (
     group_names,
     memory_health,
     smartctl_exporter,
+    thanos_ruler,
 )
 from . import names as N
 from . import tempdb as tempdb_rules
@@ -562,6 +563,8 @@ def render(spec: Spec) -> dict[str, str]:
         # Opt-in (docs/endurance.md): under optional/, which the bundle's `rules/*.rules.yml` does not load.
         smartctl_exporter.FILE_NAME: smartctl_exporter.groups(spec),
         fleet.FILE_NAME: fleet.groups(spec),
+        # Opt-in: the watch on Thanos Ruler, for the shard that scrapes the ruler (docs/scaling.md).
+        thanos_ruler.FILE_NAME: thanos_ruler.groups(spec),
     })
     return {
         path: (HEADER + evaluators.RULER_HEADER if evaluators.is_ruler_file(path) else HEADER) + _dump(data)

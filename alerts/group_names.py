@@ -13,8 +13,11 @@ ALERTS = "mssql.alerts"
 SMARTCTL_EXPORTER = "mssql.smartctl_exporter"
 # Counts and sums across every target of every shard (alerts/fleet.py): evaluated by Thanos Ruler.
 FLEET = "mssql.fleet"
+# The watch on the ruler evaluating FLEET (alerts/thanos_ruler.py): evaluated by a shard's Prometheus that
+# scrapes the ruler, never by the ruler itself, so it still pages when the ruler or Query is down.
+THANOS_RULER_WATCH = "mssql.thanos_ruler"
 
-ALL = (RECORDING, RECORDING_LONG_WINDOW, ALERTS, SMARTCTL_EXPORTER, FLEET)
+ALL = (RECORDING, RECORDING_LONG_WINDOW, ALERTS, SMARTCTL_EXPORTER, FLEET, THANOS_RULER_WATCH)
 
 # Where a group is evaluated (rule_groups.evaluators in alerts/thresholds.yml).
 PROMETHEUS = "prometheus"  # each shard's own Prometheus: the group reads one target's series

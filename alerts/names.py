@@ -50,6 +50,9 @@ AG_REDO_QUEUE_GROWING = "MSSQLAvailabilityRedoQueueGrowing"
 AG_SEND_QUEUE_GROWING = "MSSQLAvailabilitySendQueueGrowing"
 MEMORY_HEALTH_HIGH = "MSSQLMemoryHealthHigh"
 MEMORY_HEALTH_DEGRADED = "MSSQLMemoryHealthDegraded"
+# The optional watch on Thanos Ruler (alerts/thanos_ruler.py), evaluated by a shard that scrapes the ruler.
+FLEET_RULES_FAILING = "MSSQLFleetRulesFailing"
+THANOS_RULER_DOWN = "MSSQLThanosRulerDown"
 
 # Recording rules without a window in their name.
 PLE_MIN = "instance:mssql_buffer_node_page_life_expectancy:min"

@@ -320,6 +320,11 @@ def _evaluators(evaluators: dict[str, Evaluator]) -> dict[str, Evaluator]:
     missing = [name for name in group_names.ALL if name not in evaluators]
     if missing:
         raise ValueError(f"no evaluator for {', '.join(missing)}")
+    if evaluators[group_names.THANOS_RULER_WATCH] != group_names.PROMETHEUS:
+        raise ValueError(
+            f"{group_names.THANOS_RULER_WATCH}: must be evaluated by prometheus (a shard scraping the ruler):"
+            " the ruler cannot page about its own failing evaluations"
+        )
     return evaluators
 
 
@@ -343,6 +348,14 @@ class FleetSpec(_Section):
     # The external label each shard's Prometheus carries (docs/scaling.md): the per-shard counts keep it.
     shard_label: Annotated[StrictStr, AfterValidator(_label_name)]
     interval: Duration  # how often the evaluator (Thanos Ruler) evaluates the group
+    # The watch on the ruler (alerts/thanos_ruler.py): the Prometheus job scraping the ruler's /metrics,
+    # the share of the group's rule evaluations failing over `failing_window` that counts as failing, and
+    # how long before each alert fires.
+    ruler_selector: StrictStr
+    failing_window: Duration
+    failing_share: Ratio
+    failing_for: Duration
+    ruler_down_for: Duration
 
 
 class GrafanaSpec(_Section):

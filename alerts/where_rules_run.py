@@ -33,6 +33,9 @@ READS = {
     group_names.ALERTS: "one target's records; a shard pages for its own targets even when Query is down",
     group_names.SMARTCTL_EXPORTER: "smartctl_exporter's series of one host (opt-in: docs/endurance.md)",
     group_names.FLEET: "every shard: counts and sums across the fleet, per shard and in total",
+    group_names.THANOS_RULER_WATCH: (
+        "Thanos Ruler's own /metrics, on the shard that scrapes it (opt-in: the fleet group failing)"
+    ),
 }
 
 

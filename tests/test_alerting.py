@@ -60,7 +60,10 @@ def output(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def alert_rules() -> list[dict[str, Any]]:
-    return [r for g in yaml.safe_load(ALERT_RULES.read_text())["groups"] for r in g["rules"]]
+    """The bundle's alerts, and those of the opt-in files (alerts/rules/optional/) that have any."""
+    paths = [ALERT_RULES, *sorted((RULES_DIR / "optional").glob("*.rules.yml"))]
+    groups = [g for p in paths for g in yaml.safe_load(p.read_text())["groups"]]
+    return [r for g in groups for r in g["rules"] if "alert" in r]
 
 
 def recording_rules() -> list[dict[str, Any]]:
@@ -139,6 +142,8 @@ def test_input_series_carry_job_and_instance() -> None:
     spec = load_spec()
     # smartctl_exporter's job feeds the optional translation rules (alerts/tests/smartctl_exporter.test.yml).
     foreign = FOREIGN_JOBS | {selector_job(spec.smartctl_exporter_selector, "smartctl_exporter_selector")}
+    # Thanos Ruler's job feeds the optional watch on the fleet group (alerts/tests/thanos_ruler.test.yml).
+    foreign |= {selector_job(spec.fleet.ruler_selector, "fleet.ruler_selector")}
     selector = re.fullmatch(r'job(=~|=)"(.*)"', spec.selector)
     assert selector, "the lint expects the spec's selector to be one job matcher"
     job_regex = re.compile(selector.group(2) if selector.group(1) == "=~" else re.escape(selector.group(2)))

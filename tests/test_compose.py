@@ -337,7 +337,7 @@ def test_images_are_pinned() -> None:
 
 def test_long_running_services_have_health_checks_and_one_shots_do_not_restart() -> None:
     one_shots = {name for name in SERVICES if is_one_shot(name)}
-    assert one_shots == {"mssql-volumes", "mssql-init", "thanos-bucket-volume"}
+    assert one_shots == {"mssql-volumes", "mssql-init", "thanos-bucket-volume", "prometheus-long-term"}
     for name, service in SERVICES.items():
         if name in one_shots:
             continue
@@ -854,7 +854,9 @@ def test_thanos_ruler_reads_query_and_query_serves_what_the_ruler_records() -> N
 
 def test_no_prometheus_loads_the_ruler_files_and_it_carries_the_shard_label() -> None:
     config = load_yaml(COMPOSE_DIR / "prometheus" / "prometheus.yml")
-    assert config["rule_files"] == ["rules/*.rules.yml"]  # not rules/thanos-ruler/
+    # Not rules/thanos-ruler/; long-term/ holds only the opt-in watch on the ruler (profile long-term).
+    assert config["rule_files"] == ["rules/*.rules.yml", "long-term/*.rules.yml"]
+    assert ("prometheus-long-term", "/etc/prometheus/long-term", False) in service_volumes("prometheus")
     assert ("../alerts/rules", "/etc/prometheus/rules", True) in [
         (s, t, b) for s, t, b in service_volumes("prometheus")
     ]

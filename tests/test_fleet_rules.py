@@ -119,6 +119,11 @@ def test_a_site_can_move_a_per_target_group_to_the_ruler(tmp_path: Path):
         ("rule_groups: {evaluators: {mssql.fleeet: prometheus}}", "mssql.fleeet: not a rule group"),
         ("fleet: {shard_label: shard-id}", "fleet.shard_label: 'shard-id' is not a label name"),
         ("fleet: {interval: 1 minute}", "fleet.interval"),
+        # The watch on the ruler must not run in the ruler it watches.
+        ("rule_groups: {evaluators: {mssql.thanos_ruler: thanos_ruler}}",
+         "mssql.thanos_ruler: must be evaluated by prometheus"),
+        ("fleet: {failing_share: 1.5}", "fleet.failing_share"),
+        ("fleet: {failing_window: ten minutes}", "fleet.failing_window"),
     ],
 )
 def test_a_bad_evaluator_or_fleet_setting_is_refused_by_name(tmp_path: Path, site: str, named: str):

@@ -234,3 +234,63 @@ def test_thanos_script_reads_the_real_gos_module_directory(fake_go: dict[str, st
     assert result.returncode == 0, result.stderr
     assert "building thanos 0.42.4" in result.stderr
     assert tools._reported_version(str(tools.thanos_bin(fake_go)), "thanos") == "0.42.4"
+
+
+# --- the watch on Thanos Ruler in the long-term profile ----------------------------------------------
+
+
+def test_long_term_profile_gives_prometheus_the_ruler_watch(tmp_path: Path):
+    """The one-shot's own script, run here against directories standing in for its mounts, leaves what the
+    Prometheus config's globs read: the opt-in rule file (promtool loads it) and the ruler as the target of
+    the job the rules select. Without the profile the volume is empty and nothing of it loads."""
+    from alerts import thanos_ruler
+    from alerts.spec import load
+    from tests.test_compose import container_view
+
+    services = _compose()["services"]
+    oneshot = services["prometheus-long-term"]
+    assert oneshot["profiles"] == ["long-term"]
+    assert "profiles" not in services["prometheus"], "the default profile keeps its Prometheus"
+    volume, inside = next(v.split(":")[:2] for v in oneshot["volumes"] if not v.startswith("."))
+    mounted = {v.split(":")[0]: v.split(":")[1] for v in services["prometheus"]["volumes"]}
+    assert mounted[volume] == "/etc/prometheus/long-term"
+    source, src = next(v.split(":")[:2] for v in oneshot["volumes"] if v.startswith("."))
+    assert (COMPOSE.parent / source).resolve() == ROOT / "alerts" / "rules" / thanos_ruler.FILE_NAME
+
+    root = container_view("prometheus", tmp_path / "view")
+    filled = root / "etc" / "prometheus" / "long-term"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "wget").write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "wget.args"}\n')
+    (shim / "wget").chmod(0o755)
+    script = oneshot["entrypoint"][-1].replace(f"{inside}/", f"{filled}/")
+    script = script.replace(src, str(COMPOSE.parent / source))
+    subprocess.run(["sh", "-c", script], env={**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"},
+                   check=True, timeout=30)
+    assert (tmp_path / "wget.args").read_text().split()[-1] == "http://prometheus:9090/-/reload"
+
+    promtool = tools.promtool_versions()[-1]
+    tools.check_binary(promtool)
+    config = root / "etc" / "prometheus" / "prometheus.yml"
+    result = subprocess.run([promtool.path, "check", "config", str(config)], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    name = Path(thanos_ruler.FILE_NAME).name
+    assert re.search(rf"Checking \S*/long-term/{re.escape(name)}\n\s+SUCCESS", result.stdout), result.stdout
+
+    prometheus = yaml.safe_load(config.read_text())
+    ruler_job = re.fullmatch(r'job="([^"]+)"', load().fleet.ruler_selector).group(1)
+    job = next(j for j in prometheus["scrape_configs"] if j["job_name"] == ruler_job)
+    targets = [t for f in job["file_sd_configs"] for pattern in f["files"]
+               for path in (config.parent).glob(pattern) for g in yaml.safe_load(path.read_text())
+               for t in g["targets"]]
+    http = _flag("thanos-ruler", "http-address").rsplit(":", 1)[1]
+    assert targets == [f"thanos-ruler:{http}"]
+
+
+def test_every_generated_prometheusrule_has_a_name_of_its_own():
+    """The ruler's PrometheusRule and the opt-in watch on the ruler are applied side by side: one name for
+    both would let the second `kubectl apply` replace the first."""
+    paths = sorted((ROOT / "deploy" / "kubernetes").rglob("*prometheusrule.yaml"))
+    names = [yaml.safe_load(p.read_text())["metadata"]["name"] for p in paths]
+    assert len(paths) >= 3 and len(names) == len(set(names)), dict(zip(map(str, paths), names, strict=True))

@@ -3,7 +3,9 @@ Query over two shards (Prometheus + sidecar each, one exporter replica each, two
 split with hashmod as docs/scaling.md says). The recorded fleet series equal the figures worked out by
 hand from the stand-ins' scenarios; then one shard's sidecar stops, and the ruler records nothing rather
 than a lower total (partial_response_strategy: abort), says so on its rules API, and records the full
-figures again once the shard is back.
+figures again once the shard is back. Shard 0's Prometheus scrapes the ruler, as compose's long-term
+profile does: the watch on the ruler (alerts/thanos_ruler.py, MSSQLFleetRulesFailing) reads the real
+ruler's counters there, true while the shard is stopped and false again after it is back.
 
 Every program is the real one (Thanos 0.42.4 from scripts/thanos.sh, Prometheus under both releases the
 tests run), on 127.0.0.1 only, stopped by the Stack when the test ends.
@@ -21,8 +23,9 @@ from typing import Any
 import pytest
 import yaml
 
-from alerts import evaluators, fleet
+from alerts import evaluators, fleet, group_names, thanos_ruler
 from alerts import names as N
+from alerts.spec import load as load_spec
 from tests import tools
 from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
 from tests.e2e_stack import ROOT, Stack, free_port, http_get
@@ -32,6 +35,8 @@ from tests.test_thanos_e2e import SHARDS, live_targets, shard_scrape_config, tha
 EVAL_SECONDS = 2
 DATA_VOLUME = "/var/opt/mssql/data"  # where the stand-ins' scenarios put every database file
 FLEET_TEMPDB = "fleet:mssql_tempdb_written_bytes:rate5m"
+# MSSQLFleetRulesFailing's condition over three of the ruler's evaluations instead of the spec's 10m.
+WATCH_WINDOW = f"{3 * EVAL_SECONDS}s"
 
 # Worked out by hand from the scenarios. Every stand-in's tempdb writes 0.7 MB/s: healthy-oltp's two data
 # files at 0.25 MB/s and its log at 0.2 MB/s; memory-pressure keeps the default tempdb, a 0.5 MB/s data
@@ -144,6 +149,9 @@ def test_thanos_ruler_records_fleet_totals_and_never_a_partial_one(prometheus, s
     scenarios = dict(zip(targets, ("healthy-oltp", "healthy-oltp", "memory-pressure", "healthy-oltp"),
                          strict=True))
     pools = {targets[0]: pool(POOL_RATINGS_TB[0]), targets[3]: pool(POOL_RATINGS_TB[1])}
+    spec = load_spec()
+    watch = thanos_ruler.failing_expr(spec, WATCH_WINDOW)
+    ruler_job = spec.fleet.ruler_selector.split('"')[1]
 
     with Stack(tmp_path / "stack") as stack:
         stand_ins = {name: standin(scenario, manual_clock=False) for name, scenario in scenarios.items()}
@@ -166,14 +174,20 @@ def test_thanos_ruler_records_fleet_totals_and_never_a_partial_one(prometheus, s
         objstore = stack.write("bucket.yml", f"type: FILESYSTEM\nconfig:\n  directory: {bucket}\n")
         endpoints: list[str] = []
         sidecars: dict[int, list[str]] = {}
+        ruler_grpc, ruler_http = free_port(), free_port()
+        shard_urls: list[str] = []
         for shard in range(SHARDS):
             port = free_port()
+            shard_urls.append(f"http://127.0.0.1:{port}")
+            scrape = [shard_scrape_config(shard, [e.removeprefix("http://") for e in exporters], targets)]
+            if shard == 0:  # the one that watches the ruler
+                scrape.append({"job_name": ruler_job,
+                               "static_configs": [{"targets": [f"127.0.0.1:{ruler_http}"]}]})
             config = stack.write(f"prometheus-{shard}.yml", {
                 "global": {"scrape_interval": "1s", "evaluation_interval": "1s",
                            "external_labels": {"shard": str(shard)}},
                 "rule_files": [str(p) for p in shard_rules],
-                "scrape_configs": [shard_scrape_config(
-                    shard, [e.removeprefix("http://") for e in exporters], targets)],
+                "scrape_configs": scrape,
             })
             data = tmp_path / f"prometheus-{shard}-data"
             stack.start_process(f"prometheus-{shard}", [
@@ -190,7 +204,6 @@ def test_thanos_ruler_records_fleet_totals_and_never_a_partial_one(prometheus, s
             endpoints.append(f"127.0.0.1:{grpc}")
         # The ruler's own StoreAPI is one of Query's strict endpoints, as in compose: Query serves what the
         # ruler recorded (its blocks reach the bucket only every two hours).
-        ruler_grpc, ruler_http = free_port(), free_port()
         endpoints.append(f"127.0.0.1:{ruler_grpc}")
         sd = stack.write("endpoints.yml", {"endpoints": [{"address": a, "strict": True} for a in endpoints]})
         query_port = free_port()
@@ -222,6 +235,11 @@ def test_thanos_ruler_records_fleet_totals_and_never_a_partial_one(prometheus, s
         stack.wait_for(fleet_as_worked_out, 180, "the fleet figures worked out by hand", interval=1)
         assert all(rule["health"] == "ok" for rule in ruler_rules(ruler)), ruler_rules(ruler)
 
+        def watch_result() -> list[dict[str, Any]]:
+            return instant(shard_urls[0], watch)
+
+        stack.wait_for(lambda: watch_result() == [], 30, "no failing fleet evaluations on the watch")
+
         # One shard's sidecar stops: Query can no longer reach its series, and tells the ruler so.
         stopped = stack.process("sidecar-1")
         stopped.stop()
@@ -241,6 +259,11 @@ def test_thanos_ruler_records_fleet_totals_and_never_a_partial_one(prometheus, s
         stack.wait_for(lambda: stopped_store in stack.process("ruler").log.read_text(errors="replace"), 30,
                        f"the ruler's log naming {stopped_store}")
         time.sleep(3 * EVAL_SECONDS)  # three more evaluations, each of them failing
+        # The watch, on shard 0's Prometheus from the ruler's own counters: every evaluation failing.
+        firing = stack.wait_for(lambda: watch_result() or None, 30, "the watch seeing the fleet group fail")
+        assert [r["metric"]["rule_group"].rsplit(";", 1)[1] for r in firing] == [group_names.FLEET]
+        assert [r["metric"]["job"] for r in firing] == [ruler_job]
+        assert float(firing[0]["value"][1]) > spec.fleet.failing_share, firing
         # Not one sample after the stop, where `warn` would have recorded the sums of shard 0 alone (one
         # evaluation that began before the stop may still land just after it, with the full figures).
         for record in (FLEET_TEMPDB, N.SHARD_TARGETS, N.FLEET_POOLS):
@@ -259,3 +282,5 @@ def test_thanos_ruler_records_fleet_totals_and_never_a_partial_one(prometheus, s
         stack.wait_for(fleet_as_worked_out, 60, "the full fleet figures again", interval=1)
         # A group's rules are evaluated one after another: the last may still show the previous error.
         stack.wait_for(lambda: all(r["health"] == "ok" for r in ruler_rules(ruler)), 30, "healthy rules")
+        # Once the window holds no failed evaluation, the watch is false again.
+        stack.wait_for(lambda: watch_result() == [], 30, "the watch quiet again")
