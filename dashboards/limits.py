@@ -13,7 +13,7 @@ from .grafana import Link, Thresholds
 
 
 def pct(ratio: float) -> str:
-    """A ratio as a percentage, without trailing zeros (0.5 -> 50%, 0.125 -> 12.5%)."""
+    """A ratio as a percentage, without trailing zeros (an eighth: 12.5%, a whole: 100%)."""
     return f"{ratio:.6%}"[:-1].rstrip("0").rstrip(".") + "%"
 
 

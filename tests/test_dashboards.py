@@ -563,6 +563,7 @@ ALERTS_UNIT_CONSTANTS = {
     "smartctl_exporter.py": {100: "smartctl_exporter's percentages to ratios"},
     "tempdb.py": {3600: "seconds per hour", 1000: "seconds to milliseconds"},
     "tempdb_governance.py": {100: "ratio to percent"},
+    "thanos_ruler.py": {100: "ratio to percent"},
     "spec.py": {3600: "seconds per hour", 86400: "seconds per day", 604800: "seconds per week"},
 }
 
