@@ -25,7 +25,8 @@ from .rule_parts import alert
 from .spec import Spec, number
 
 FILE_NAME = "optional/mssql.thanos-ruler-watch.rules.yml"
-PER_GROUP = "job, instance, rule_group"
+# The ruler labels each group's counters with its partial-response strategy; the group name says it already.
+PARTIAL_RESPONSE_LABEL = "strategy"
 
 
 def _group_matcher() -> str:
@@ -35,7 +36,9 @@ def _group_matcher() -> str:
 
 def _evaluations(spec: Spec, metric: str, window: str) -> str:
     series = f"{metric}{{{spec.fleet.ruler_selector}, {_group_matcher()}}}"
-    return f"sum by ({PER_GROUP}) (\n  increase({series}[{window}])\n)"
+    # `without`, not `by`: the labels a site's scrape config puts on the ruler (env, team) reach the alert
+    # and its routing, as every target's labels do (tests/test_rules_labelled.py).
+    return f"sum without ({PARTIAL_RESPONSE_LABEL}) (\n  increase({series}[{window}])\n)"
 
 
 def failing_share(spec: Spec, window: str | None = None) -> str:
