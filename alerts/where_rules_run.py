@@ -8,11 +8,11 @@ what `make generate` and `make mixin` write.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
 import yaml
+from mssql_memory_exporter.generated_section import refresh, replace_between
 
 from . import generate, group_names
 from .spec import Spec, load
@@ -61,10 +61,8 @@ def table(spec: Spec) -> str:
 
 
 def render(text: str, spec: Spec) -> str:
-    pattern = re.compile(re.escape(BEGIN) + r"\n.*?" + re.escape(END), re.S)
-    if not pattern.search(text):
-        raise LookupError(f"no table markers: add\n{BEGIN}\n{END}\nwhere the table belongs")
-    return pattern.sub(lambda _m: f"{BEGIN}\n{table(spec)}{END}", text)
+    missing = f"no table markers: add\n{BEGIN}\n{END}\nwhere the table belongs"
+    return replace_between(text, BEGIN, END, table(spec), missing)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,23 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale; write nothing")
     args = parser.parse_args(argv)
     spec = load()
-    stale = 0
-    for page in PAGES:
-        current = page.read_text(encoding="utf-8")
-        try:
-            fresh = render(current, spec)
-        except LookupError as exc:
-            print(f"{page}: {exc}", file=sys.stderr)
-            return 2
-        if fresh == current:
-            continue
-        if args.check:
-            print(f"stale: {page} (run `make generate`)", file=sys.stderr)
-            stale = 1
-        else:
-            page.write_text(fresh, encoding="utf-8")
-            print(f"wrote {page}")
-    return stale
+    return max(refresh(page, lambda text: render(text, spec), check=args.check) for page in PAGES)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ tables: `make generate`, `--check`). The text around the markers is prose, writt
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from .collectors.permissions import (
     objects_read,
     undeclared,
 )
+from .generated_section import replace_between
 
 DOCS = Path("docs/permissions.md")
 COLLECTORS_TABLE = "collectors"
@@ -122,11 +122,6 @@ def render(text: str, collectors: Sequence[CollectorRecord] = COLLECTORS) -> str
         (DENIED_LIST, denied_list),
     )
     for name, body in tables:
-        pattern = re.compile(re.escape(begin(name)) + r"\n.*?" + re.escape(end(name)), re.S)
-        if not pattern.search(text):
-            raise LookupError(
-                f"docs/permissions.md has no markers for its {name} table: add\n{begin(name)}\n{end(name)}"
-            )
-        fresh = body(collectors)
-        text = pattern.sub(lambda _m, n=name, b=fresh: f"{begin(n)}\n{b}{end(n)}", text)
+        missing = f"docs/permissions.md has no markers for its {name} table: add\n{begin(name)}\n{end(name)}"
+        text = replace_between(text, begin(name), end(name), body(collectors), missing)
     return text

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from .collectors import COLLECTORS
 from .collectors.base import CollectorRecord
+from .generated_section import refresh, replace_between
 from .platform import PLATFORMS, Platform, reads, sql_by_tag, why_left_out
 
 DOCS = Path("docs/platforms.md")
@@ -78,10 +78,8 @@ def table(collectors: Sequence[CollectorRecord] = COLLECTORS) -> str:
 
 def render(text: str, collectors: Sequence[CollectorRecord] = COLLECTORS) -> str:
     """The page with the table rewritten between its markers."""
-    pattern = re.compile(re.escape(BEGIN) + r"\n.*?" + re.escape(END), re.S)
-    if not pattern.search(text):
-        raise LookupError(f"the page has no table markers: add\n{BEGIN}\n{END}\nwhere the table belongs")
-    return pattern.sub(lambda _m: f"{BEGIN}\n{table(collectors)}{END}", text)
+    missing = f"the page has no table markers: add\n{BEGIN}\n{END}\nwhere the table belongs"
+    return replace_between(text, BEGIN, END, table(collectors), missing)
 
 
 def parse(text: str) -> dict[str, dict[int, str]]:
@@ -106,19 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--docs", type=Path, default=DOCS)
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale; write nothing")
     args = parser.parse_args(argv)
-    current = args.docs.read_text(encoding="utf-8")
-    try:
-        fresh = render(current)
-    except LookupError as exc:
-        print(f"{args.docs}: {exc}", file=sys.stderr)
-        return 2
-    if fresh == current:
-        return 0
-    if args.check:
-        print(f"{args.docs} is stale: run `make generate`", file=sys.stderr)
-        return 1
-    args.docs.write_text(fresh, encoding="utf-8")
-    return 0
+    return refresh(args.docs, render, check=args.check)
 
 
 if __name__ == "__main__":

@@ -13,16 +13,15 @@ A declared collector whose markers are missing from the page is an error naming 
 from __future__ import annotations
 
 import argparse
-import re
-import sys
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from . import permission_reference
 from .collectors import COLLECTORS
 from .collectors.base import CollectorRecord
 from .collectors.declare import MetricSpec
+from .generated_section import refresh, replace_between
 from .scrape_metrics import TARGET_SERIES_LABELS
 
 DOCS = Path("docs/metrics.md")
@@ -74,13 +73,12 @@ def render(text: str, collectors: Iterable[CollectorRecord] = COLLECTORS) -> str
     for record in collectors:
         if not record.metrics:
             continue
-        pattern = re.compile(re.escape(begin(record.name)) + r"\n.*?" + re.escape(end(record.name)), re.S)
-        if not pattern.search(text):
-            raise LookupError(
-                f"docs/metrics.md has no table markers for collector {record.name!r}: add\n"
-                f"{begin(record.name)}\n{end(record.name)}\nwhere its table belongs"
-            )
-        text = pattern.sub(lambda _m, r=record: f"{begin(r.name)}\n{table(r)}{end(r.name)}", text)
+        first, last = begin(record.name), end(record.name)
+        missing = (
+            f"docs/metrics.md has no table markers for collector {record.name!r}: add\n"
+            f"{first}\n{last}\nwhere its table belongs"
+        )
+        text = replace_between(text, first, last, table(record), missing)
     return text
 
 
@@ -93,12 +91,8 @@ def reserved_labels(names: Iterable[str] = TARGET_SERIES_LABELS) -> str:
 
 def render_labels(text: str) -> str:
     """The configuration page with its reserved-label paragraph rewritten between its markers."""
-    pattern = re.compile(re.escape(LABELS_BEGIN) + r"\n.*?" + re.escape(LABELS_END), re.S)
-    if not pattern.search(text):
-        raise LookupError(
-            f"docs/configuration.md has no reserved-label markers: add\n{LABELS_BEGIN}\n{LABELS_END}"
-        )
-    return pattern.sub(lambda _m: f"{LABELS_BEGIN}\n{reserved_labels()}{LABELS_END}", text)
+    missing = f"docs/configuration.md has no reserved-label markers: add\n{LABELS_BEGIN}\n{LABELS_END}"
+    return replace_between(text, LABELS_BEGIN, LABELS_END, reserved_labels(), missing)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -115,24 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         (args.config_docs, render_labels),
     )
     for page, renderer in pages:
-        status = max(status, _refresh(page, renderer, check=args.check))
+        status = max(status, refresh(page, renderer, check=args.check))
     return status
-
-
-def _refresh(page: Path, renderer: Callable[[str], str], *, check: bool) -> int:
-    current = page.read_text(encoding="utf-8")
-    try:
-        fresh = renderer(current)
-    except LookupError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    if fresh == current:
-        return 0
-    if check:
-        print(f"{page} is stale: run `make generate`", file=sys.stderr)
-        return 1
-    page.write_text(fresh, encoding="utf-8")
-    return 0
 
 
 if __name__ == "__main__":
