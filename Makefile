@@ -23,12 +23,12 @@ test: lint
 ## Prometheus: it installs only the stand-in's Python packages. `make test` runs everything.
 test-fast:
 	@bash scripts/bootstrap.sh standin
-	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose
+	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose generators
 	$(PY) -m pytest -q -m "unit and not slow" --durations=10
 
 lint:
 	@bash scripts/bootstrap.sh test
-	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose
+	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose generators
 
 ## bench: benchmarks that print tables (not timed tests)
 bench:
@@ -44,8 +44,8 @@ generate:
 	$(PY) -m alerts.generate
 	$(PY) -m dashboards.generate
 	$(PY) -m deploy.prometheusrule
-	$(PY) -m mssql_memory_exporter.reference
-	$(PY) -m mssql_memory_exporter.platform_table
+	$(PY) -m generators.reference
+	$(PY) -m generators.platform_table
 	$(PY) -m alerts.where_rules_run
 
 ## mixin: a site's copy of the rules, dashboards and PrometheusRules in OUT, from the spec with the site's

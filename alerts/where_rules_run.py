@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import yaml
-from mssql_memory_exporter.generated_section import refresh, replace_between
+
+from generators.generated_section import refresh, replace_between
 
 from . import generate, group_names
 from .spec import Spec, load

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 
 from mssql_memory_exporter.collectors import COLLECTORS
-from mssql_memory_exporter.exposition import render
-from mssql_memory_exporter.scrape import Scraper
+from mssql_memory_exporter.metrics.exposition import render
+from mssql_memory_exporter.scrape.scraper import Scraper
 
 from bench.common import Farm, target_yaml
 from tests.conftest import make_config

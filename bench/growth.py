@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import pyodbc
 from mssql_memory_exporter.config import build_connection_string
-from mssql_memory_exporter.connection import fetch_all
-from mssql_memory_exporter.scrape import Scraper
+from mssql_memory_exporter.connection.session import fetch_all
+from mssql_memory_exporter.scrape.scraper import Scraper
 
 from bench.common import Exporter, Farm, get_new_connection, mb, ms, pct, session_totals, target_yaml
 from tests.conftest import make_config

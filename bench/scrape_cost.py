@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass
 
 import pyodbc
-from mssql_memory_exporter.batch import ResultSet
-from mssql_memory_exporter.connection import fetch_all
-from mssql_memory_exporter.exposition import render
-from mssql_memory_exporter.scrape import Scraper
+from mssql_memory_exporter.connection.batch import ResultSet
+from mssql_memory_exporter.connection.session import fetch_all
+from mssql_memory_exporter.metrics.exposition import render
+from mssql_memory_exporter.scrape.scraper import Scraper
 
 from bench.common import Farm, ms, pct, session_totals, target_yaml
 from tests.conftest import make_config

@@ -35,7 +35,7 @@ def _warm(servers: list[StandInServer]) -> None:
     """Answer the exporter's batches once before any client connects. The stand-in's strict check parses
     each new batch text with sqlfluff (about a second the first time, then cached by text); unwarmed,
     the first probes of a fleet would all parse the same text at once and measure the stand-in."""
-    from mssql_memory_exporter.scrape import Scraper
+    from mssql_memory_exporter.scrape.scraper import Scraper
 
     from bench.common import target_yaml
     from tests.conftest import make_config

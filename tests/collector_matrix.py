@@ -2,7 +2,7 @@
 their own: the failure matrix (tests/test_failing_sections.py) and the whole-scrape fuzz (tests/test_fuzz.py).
 
 Each record names the sections it reads (`CollectorRecord.sections`) and brings their SQL (`defines`);
-collectors/permissions.py finds the server objects each section's SQL reads (the same list that writes
+generators/permissions.py finds the server objects each section's SQL reads (the same list that writes
 docs/permissions.md), and the stand-in's own T-SQL analysis must agree with it (`analysed_objects`). So a
 new collector is in the matrix and the fuzz the moment it is listed in COLLECTORS.
 """
@@ -13,10 +13,11 @@ import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from mssql_memory_exporter.batch import sections_of
-from mssql_memory_exporter.collectors import COLLECTORS, permissions
+from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.collectors.base import CollectorRecord, Section
+from mssql_memory_exporter.connection.batch import sections_of
 
+from generators import permissions
 from tests.standin.sql_analysis import Analysis, analyze
 
 SECTIONS: dict[str, Section] = {section.tag: section for section in sections_of(COLLECTORS)}

@@ -17,10 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "exporter"))
 
+from mssql_memory_exporter.app.logsetup import LogfmtFormatter  # noqa: E402
 from mssql_memory_exporter.collectors import COLLECTORS  # noqa: E402
 from mssql_memory_exporter.config import ExporterConfig, parse_config  # noqa: E402
-from mssql_memory_exporter.logsetup import LogfmtFormatter  # noqa: E402
-from mssql_memory_exporter.scrape import Scraper  # noqa: E402
+from mssql_memory_exporter.scrape.scraper import Scraper  # noqa: E402
 
 from tests import tier_guard, tiers  # noqa: E402
 from tests.background import BACKGROUND, JobOf  # noqa: E402

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from mssql_memory_exporter.scrape_metrics import LOGIN_BACKOFF, SCRAPE_DURATION, UP
+from mssql_memory_exporter.scrape.scrape_metrics import LOGIN_BACKOFF, SCRAPE_DURATION, UP
 
 from tests.conftest import scrape, value
 from tests.standin.server import StandInServer

@@ -18,8 +18,13 @@ from pathlib import Path
 
 import pytest
 from mssql_memory_exporter import __version__
-from mssql_memory_exporter.cli import main
-from mssql_memory_exporter.logsetup import JsonFormatter, LogfmtFormatter, format_logfmt_value, setup_logging
+from mssql_memory_exporter.app.cli import main
+from mssql_memory_exporter.app.logsetup import (
+    JsonFormatter,
+    LogfmtFormatter,
+    format_logfmt_value,
+    setup_logging,
+)
 
 PASSWORD_ENV = "MSSQL_EXPORTER_TEST_PASSWORD"
 BAD = Path(__file__).parent / "config_testdata" / "bad"
@@ -54,10 +59,10 @@ FAKE_SCRAPE_MAIN = textwrap.dedent(
         def close(self):
             print("scraper closed", file=sys.stderr, flush=True)
 
-    fake = types.ModuleType("mssql_memory_exporter.scrape")
+    fake = types.ModuleType("mssql_memory_exporter.scrape.scraper")
     fake.Scraper = Scraper
-    sys.modules["mssql_memory_exporter.scrape"] = fake
-    from mssql_memory_exporter.cli import main
+    sys.modules["mssql_memory_exporter.scrape.scraper"] = fake
+    from mssql_memory_exporter.app.cli import main
     raise SystemExit(main(sys.argv[1:]))
     """
 )
@@ -367,7 +372,7 @@ def test_open_files_limit_is_raised_and_a_short_one_is_reported(caplog):
     import logging
     import resource
 
-    from mssql_memory_exporter.cli import raise_open_files_limit
+    from mssql_memory_exporter.app.cli import raise_open_files_limit
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     lowered = min(256, hard)

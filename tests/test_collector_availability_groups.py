@@ -11,9 +11,9 @@ import logging
 import re
 
 import pytest
-from mssql_memory_exporter.batch import ResultSet, render_batch, route, sections_of
 from mssql_memory_exporter.collectors import COLLECTORS, availability_groups
 from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext, SectionResult
+from mssql_memory_exporter.connection.batch import ResultSet, render_batch, route, sections_of
 
 from tests.conftest import exposition, make_config, scrape, value
 from tests.standin.scenario import Clock, Instance, Scenario
@@ -161,7 +161,7 @@ def test_on_azure_sql_database_the_views_are_absent_and_the_collector_answers_un
 AG1, AG3 = "ag1", "6f1c2a1e-0000-4000-8000-00000000a003"  # ag3 is being removed: its catalog rows are gone
 SCRAPES_AT = (0.0, 15.0, 30.0)
 COLLECTOR_LOG = "mssql_memory_exporter.collectors.availability_groups"
-SCRAPE_LOG = "mssql_memory_exporter.scrape"
+SCRAPE_LOG = "mssql_memory_exporter.scrape.scraper"
 
 
 def ag_samples(samples: dict) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:

@@ -3,15 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from mssql_memory_exporter.collectors import (
-    buffer_manager,
-)
-from mssql_memory_exporter.collectors.base import (
-    FamilyBuilder,
-    MissingData,
-    ScrapeContext,
-    SectionResult,
-)
+from mssql_memory_exporter.collectors import buffer_manager
+from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, ScrapeContext, SectionResult
 from mssql_memory_exporter.collectors.perfcounters import CounterKind
 
 from tests.conftest import exposition

@@ -4,15 +4,8 @@ its facts, in process."""
 from __future__ import annotations
 
 import pytest
-from mssql_memory_exporter.collectors import (
-    memory_clerks,
-)
-from mssql_memory_exporter.collectors.base import (
-    FamilyBuilder,
-    ImpossibleValue,
-    ScrapeContext,
-    SectionResult,
-)
+from mssql_memory_exporter.collectors import memory_clerks
+from mssql_memory_exporter.collectors.base import FamilyBuilder, ImpossibleValue, ScrapeContext, SectionResult
 
 from tests.conftest import exposition, samples_of, value
 from tests.offline import (

@@ -16,7 +16,7 @@ from tests.timeouts import PATIENT_SECONDS
 GIB = 1024**3
 MIB = 1024**2
 LEVEL_SECONDS = memory_health.SECONDS.name
-PLATFORM_LOG = "mssql_memory_exporter.platform"
+PLATFORM_LOG = "mssql_memory_exporter.scrape.platform"
 COLLECTOR_LOG = "mssql_memory_exporter.collectors.memory_health"
 
 

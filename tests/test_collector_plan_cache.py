@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from mssql_memory_exporter.collectors import plan_cache
 from mssql_memory_exporter.config import ConfigError
-from mssql_memory_exporter.scrape import Scraper
+from mssql_memory_exporter.scrape.scraper import Scraper
 
 from tests.conftest import exposition, make_config, samples_of, value
 from tests.declared import undeclared

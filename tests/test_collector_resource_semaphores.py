@@ -3,9 +3,7 @@ and over real TDS against the stand-in."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import (
-    resource_semaphores,
-)
+from mssql_memory_exporter.collectors import resource_semaphores
 
 from tests.conftest import scrape, value
 from tests.offline import (

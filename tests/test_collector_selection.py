@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mssql_memory_exporter.batch import sections_of
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.config import ConfigError, parse_config
-from mssql_memory_exporter.scrape import Scraper
-from mssql_memory_exporter.selection import PLAN_CACHE_SIZE, Planner, check_needs, plan_for
+from mssql_memory_exporter.connection.batch import sections_of
+from mssql_memory_exporter.scrape.scraper import Scraper
+from mssql_memory_exporter.scrape.selection import PLAN_CACHE_SIZE, Planner, check_needs, plan_for
 from mssql_memory_exporter.web import make_server
 
 from tests.conftest import PASSWORD_ENV, exposition, make_config, samples_of, scrape, value

@@ -4,9 +4,7 @@ facts, in process and over real TDS against the stand-in."""
 from __future__ import annotations
 
 import pytest
-from mssql_memory_exporter.collectors import (
-    wait_stats,
-)
+from mssql_memory_exporter.collectors import wait_stats
 
 from tests.conftest import samples_of, scrape, value
 from tests.offline import (

@@ -14,18 +14,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from mssql_memory_exporter.batch import BatchShapeError, ResultSet, render_batch, route, sections_of
-from mssql_memory_exporter.collectors import (
-    COLLECTORS,
-    perf,
-)
-from mssql_memory_exporter.collectors.base import (
-    FamilyBuilder,
-    ImpossibleValue,
-    MissingData,
-    ScrapeContext,
-)
+from mssql_memory_exporter.collectors import COLLECTORS, perf
+from mssql_memory_exporter.collectors.base import FamilyBuilder, ImpossibleValue, MissingData, ScrapeContext
 from mssql_memory_exporter.collectors.perfcounters import CounterKind, kind_of, object_suffix, parse_perf_rows
+from mssql_memory_exporter.connection.batch import (
+    BatchShapeError,
+    ResultSet,
+    render_batch,
+    route,
+    sections_of,
+)
 
 from tests.offline import BATCH, SECTIONS, NamedTarget, collect, results_for
 

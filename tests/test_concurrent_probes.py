@@ -100,7 +100,7 @@ def test_one_hung_target_among_healthy_ones_under_concurrent_probes(standin, scr
 def test_unreadable_answer_while_another_worker_holds_the_connection_does_not_block(
     standin, scraper_for, caplog, monkeypatch
 ):
-    from mssql_memory_exporter.batch import ResultSet
+    from mssql_memory_exporter.connection.batch import ResultSet
 
     s = standin("healthy-oltp")
     config = s.config()
@@ -132,8 +132,8 @@ def test_unreadable_answer_while_another_worker_holds_the_connection_does_not_bl
 
 
 def test_a_worker_stuck_on_a_hung_target_shows_as_busy(standin, scraper_for):
-    from mssql_memory_exporter.connection import WORKERS
-    from mssql_memory_exporter.self_metrics import worker_families
+    from mssql_memory_exporter.app.self_metrics import worker_families
+    from mssql_memory_exporter.connection.session import WORKERS
 
     s = standin("healthy-oltp")
     config = make_config({"hung": s.target_yaml("hung", query_timeout_seconds=2)})

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mssql_memory_exporter import reference
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.config import ConfigError
-from mssql_memory_exporter.scrape_metrics import SCRAPE_METRICS
+from mssql_memory_exporter.scrape.scrape_metrics import SCRAPE_METRICS
 
+from generators import reference
 from tests.conftest import make_config
 from tests.declared import emitted, undeclared
 from tests.timeouts import PATIENT_SECONDS

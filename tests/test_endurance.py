@@ -29,12 +29,7 @@ from mssql_memory_exporter.collectors.endurance import (
     remaining_seconds,
     written_so_far,
 )
-from mssql_memory_exporter.config import (
-    ConfigError,
-    SsdDrives,
-    SsdPool,
-    parse_config,
-)
+from mssql_memory_exporter.config import ConfigError, SsdDrives, SsdPool, parse_config
 
 from tests.conftest import exposition, scrape, value
 

@@ -13,9 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mssql_memory_exporter.collectors.endurance import (
-    rated_endurance_bytes,
-)
+from mssql_memory_exporter.collectors.endurance import rated_endurance_bytes
 from mssql_memory_exporter.config import (
     ConfigError,
     KnownWritten,

@@ -240,7 +240,7 @@ def test_hung_login_after_the_drop_still_ends_within_the_timeout(standin, scrape
 )
 def test_which_errors_mean_the_connection_is_gone(state: str, text: str, native: int, link: bool) -> None:
     import pyodbc
-    from mssql_memory_exporter.connection import is_link_failure
+    from mssql_memory_exporter.connection.session import is_link_failure
 
     message = f"[{state}] [FreeTDS][SQL Server]{text} ({native}) (SQLExecDirectW)"
     assert is_link_failure(pyodbc.Error(state, message)) is link

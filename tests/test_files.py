@@ -220,8 +220,8 @@ def test_volume_lookups_are_capped_per_refresh(standin, scraper_for, monkeypatch
 
 
 def test_a_section_error_followed_by_rows_of_the_same_tag_is_not_a_shape_error():
-    from mssql_memory_exporter.batch import ERROR_TAG, ResultSet, route
     from mssql_memory_exporter.collectors.base import Section
+    from mssql_memory_exporter.connection.batch import ERROR_TAG, ResultSet, route
 
     lookup = Section(tag="volumes", sql="", may_be_empty=True)
     error = ResultSet(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyodbc
 import pytest
-from mssql_memory_exporter import freetds
+from mssql_memory_exporter.connection import freetds
 
 from tests.conftest import TEST_PASSWORD, make_config, scrape, value
 from tests.standin.certs import Pem, standard_pki
@@ -166,7 +166,7 @@ def test_only_the_certificate_settings_reach_freetds_conf(tls_standin, scraper_f
 
 
 def test_start_up_names_what_freetds_checks_the_certificate_against(pki, caplog):
-    from mssql_memory_exporter.cli import _warn_about_drivers
+    from mssql_memory_exporter.app.cli import _warn_about_drivers
 
     caplog.set_level(logging.INFO)
     base = {"host": "db.example.org", "driver": "freetds", "auth_module": "standin"}

@@ -16,7 +16,10 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mssql_memory_exporter.batch import (
+from mssql_memory_exporter.collectors import COLLECTORS
+from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, ScrapeContext
+from mssql_memory_exporter.collectors.perfcounters import parse_perf_rows, parse_perf_table
+from mssql_memory_exporter.connection.batch import (
     ERROR_TAG,
     UNAVAILABLE_TAG,
     BatchShapeError,
@@ -24,9 +27,6 @@ from mssql_memory_exporter.batch import (
     route,
     sections_of,
 )
-from mssql_memory_exporter.collectors import COLLECTORS
-from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, ScrapeContext
-from mssql_memory_exporter.collectors.perfcounters import parse_perf_rows, parse_perf_table
 from mssql_memory_exporter.web import BadRequest, probe_target
 from mssql_memory_exporter.web.requests import MAX_QUERY_FIELDS
 from prometheus_client.parser import text_string_to_metric_families

@@ -9,7 +9,12 @@ import time
 
 import pytest
 from mssql_memory_exporter.config import parse_config
-from mssql_memory_exporter.login_backoff import FIRST_SECONDS, MAX_SECONDS, LoginBackoff, fingerprint
+from mssql_memory_exporter.connection.login_backoff import (
+    FIRST_SECONDS,
+    MAX_SECONDS,
+    LoginBackoff,
+    fingerprint,
+)
 
 from tests.conftest import scrape, value
 from tests.test_login_passwords import ENV, config_for

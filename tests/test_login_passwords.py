@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from mssql_memory_exporter.config import parse_config
-from mssql_memory_exporter.driver_version import FIRST_TO_PARSE_BRACES, freetds_version
+from mssql_memory_exporter.connection.driver_version import FIRST_TO_PARSE_BRACES, freetds_version
 
 from tests.conftest import scrape, value
 from tests.timeouts import PATIENT_SECONDS

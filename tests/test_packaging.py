@@ -157,7 +157,7 @@ def test_build_context_sends_what_the_dockerfile_copies_and_nothing_secret() -> 
         for source in sources:
             assert (ROOT / source).exists(), f"COPY {source}: not in the repository"
             assert not dockerignore_excludes(source.rstrip("/")), f"COPY {source}: excluded by .dockerignore"
-    for path in ("exporter/mssql_memory_exporter/cli.py", "pyproject.toml", "README.md"):
+    for path in ("exporter/mssql_memory_exporter/app/cli.py", "pyproject.toml", "README.md"):
         assert not dockerignore_excludes(path), path
     for path in ("compose/.env", ".venv/bin/python", ".git/config", "tests/conftest.py", "build/x"):
         assert dockerignore_excludes(path), f"{path} would be sent to the Docker daemon"

@@ -1,5 +1,5 @@
 """docs/permissions.md's tables come from the collectors' own SQL and one permission per object
-(collectors/permissions.py): a collector that reads objects already declared needs no docs edit."""
+(generators/permissions.py): a collector that reads objects already declared needs no docs edit."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from mssql_memory_exporter import permission_reference, reference
 from mssql_memory_exporter.collectors import COLLECTORS, plan_cache
 from mssql_memory_exporter.collectors.base import CollectorRecord, Section
 from mssql_memory_exporter.collectors.perf import PerfObject
-from mssql_memory_exporter.collectors.permissions import (
+
+from generators import permission_reference, reference
+from generators.permissions import (
     BY_NAME,
     OBJECTS,
     VAD,

@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 
 import pytest
-from mssql_memory_exporter import platform_table
 from mssql_memory_exporter.collectors import COLLECTORS, tempdb
 from mssql_memory_exporter.collectors.base import CollectorRecord, Section
 
+from generators import platform_table
 from tests.conftest import make_config, scrape, value
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "platforms.md"

@@ -47,7 +47,7 @@ def test_azure_sql_database_leaves_out_what_it_lacks_from_the_first_scrape(stand
     }
     assert failing_on_a_box, "the stand-in must refuse the missing views, or this test proves nothing"
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="mssql_memory_exporter.platform"):
+    with caplog.at_level(logging.INFO, logger="mssql_memory_exporter.scrape.platform"):
         # The scenario file: the stand-in's catalog says which objects the platform lacks (`platforms`).
         got = scrapes(standin, scraper_for, None, set(), count=3, scenario="azure-sql-database")
     for samples in got:  # the first scrape included: no collector fails for what the platform lacks
@@ -66,7 +66,7 @@ def test_azure_sql_database_leaves_out_what_it_lacks_from_the_first_scrape(stand
 
 
 def test_an_unknown_engine_edition_is_logged_once_and_leaves_everything_on(standin, scraper_for, caplog):
-    with caplog.at_level(logging.WARNING, logger="mssql_memory_exporter.platform"):
+    with caplog.at_level(logging.WARNING, logger="mssql_memory_exporter.scrape.platform"):
         got = scrapes(standin, scraper_for, "42", set(), count=3)
     lines = [r.getMessage() for r in caplog.records if "unknown engine edition" in r.getMessage()]
     assert len(lines) == 1 and "'42'" in lines[0]
@@ -79,17 +79,17 @@ def test_an_unknown_engine_edition_is_logged_once_and_leaves_everything_on(stand
 def test_a_managed_instance_keeps_every_collector(standin, scraper_for, caplog):
     """Under the SQL Server 2022 update policy (16.x) only the memory health view is missing, and said
     once; under the SQL Server 2025 policy (17.x) every collector runs."""
-    with caplog.at_level(logging.INFO, logger="mssql_memory_exporter.platform"):
+    with caplog.at_level(logging.INFO, logger="mssql_memory_exporter.scrape.platform"):
         got = scrapes(standin, scraper_for, None, set(), scenario="managed-instance")
-    lines = [r.getMessage() for r in caplog.records if r.name == "mssql_memory_exporter.platform"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "mssql_memory_exporter.scrape.platform"]
     assert len(lines) == 1 and "left out memory_health" in lines[0], lines
     assert set(by_collector(got[-1], "mssql_exporter_collector_success").values()) == {1.0}
     enabled = by_collector(got[-1], "mssql_exporter_collector_enabled")
     assert {c for c, on in enabled.items() if on == 0} == NEEDS_2025
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="mssql_memory_exporter.platform"):
+    with caplog.at_level(logging.INFO, logger="mssql_memory_exporter.scrape.platform"):
         got = scrapes(standin, scraper_for, None, set(), scenario="managed-instance-2025")
-    assert [r for r in caplog.records if r.name == "mssql_memory_exporter.platform"] == []
+    assert [r for r in caplog.records if r.name == "mssql_memory_exporter.scrape.platform"] == []
     assert set(by_collector(got[-1], "mssql_exporter_collector_success").values()) == {1.0}
     assert set(by_collector(got[-1], "mssql_exporter_collector_enabled").values()) == {1.0}
 

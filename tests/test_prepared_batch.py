@@ -8,7 +8,7 @@ import logging
 
 import pyodbc
 
-from exporter.mssql_memory_exporter.prepared import MAX_HANDLES
+from exporter.mssql_memory_exporter.connection.prepared import MAX_HANDLES
 from tests.conftest import TEST_PASSWORD, scrape, value
 
 REFUSED_MSG = "SQL Server refused to prepare the scrape batch; sending it in full on this connection"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 from mssql_memory_exporter import __version__
-from mssql_memory_exporter.build_info import REVISION_ENV, build_info_families
-from mssql_memory_exporter.healthcheck import pid1_listen_address
+from mssql_memory_exporter.app.build_info import REVISION_ENV, build_info_families
+from mssql_memory_exporter.app.healthcheck import pid1_listen_address
 
 from tests.conftest import exposition, samples_of
 

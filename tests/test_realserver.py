@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pyodbc
 import pytest
 from mssql_memory_exporter.config import TargetConfig, build_connection_string, parse_config, resolve_driver
-from mssql_memory_exporter.scrape import Scraper
+from mssql_memory_exporter.scrape.scraper import Scraper
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import exposition, samples_of, value

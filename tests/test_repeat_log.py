@@ -38,7 +38,7 @@ class FakeClock:
 
 
 def test_repeats_are_summarised_per_interval_and_a_new_reason_is_logged_at_once(caplog):
-    from mssql_memory_exporter.repeat_log import RepeatLimitedLog
+    from mssql_memory_exporter.scrape.repeat_log import RepeatLimitedLog
 
     clock = FakeClock()
     logger = logging.getLogger("test.repeat")
@@ -84,7 +84,7 @@ def test_a_collector_finding_no_data_logs_once_then_its_recovery_once(standin, s
 
 
 def test_an_exporter_bug_logs_its_traceback_with_the_first_line_only(caplog):
-    from mssql_memory_exporter.repeat_log import RepeatLimitedLog
+    from mssql_memory_exporter.scrape.repeat_log import RepeatLimitedLog
 
     clock = FakeClock()
     logger = logging.getLogger("test.repeat.bug")

@@ -12,11 +12,7 @@ from pathlib import Path
 
 import pytest
 from mssql_memory_exporter.config import ConfigError, CredentialError, parse_config
-from mssql_memory_exporter.config.secret_file import (
-    SecretFileError,
-    check_secret_file,
-    read_secret_file,
-)
+from mssql_memory_exporter.config.secret_file import SecretFileError, check_secret_file, read_secret_file
 
 from .conftest import PASSWORD_ENV
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pyodbc
 import pytest
 from mssql_memory_exporter.config import build_connection_string
-from mssql_memory_exporter.connection import fetch_all
-from mssql_memory_exporter.scrape import Scraper
+from mssql_memory_exporter.connection.session import fetch_all
+from mssql_memory_exporter.scrape.scraper import Scraper
 
 from tests.conftest import exposition, samples_of, value
 from tests.timeouts import PATIENT_SECONDS

@@ -291,8 +291,8 @@ def test_logins_check_the_file_without_reading_or_rewriting_it(tmp_path: Path):
     """Every FreeTDS login of a checking target calls freetds.ensure(). It used to read the whole file
     back and compare it: a fleet's first round of logins read sections x targets bytes (150 MB at
     1,000 targets). Now it compares two lstat() results with what was written."""
-    from mssql_memory_exporter import freetds
     from mssql_memory_exporter.config import load_config
+    from mssql_memory_exporter.connection import freetds
 
     os.environ[PASSWORD_ENV] = "pw"
     config = load_config(str(write_config(tmp_path / "fleet.yml", 1000)))

@@ -30,14 +30,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from mssql_memory_exporter.cli import main
+from mssql_memory_exporter.app.cli import main
+from mssql_memory_exporter.app.logsetup import LogfmtFormatter, setup_logging
 from mssql_memory_exporter.config import ConfigError
-from mssql_memory_exporter.logsetup import LogfmtFormatter, setup_logging
 from mssql_memory_exporter.web import ExporterHTTPServer, make_server
-from mssql_memory_exporter.webconfig import (
-    WebConfigSource,
-    load_web_config,
-)
+from mssql_memory_exporter.webconfig import WebConfigSource, load_web_config
 
 from tests.test_cli import FAKE_SCRAPE_MAIN, GOOD_CONFIG
 from tests.test_web import PASSWORD_ENV, FakeProbe, make_config

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 
-from mssql_memory_exporter.workers import IDLE_NAME, WorkerPool
+from mssql_memory_exporter.connection.workers import IDLE_NAME, WorkerPool
 
 from tests.failure_checks import eventually
 
@@ -101,7 +101,7 @@ def test_a_failing_job_is_logged_and_the_worker_lives_on(caplog):
     def boom() -> None:
         raise RuntimeError("bug in a job")
 
-    with caplog.at_level(logging.ERROR, logger="mssql_memory_exporter.workers"):
+    with caplog.at_level(logging.ERROR, logger="mssql_memory_exporter.connection.workers"):
         pool.submit(boom, "scrape-boom")
         assert eventually(lambda: any("job failed" in r.getMessage() for r in caplog.records), 5)
     assert eventually(lambda: idle(pool) == 1, 5)

@@ -10,9 +10,9 @@ import logging
 import math
 from collections.abc import Callable
 
-from mssql_memory_exporter.batch import ResultSet
 from mssql_memory_exporter.collectors import COLLECTORS
-from mssql_memory_exporter.scrape import Scraper
+from mssql_memory_exporter.connection.batch import ResultSet
+from mssql_memory_exporter.scrape.scraper import Scraper
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import exposition, make_config

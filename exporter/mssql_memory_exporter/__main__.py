@@ -1,5 +1,5 @@
 """`python -m mssql_memory_exporter`: the same entry point as the console script."""
 
-from mssql_memory_exporter.cli import main
+from mssql_memory_exporter.app.cli import main
 
 raise SystemExit(main())

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
-from ..families import SeriesFamily
+from ..metrics.families import SeriesFamily
 from .declare import MetricSpec
 from .view import NO_TARGET, HostView, TargetView
 

@@ -7,7 +7,7 @@ from typing import Self
 from pydantic import model_validator
 
 from ..collectors import COLLECTORS
-from ..selection import enabled_names, known_names
+from ..scrape.selection import enabled_names, known_names
 from .errors import error_at
 from .fields import Strict
 from .volumes import list_twice

@@ -12,7 +12,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ..scrape_metrics import TARGET_SERIES_LABELS
+from ..scrape.scrape_metrics import TARGET_SERIES_LABELS
 
 TARGET_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$"
 TARGET_NAME_MAX = 128

@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 from prometheus_client.metrics_core import Metric
 
 from mssql_memory_exporter import __version__
+from mssql_memory_exporter.app.reload import ReloadRefused
 from mssql_memory_exporter.config import TargetConfig
-from mssql_memory_exporter.exposition import CONTENT_TYPE, render
-from mssql_memory_exporter.reload import ReloadRefused
+from mssql_memory_exporter.metrics.exposition import CONTENT_TYPE, render
 from mssql_memory_exporter.webconfig import AUTH_REALM, WebState
 
 from .pages import PROCESS_METRICS, http_worker_families, index_page, merge_families

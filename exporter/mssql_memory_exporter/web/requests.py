@@ -14,7 +14,7 @@ from prometheus_client.metrics_core import Metric
 
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.config import TARGET_NAME_MAX, ExporterConfig, TargetConfig
-from mssql_memory_exporter.selection import SelectionError, narrow
+from mssql_memory_exporter.scrape.selection import SelectionError, narrow
 
 log = logging.getLogger(__name__)
 

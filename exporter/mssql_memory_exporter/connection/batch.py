@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .collectors.base import CollectorRecord, Row, Section, SectionError, SectionResult, sql_literal
-from .collectors.perf import PerfObject, perf_section
+from ..collectors.base import CollectorRecord, Row, Section, SectionError, SectionResult, sql_literal
+from ..collectors.perf import PerfObject, perf_section
 
 ERROR_TAG = "section_error"
 UNAVAILABLE_TAG = "section_unavailable"

@@ -13,8 +13,10 @@ from typing import Any
 
 from prometheus_client.core import Metric
 
-from mssql_memory_exporter import __version__, freetds
-from mssql_memory_exporter.build_info import revision
+from mssql_memory_exporter import __version__
+from mssql_memory_exporter.app.build_info import revision
+from mssql_memory_exporter.app.logsetup import LEVELS, setup_logging
+from mssql_memory_exporter.app.reload import ConfigReloader, ReloadRefused
 from mssql_memory_exporter.config import (
     ConfigError,
     ExporterConfig,
@@ -23,9 +25,8 @@ from mssql_memory_exporter.config import (
     load_config,
     resolve_driver,
 )
-from mssql_memory_exporter.driver_version import unsendable_password_reason
-from mssql_memory_exporter.logsetup import LEVELS, setup_logging
-from mssql_memory_exporter.reload import ConfigReloader, ReloadRefused
+from mssql_memory_exporter.connection import freetds
+from mssql_memory_exporter.connection.driver_version import unsendable_password_reason
 from mssql_memory_exporter.web import (
     ExporterHTTPServer,
     OwnMetricsFn,
@@ -122,7 +123,7 @@ class _VersionAction(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
-        from mssql_memory_exporter.build_info import build_info
+        from mssql_memory_exporter.app.build_info import build_info
 
         print(build_info().text())
         parser.exit()
@@ -202,7 +203,7 @@ def _start_up_refusals(config: ExporterConfig) -> list[str]:
 
 def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, object]:
     # Imported here so the CLI, the config and the web layer stay usable on their own (tests, --version).
-    from mssql_memory_exporter.scrape import Scraper
+    from mssql_memory_exporter.scrape.scraper import Scraper
 
     scraper = Scraper(config, host=host)
     return scraper.probe, scraper
@@ -247,9 +248,9 @@ def _start_drive_health(config: ExporterConfig) -> Any:
 
 
 def _own_metrics(host_metrics: OwnMetricsFn | None, reloader: ConfigReloader) -> OwnMetricsFn:
-    from mssql_memory_exporter.build_info import build_info_families
-    from mssql_memory_exporter.connection import WORKERS
-    from mssql_memory_exporter.self_metrics import worker_families
+    from mssql_memory_exporter.app.build_info import build_info_families
+    from mssql_memory_exporter.app.self_metrics import worker_families
+    from mssql_memory_exporter.connection.session import WORKERS
 
     def families() -> list[Metric]:
         return [
@@ -373,7 +374,7 @@ def raise_open_files_limit(targets: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.healthcheck:
-        from mssql_memory_exporter import healthcheck
+        from mssql_memory_exporter.app import healthcheck
 
         return healthcheck.main(args.listen_address)
     args.listen_address = args.listen_address or DEFAULT_LISTEN

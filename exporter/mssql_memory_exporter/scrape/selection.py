@@ -14,9 +14,9 @@ from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from .batch import sections_of
-from .collectors.base import CollectorRecord, Section
-from .collectors.files import FILES_TAG
+from ..collectors.base import CollectorRecord, Section
+from ..collectors.files import FILES_TAG
+from ..connection.batch import sections_of
 
 # Distinct collector sets whose plans are kept: a site uses a handful (the config's, and one per
 # narrowed Prometheus job); a client probing many combinations only costs renders, never memory.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import http.client
 from pathlib import Path
 
-from .web import parse_listen_address
+from ..web import parse_listen_address
 
 DEFAULT_LISTEN = ":9399"
 LISTEN_FLAG = "--web.listen-address"

@@ -4,7 +4,7 @@ PLATFORMS, each cell what the exporter does there (runs, or left out and why: pl
 collector added to the registry gets its row from `make generate`; the page cannot drift from the code,
 and tests/test_platform_matrix.py scrapes a stand-in of each platform and compares with the page.
 
-    python -m mssql_memory_exporter.platform_table [--docs docs/platforms.md] [--check]
+    python -m generators.platform_table [--docs docs/platforms.md] [--check]
 
 `--check` rewrites nothing and exits 1 when the table is stale (the tests run it).
 """
@@ -16,10 +16,11 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from .collectors import COLLECTORS
-from .collectors.base import CollectorRecord
+from mssql_memory_exporter.collectors import COLLECTORS
+from mssql_memory_exporter.collectors.base import CollectorRecord
+from mssql_memory_exporter.scrape.platform import PLATFORMS, Platform, reads, sql_by_tag, why_left_out
+
 from .generated_section import refresh, replace_between
-from .platform import PLATFORMS, Platform, reads, sql_by_tag, why_left_out
 
 DOCS = Path("docs/platforms.md")
 BEGIN = "<!-- BEGIN generated table collectors by platform: platform.py and COLLECTORS, `make generate` -->"
@@ -99,7 +100,7 @@ def parse(text: str) -> dict[str, dict[int, str]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m mssql_memory_exporter.platform_table", description=__doc__
+        prog="python -m generators.platform_table", description=__doc__
     )
     parser.add_argument("--docs", type=Path, default=DOCS)
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale; write nothing")

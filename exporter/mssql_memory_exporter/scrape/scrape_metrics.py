@@ -7,8 +7,8 @@ take none of these names (config/fields.py refuses them): the series would carry
 
 from __future__ import annotations
 
-from .collectors import COLLECTORS
-from .collectors.declare import Label, MetricSpec
+from ..collectors import COLLECTORS
+from ..collectors.declare import Label, MetricSpec
 
 _COLLECTOR = (Label("collector", "the collector's name (`buffer_manager`, `wait_stats`, ...)"),)
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 from prometheus_client.core import Metric
 
-from .collectors.base import FamilyBuilder
-from .config import ConfigError, ExporterConfig, load_config
+from ..collectors.base import FamilyBuilder
+from ..config import ConfigError, ExporterConfig, load_config
 
 log = logging.getLogger(__name__)
 

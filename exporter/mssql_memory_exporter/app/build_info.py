@@ -20,8 +20,8 @@ from pathlib import Path
 
 from prometheus_client.core import Metric
 
-from . import __version__
-from .collectors.base import FamilyBuilder
+from .. import __version__
+from ..collectors.base import FamilyBuilder
 
 REVISION_ENV = "MSSQL_EXPORTER_REVISION"
 REVISION_FILE = Path(__file__).with_name("REVISION")
@@ -96,7 +96,7 @@ def _drivers() -> tuple[str, str]:
         import pyodbc
     except ImportError:
         return UNKNOWN, ""
-    from .driver_version import freetds_version
+    from ..connection.driver_version import freetds_version
 
     names = []
     for name in pyodbc.drivers():

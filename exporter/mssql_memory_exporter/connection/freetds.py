@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from .config import TargetConfig, freetds_section, freetds_verifies
+from ..config import TargetConfig, freetds_section, freetds_verifies
 
 log = logging.getLogger(__name__)
 

@@ -8,21 +8,16 @@ the others still export.
 from __future__ import annotations
 
 import logging
-import math
-import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-import pyodbc
 from prometheus_client.core import Metric
 
-from . import freetds, kerberos, platform
-from .batch import BatchShapeError, render_batch, route, sections_of
-from .collectors import COLLECTORS
-from .collectors.base import (
+from ..collectors import COLLECTORS
+from ..collectors.base import (
     EXTRA_SECTIONS,
     FORCE_SLOW,
     CollectorRecord,
@@ -31,21 +26,18 @@ from .collectors.base import (
     ScrapeContext,
     Section,
 )
-from .collectors.server_properties import ENGINE_EDITION_KEY
-from .collectors.sys_info import MEMO_KEY as START_TIME_KEY
-from .config import (
-    ConfigError,
+from ..collectors.server_properties import ENGINE_EDITION_KEY
+from ..collectors.sys_info import MEMO_KEY as START_TIME_KEY
+from ..config import (
     ExporterConfig,
     TargetConfig,
-    build_connection_string,
-    driver_kind,
-    freetds_verifies,
-    resolve_driver,
 )
-from .config.windows_auth import freetds_spn
-from .connection import ScrapeFailed, TargetConnection, describe
-from .driver_version import unsendable_password_reason
-from .login_backoff import LoginBackoff, fingerprint, is_login_refused, is_windows_login_refused
+from ..connection import freetds, kerberos
+from ..connection.batch import BatchShapeError, render_batch, route, sections_of
+from ..connection.login import login_opener
+from ..connection.login_backoff import LoginBackoff
+from ..connection.session import ScrapeFailed, TargetConnection
+from . import platform
 from .repeat_log import RepeatLimitedLog
 from .scrape_metrics import (
     COLLECTOR_DURATION,
@@ -63,10 +55,6 @@ log = logging.getLogger(__name__)
 DEFAULT_REFRESH_SECONDS = 300.0
 # Batch texts kept (LRU): one per collector set and slow/fast variant, plus per-target volume lookups.
 RENDERED_CACHE_SIZE = 64
-LOGIN_BACKOFF_REASON = (
-    "login refused earlier; not logging in again until the back-off ends (so a lockout policy is not "
-    "tripped; mssql_exporter_login_backoff_seconds says when; changing the password ends it)"
-)
 
 
 @dataclass
@@ -328,70 +316,13 @@ class Scraper:
             backoff = LoginBackoff(
                 target.name, target.login_backoff_seconds, target.login_backoff_max_seconds
             )
-            opener = self._opener(target, backoff)
+            opener = login_opener(target, backoff, lambda: self._kerberos)
             state = _TargetState(
                 target, TargetConnection(target.name, opener, target.query_timeout_seconds), backoff
             )
             if not one_off:
                 self._states[target.name] = state
             return state, one_off
-
-    def _opener(self, target: TargetConfig, backoff: LoginBackoff):  # noqa: ANN202 - connection.OpenFn
-        def open_connection(login_timeout: int) -> pyodbc.Connection:
-            checked_against = None
-            try:
-                driver = resolve_driver(target.driver, pyodbc.drivers(), encryption=target.encryption)
-                if driver_kind(driver) == "freetds" and freetds_verifies(target):
-                    checked_against = _freetds_ready(target)
-                creds = target.credentials()
-                kerberos_login = _kerberos_login(target)
-                if kerberos_login is not None and self._kerberos is not None:
-                    self._kerberos.ready()  # renew from the keytab, or find the given cache expired
-                if driver_kind(driver) == "freetds":
-                    # Checked again here: the password file may have changed since start-up.
-                    unsendable = unsendable_password_reason(driver, creds.password.get_secret_value())
-                    if unsendable is not None:
-                        raise ScrapeFailed(f"target {target.name}: {unsendable}")
-                conn_str = build_connection_string(target, driver, creds.password, username=creds.username)
-            except (ConfigError, freetds.FreeTdsConfError, kerberos.KerberosError) as exc:
-                # e.g. the password file vanished: say so, by name, not by value
-                raise ScrapeFailed(str(exc)) from None
-            credential = fingerprint(creds.username, creds.password.get_secret_value())
-            left = backoff.blocked_for(credential)
-            if left > 0:
-                # No countdown in the reason: it would make every scrape's line "new" to the repeat
-                # log (the seconds left are in mssql_exporter_login_backoff_seconds).
-                raise ScrapeFailed(LOGIN_BACKOFF_REASON)
-            timeout = max(1, min(login_timeout, math.ceil(target.login_timeout_seconds)))
-            try:
-                cnxn = pyodbc.connect(conn_str, timeout=timeout, autocommit=True)
-                backoff.succeeded()
-                return cnxn
-            except pyodbc.Error as exc:
-                ntlm = target.auth is not None and target.auth.ntlm
-                if is_login_refused(exc) or (ntlm and is_windows_login_refused(exc)):
-                    backoff.refused(credential)
-                if kerberos_login is not None:
-                    failure = _kerberos_failure(target, exc, kerberos_login)
-                    if failure is not None:
-                        raise ScrapeFailed(failure) from None
-                # FreeTDS reports a failed TLS setup as a bare "Unable to connect to data source".
-                if "Unable to connect to data source" not in str(exc):
-                    raise
-                if checked_against is None:
-                    if driver_kind(driver) != "freetds" or target.encryption == "off":
-                        raise
-                    raise ScrapeFailed(
-                        f"{describe(exc)}; FreeTDS could not set up TLS: the server offers no encryption "
-                        "(trust_server_certificate: true skips only the certificate check; encryption: "
-                        f"{target.encryption} still needs TLS; set encryption: off for a server without it)"
-                    ) from None
-                raise ScrapeFailed(
-                    f"{describe(exc)}; FreeTDS could not set up TLS: the server offers no encryption, or "
-                    f"its certificate is not signed by {checked_against} or not issued for {target.host}"
-                ) from None
-
-        return open_connection
 
     def reload(self, config: ExporterConfig) -> ReloadSummary:
         """Serve `config` from now on. A target whose connection settings (host, port, login, password
@@ -437,47 +368,3 @@ class Scraper:
         with self._states_lock:
             for state in self._states.values():
                 state.connection.retire()
-
-
-def _kerberos_spn(target: TargetConfig) -> str | None:
-    """The service principal FreeTDS asks a ticket for; None when not Kerberos or not known here (a
-    named instance's port comes from SQL Browser)."""
-    auth = target.auth
-    if auth is None or auth.kerberos is None:
-        return None
-    if target.spn is not None:
-        return target.spn
-    if target.instance is not None:
-        return None
-    return freetds_spn(target.host, target.port or 1433, auth.kerberos.realm)
-
-
-def _kerberos_login(target: TargetConfig) -> str | None:
-    """For a Kerberos target: who logs in and the service principal asked for, for error messages."""
-    auth = target.auth
-    if auth is None or auth.kerberos is None:
-        return None
-    spn = _kerberos_spn(target) or f"MSSQLSvc/{target.host}:<the port SQL Browser gives {target.instance}>"
-    return f"Kerberos login as {auth.kerberos.identity()} for service principal {spn}"
-
-
-def _kerberos_failure(target: TargetConfig, exc: pyodbc.Error, login: str) -> str | None:
-    """A failed Kerberos login in words a DBA can act on: who, which SPN (what `setspn -L` checks) and,
-    where FreeTDS only says "Unable to connect", the Kerberos library's own reason. None when the
-    library finds nothing wrong with the ticket: then it is the TLS set-up (explained by the caller)."""
-    if "Unable to connect to data source" not in str(exc):
-        return f"{describe(exc)}; {login}"  # the server answered: 18452, 18456, ...
-    spn = _kerberos_spn(target)
-    why = kerberos.diagnose(spn) if spn is not None else None
-    return f"{describe(exc)}; {login}; the Kerberos library says: {why}" if why else None
-
-
-def _freetds_ready(target: TargetConfig) -> str:
-    """Check, at each login, what FreeTDS will verify the server against; returns it for messages."""
-    if target.ca_file is None:
-        freetds.ensure(target)
-        return "a CA in the system trust store"
-    if not os.access(target.ca_file, os.R_OK):
-        raise ScrapeFailed(f"target {target.name}: ca_file {target.ca_file} is missing or not readable")
-    freetds.ensure(target)
-    return f"a CA in {target.ca_file}"

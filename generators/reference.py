@@ -3,7 +3,7 @@
 docs/permissions.md's tables of what each collector reads and needs (permission_reference.py); and
 docs/configuration.md's list of the label names a target's `labels` may not use, from the declarations.
 
-    python -m mssql_memory_exporter.reference [--docs docs/metrics.md] [--permissions docs/permissions.md]
+    python -m generators.reference [--docs docs/metrics.md] [--permissions docs/permissions.md]
         [--config-docs docs/configuration.md] [--check]
 
 `--check` rewrites nothing and exits 1 when a table is stale (the tests and `make generate` run it).
@@ -17,12 +17,13 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from mssql_memory_exporter.collectors import COLLECTORS
+from mssql_memory_exporter.collectors.base import CollectorRecord
+from mssql_memory_exporter.collectors.declare import MetricSpec
+from mssql_memory_exporter.scrape.scrape_metrics import TARGET_SERIES_LABELS
+
 from . import permission_reference
-from .collectors import COLLECTORS
-from .collectors.base import CollectorRecord
-from .collectors.declare import MetricSpec
 from .generated_section import refresh, replace_between
-from .scrape_metrics import TARGET_SERIES_LABELS
 
 DOCS = Path("docs/metrics.md")
 CONFIG_DOCS = Path("docs/configuration.md")
@@ -96,7 +97,7 @@ def render_labels(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m mssql_memory_exporter.reference", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m generators.reference", description=__doc__)
     parser.add_argument("--docs", type=Path, default=DOCS)
     parser.add_argument("--permissions", type=Path, default=permission_reference.DOCS)
     parser.add_argument("--config-docs", type=Path, default=CONFIG_DOCS)

@@ -2,7 +2,7 @@
 collector reads, found in its sections' own SQL.
 
 docs/permissions.md's per-collector and per-object tables are written from here
-(`python -m mssql_memory_exporter.reference`), so a new collector that reads objects already listed
+(`python -m generators.reference`), so a new collector that reads objects already listed
 below needs no edit of the page or of this module: its row follows from its sections or its perf object.
 A collector reading an object not listed here fails the tests until the object's permission is added.
 """
@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from . import files
-from .base import CollectorRecord, Section
-from .perf import perf_section
+from mssql_memory_exporter.collectors import files
+from mssql_memory_exporter.collectors.base import CollectorRecord, Section
+from mssql_memory_exporter.collectors.perf import perf_section
 
 VSS = "VIEW SERVER STATE"
 VSPS = "VIEW SERVER PERFORMANCE STATE"

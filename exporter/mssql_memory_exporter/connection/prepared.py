@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from ..collectors.base import sql_literal
 from .batch import ResultSet
-from .collectors.base import sql_literal
 
 HANDLE_TAG = "prepared_handle"
 REFUSED_TAG = "prepare_refused"

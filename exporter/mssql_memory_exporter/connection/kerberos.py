@@ -25,9 +25,9 @@ import threading
 import time
 from pathlib import Path
 
+from ..config import ExporterConfig
+from ..config.windows_auth import KerberosSettings
 from . import freetds
-from .config import ExporterConfig
-from .config.windows_auth import KerberosSettings
 
 log = logging.getLogger(__name__)
 

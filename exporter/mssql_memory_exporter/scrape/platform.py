@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .batch import sections_of
-from .collectors.base import CollectorRecord, SectionResult
+from ..collectors.base import CollectorRecord, SectionResult
+from ..connection.batch import sections_of
 
 log = logging.getLogger(__name__)
 

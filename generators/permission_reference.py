@@ -1,5 +1,5 @@
 """docs/permissions.md's tables of what each collector reads and what each object needs, written from the
-collectors' records and collectors/permissions.py between markers (`reference.py` runs it with the metric
+collectors' records and generators/permissions.py between markers (`reference.py` runs it with the metric
 tables: `make generate`, `--check`). The text around the markers is prose, written by hand.
 """
 
@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .collectors import COLLECTORS
-from .collectors.base import CollectorRecord
-from .collectors.permissions import (
+from mssql_memory_exporter.collectors import COLLECTORS
+from mssql_memory_exporter.collectors.base import CollectorRecord
+
+from .generated_section import replace_between
+from .permissions import (
     BY_NAME,
     OBJECTS,
     VAD,
@@ -21,7 +23,6 @@ from .collectors.permissions import (
     objects_read,
     undeclared,
 )
-from .generated_section import replace_between
 
 DOCS = Path("docs/permissions.md")
 COLLECTORS_TABLE = "collectors"
@@ -113,7 +114,7 @@ def render(text: str, collectors: Sequence[CollectorRecord] = COLLECTORS) -> str
     missing = undeclared(collectors)
     if missing:
         raise LookupError(
-            "no permission declared in collectors/permissions.py OBJECTS for what these collectors read: "
+            "no permission declared in generators/permissions.py OBJECTS for what these collectors read: "
             + "; ".join(f"{name}: {', '.join(objs)}" for name, objs in sorted(missing.items()))
         )
     tables = (

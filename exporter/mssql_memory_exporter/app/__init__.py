@@ -1,0 +1,1 @@
+"""The process: command line, reload, logging, build info, the exporter's own metrics."""

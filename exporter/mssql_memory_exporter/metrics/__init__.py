@@ -1,0 +1,1 @@
+"""Metric families and the exposition text they are written as."""
