@@ -318,8 +318,9 @@ class Exporter:
             )
         )
         self.port = free_port()
-        script = ROOT / ".venv" / "bin" / "mssql-memory-exporter"
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "mssql_memory_exporter"]
+        # `python -m`, not the console script: the script names a module path (app.cli) that a revision
+        # compared against may not have (bench/compare.py runs older checkouts' code with this).
+        command = [sys.executable, "-m", "mssql_memory_exporter"]
         self._proc = subprocess.Popen(
             [
                 *command,

@@ -8,6 +8,7 @@ result set and every other section still answers.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -90,7 +91,7 @@ def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict
             continue
         if tag not in by_tag:
             raise BatchShapeError(f"result set for unknown section {tag!r}")
-        if any(raw[0] != tag for raw in rs.rows):
+        if len(rs.rows) > 1 and list(map(_first, rs.rows)).count(tag) != len(rs.rows):  # in C: every row
             raise BatchShapeError(f"result set of section {tag!r} mixes in rows of other sections")
         result = results.setdefault(tag, SectionResult(columns=rs.columns))
         if result.error is not None or result.unavailable:
@@ -108,6 +109,9 @@ def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict
         ):
             result.error = SectionError(0, "section returned no rows")
     return results
+
+
+_first = operator.itemgetter(0)
 
 
 def _route_failure(row: Row, by_tag: dict[str, Section], results: dict[str, SectionResult]) -> None:

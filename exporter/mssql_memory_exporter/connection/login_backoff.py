@@ -62,6 +62,8 @@ class LoginBackoff:
         self._until = 0.0
 
     def seconds_left(self) -> float:
+        if self._refused is None:  # read every probe: no lock for the common answer (one attribute read)
+            return 0.0
         with self._lock:
             return max(0.0, self._until - self._clock()) if self._refused is not None else 0.0
 

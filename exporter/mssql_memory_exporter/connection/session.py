@@ -63,9 +63,10 @@ def _whole_seconds(seconds: float) -> int:
 def fetch_all(cursor: pyodbc.Cursor) -> list[ResultSet]:
     result_sets: list[ResultSet] = []
     while True:
-        if cursor.description is not None:
-            columns = tuple(col[0] for col in cursor.description)
-            result_sets.append(ResultSet(columns, [tuple(row) for row in cursor.fetchall()]))
+        description = cursor.description  # built by pyodbc on each read: read once per result set
+        if description is not None:
+            columns = tuple([col[0] for col in description])
+            result_sets.append(ResultSet(columns, list(map(tuple, cursor.fetchall()))))
         if not cursor.nextset():
             return result_sets
 

@@ -11,24 +11,20 @@ would need escaping) sends the whole body to `generate_latest`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
-from .families import SeriesFamily
+from .families import SeriesFamily, TargetFamily
+from .text import METRIC_NAME, Unsupported, label_text, number
 
 # What render() writes, announced as such whatever prometheus_client's CONTENT_TYPE_LATEST says (0.26
 # announces version=1.0.0, a format whose quoted UTF-8 names this writer never produces; the fallback's
 # generate_latest escapes names to the legacy set, i.e. writes 0.0.4 too).
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-# The legacy character sets: a name outside them is escaped by generate_latest, and we leave that to it.
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Exposition type, and the suffix every sample of the family carries, per family type.
 _SIMPLE = {
     "gauge": ("gauge", ""),
@@ -40,17 +36,13 @@ _SIMPLE = {
 # the process without limit.
 _CACHE_MAX = 4096
 
-# Series lines by (sample name, label pairs): one entry per series a target exports, over every target.
-# Clearing when full only costs the label text again, so a fleet larger than this stays correct.
+# Series lines by (sample name, label pairs), for families other than the collectors' TargetFamily (which
+# bring their prefixes): one entry per series, over every target; cleared when full, which only costs
+# the label text again.
 _PREFIX_CACHE_MAX = 50_000
 
 _headers: dict[tuple[str, str, str], tuple[str, str] | None] = {}
 _prefixes: dict[tuple[object, ...], str] = {}
-_label_names_ok: dict[str, bool] = {}
-
-
-class _Unsupported(Exception):
-    """A family this writer does not handle; generate_latest writes the body instead."""
 
 
 def render(families: Iterable[Metric]) -> bytes:
@@ -58,7 +50,7 @@ def render(families: Iterable[Metric]) -> bytes:
     families = list(families)
     try:
         return "".join(_lines(families)).encode("utf-8")
-    except (_Unsupported, TypeError):  # TypeError: an unhashable label value; generate_latest names it
+    except (Unsupported, TypeError):  # TypeError: an unhashable label value; generate_latest names it
         return _fallback(families)
 
 
@@ -68,17 +60,37 @@ def _lines(families: list[Metric]) -> list[str]:
     append = out.append
     prefixes = _prefixes
     for family in families:
+        kind = type(family)
+        if kind is TargetFamily:
+            shape = family.shape  # type: ignore[attr-defined]
+            if shape.header is None:
+                shape.header = _header(family)
+            append(shape.header[0])
+            # The collectors' families: each series is its finished prefix and a number. The common
+            # number (a float whose repr has its point within six digits) is written here, not called.
+            for prefix, _, value in family.entries:  # type: ignore[attr-defined]
+                if prefix is None:
+                    raise Unsupported
+                if type(value) is int:
+                    value = float(value)  # what floatToGoString does first
+                if type(value) is float:
+                    text = repr(value)
+                    if 0 <= text.find(".") <= 6:
+                        append(prefix + text + "\n")
+                        continue
+                append(prefix + number(value))
+            continue
         header, sample_name = _header(family)
         append(header)
-        if type(family) is SeriesFamily:
-            # The collectors' own families: plain (labels, value) pairs, nothing else to check.
+        if kind is SeriesFamily:
+            # Plain (labels, value) pairs, nothing else to check.
             bare = sample_name + " "
-            for labels, value in family.series:
+            for labels, value in family.series:  # type: ignore[attr-defined]
                 if labels:
                     line = prefixes.get((sample_name, *labels.items())) or _series_prefix(sample_name, labels)
                 else:
                     line = bare
-                append(line + _number(value))
+                append(line + number(value))
             continue
         for sample in family.samples:
             if (
@@ -87,9 +99,9 @@ def _lines(families: list[Metric]) -> list[str]:
                 or sample.exemplar is not None
                 or sample.native_histogram is not None
             ):
-                raise _Unsupported
+                raise Unsupported
             append(_series_prefix(sample_name, sample.labels) if sample.labels else sample_name + " ")
-            append(_number(sample.value))
+            append(number(sample.value))
     return out
 
 
@@ -100,29 +112,13 @@ def _series_prefix(sample_name: str, labels: dict[str, str]) -> str:
     try:
         text = _prefixes.get(key)
     except TypeError:  # an unhashable label value: generate_latest will say what is wrong with it
-        raise _Unsupported from None
+        raise Unsupported from None
     if text is None:
-        text = f"{sample_name}{{{_label_text(labels)}}} "
+        text = f"{sample_name}{{{label_text(labels)}}} "
         if len(_prefixes) >= _PREFIX_CACHE_MAX:
             _prefixes.clear()
         _prefixes[key] = text
     return text
-
-
-def _number(value: float) -> str:
-    """The value as floatToGoString writes it, without its conversions for a float (every value ours
-    are): Python's repr, except that Go's exponent starts at seven digits before the point."""
-    if type(value) is int:
-        value = float(value)  # what floatToGoString does first
-    if type(value) is float:
-        text = repr(value)
-        dot = text.find(".")
-        if 0 <= dot <= 6 or (dot > 6 and value < 0):
-            return text + "\n"
-        if dot > 6:
-            digits = text[:dot] + text[dot + 1 :]
-            return f"{(digits[0] + '.' + digits[1:]).rstrip('0').rstrip('.')}e+{dot - 1:02d}\n"
-    return floatToGoString(value) + "\n"  # inf, nan, exponents, ints, anything else
 
 
 def _header(family: Metric) -> tuple[str, str]:
@@ -134,7 +130,7 @@ def _header(family: Metric) -> tuple[str, str]:
             _headers.clear()
         _headers[key] = cached
     if cached is None:
-        raise _Unsupported
+        raise Unsupported
     return cached
 
 
@@ -144,35 +140,10 @@ def _make_header(name: str, family_type: str, doc: str) -> tuple[str, str] | Non
         return None
     shown_type, suffix = simple
     sample_name = name + suffix
-    if _METRIC_NAME.fullmatch(sample_name) is None:
+    if METRIC_NAME.fullmatch(sample_name) is None:
         return None
     help_text = doc.replace("\\", r"\\").replace("\n", r"\n")
     return f"# HELP {sample_name} {help_text}\n# TYPE {sample_name} {shown_type}\n", sample_name
-
-
-def _label_text(labels: dict[str, str]) -> str:
-    parts = []
-    for name in sorted(labels):
-        if not _label_name_ok(name):
-            raise _Unsupported
-        value = labels[name]
-        if type(value) is not str:
-            raise _Unsupported  # generate_latest would fail on it; let it say so
-        if "\\" in value or "\n" in value or '"' in value:
-            value = value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
-        parts.append(f'{name}="{value}"')
-    return ",".join(parts)
-
-
-def _label_name_ok(name: str) -> bool:
-    ok = _label_names_ok.get(name)
-    if ok is None:
-        # Names starting with "__" are reserved; generate_latest escapes them.
-        ok = _LABEL_NAME.fullmatch(name) is not None and not name.startswith("__")
-        if len(_label_names_ok) >= _CACHE_MAX:
-            _label_names_ok.clear()
-        _label_names_ok[name] = ok
-    return ok
 
 
 class _Fixed(Collector):

@@ -83,6 +83,8 @@ class RepeatLimitedLog:
         self._log.log(level, msg, extra=fields, exc_info=exc_info if repeats is None else None)
 
     def succeeded(self, target: str, what: str, msg: str, **extra: object) -> None:
+        if not self._streaks:  # nothing failing anywhere: the common case (one call per collector), no lock
+            return
         with self._lock:
             streak = self._streaks.pop((target, what), None)
         if streak is not None:

@@ -75,6 +75,8 @@ class _TargetState:
     # (an upgrade is one) they are tried again.
     missing: frozenset[str] = frozenset()
     missing_at_start: object = None
+    # The last full probe's (target config, left_out, missing, own set, plan): Scraper._plan_for.
+    last_plan: tuple[object, ...] = (None, None, None, None, None)
 
 
 @dataclass
@@ -122,6 +124,7 @@ class Scraper:
         # The batch text is rendered once per variant and reused, so the server reuses its plans too.
         self._rendered: OrderedDict[tuple[Section, ...], str] = OrderedDict()
         self._rendered_lock = threading.Lock()
+        self._last_batch: tuple[object, str] = (object(), "")  # (sections, their batch): never () here
         self._states: dict[str, _TargetState] = {}
         self._states_lock = threading.Lock()
         self.repeat_log = RepeatLimitedLog(log)  # repeated failures logged once, then counted
@@ -141,6 +144,11 @@ class Scraper:
         return self._batch_for(plan.fast), self._batch_for(plan.fast + plan.slow)
 
     def _batch_for(self, sections: tuple[Section, ...]) -> str:
+        # A plan's fast sections are one tuple, probe after probe: found by identity, its ~25 Sections
+        # are not hashed again (the LRU below keys by their values).
+        last = self._last_batch
+        if last[0] is sections:
+            return last[1]
         with self._rendered_lock:
             sql = self._rendered.get(sections)
             if sql is None:
@@ -149,7 +157,8 @@ class Scraper:
                     self._rendered.popitem(last=False)
             else:
                 self._rendered.move_to_end(sections)
-            return sql
+        self._last_batch = (sections, sql)
+        return sql
 
     def _sections_for(self, state: _TargetState, plan: Plan, narrowed: bool) -> tuple[Section, ...]:
         due_at = state.narrowed_slow_at.get(plan.exported, 0.0) if narrowed else state.next_slow_at
@@ -169,6 +178,24 @@ class Scraper:
         chosen = self._names if enabled is None or enabled == self._names else self._names & enabled
         return chosen if collect is None else chosen & frozenset(collect)
 
+    def _plan_for(
+        self, state: _TargetState, target: TargetConfig, collect: Collection[str] | None
+    ) -> tuple[frozenset[str], Plan]:
+        """The target's own collector set (less what its platform cannot answer, once the first scrape
+        has told: platform.py) and the plan of this probe. A probe without collect[] of the same target
+        config, platform and missing objects as the last one reuses its answer: the config fixed it at
+        load, and working it out again (set arithmetic over every collector, the plan's lookup by a new
+        frozenset) cost more than some collectors' whole work."""
+        last = state.last_plan
+        if collect is None and last[0] is target and last[1] is state.left_out and last[2] is state.missing:
+            return last[3], last[4]
+        left_out, missing = state.left_out, state.missing
+        own = self.enabled_for(target) - left_out - missing
+        plan = self._planner.plan(own if collect is None else own & frozenset(collect))
+        if collect is None:
+            state.last_plan = (target, left_out, missing, own, plan)
+        return own, plan
+
     def probe(
         self, target: TargetConfig, timeout: float, collect: Collection[str] | None = None
     ) -> list[Metric]:
@@ -177,9 +204,7 @@ class Scraper:
         out = FamilyBuilder(target.labels)
         state, one_off = self._state_for(target)
         up = 0.0
-        # Less what the target's platform cannot answer, once the first scrape has told (platform.py).
-        own = self.enabled_for(target) - state.left_out - state.missing
-        plan = self._planner.plan(own if collect is None else own & frozenset(collect))
+        own, plan = self._plan_for(state, target, collect)
         narrowed = plan.exported != own
         sections = self._sections_for(state, plan, narrowed)
         try:
