@@ -1,4 +1,4 @@
-"""(i) Scale-out: the same fleet served by 1, 2 and 4 exporter processes, each a hashmod shard.
+"""(j) Scale-out: the same fleet served by 1, 2 and 4 exporter processes, each a hashmod shard.
 
     PYTHONPATH=. .venv/bin/python -m bench.scale_out --targets 2000 --processes 1 --processes 2 --processes 4
 
@@ -11,7 +11,7 @@ the warm-up (logins, the first refresh scrape), the rounds after it are measured
 The figure that carries over to other machines is the exporters' CPU per probe and, from it, the cores
 1,000 targets take at a 15 s interval (CPU per probe x 1,000 / 15). This machine has 2 cores, and the
 stand-ins build their answers in Python (about 10 times the exporter's CPU per probe): at 15 s they
-could not answer 2,000 targets, so the fleet runs at a longer interval (`--interval`, default 60 s)
+could not answer 2,000 targets, so the fleet runs at a longer interval (`--interval`, default 90 s)
 and the 15 s figure is computed. The latency columns are therefore the stand-ins' as much as the
 exporters'.
 """
@@ -202,13 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scale_out", description=__doc__.split("\n")[0])
     parser.add_argument("--targets", type=int, default=2000)
     parser.add_argument("--processes", type=int, action="append", help="exporter processes; default 1, 2, 4")
-    parser.add_argument("--interval", type=float, default=60.0, help="seconds between probes of a target")
+    parser.add_argument("--interval", type=float, default=90.0, help="seconds between probes of a target")
     parser.add_argument("--rounds", type=int, default=1, help="measured rounds after the warm-up round")
     args = parser.parse_args(argv)
     runs = run_all(args.targets, args.processes or [1, 2, 4], args.interval, args.rounds)
     headers, rows = table(runs)
     print_table(
-        f"(i) {args.targets} targets over {', '.join(str(r.processes) for r in runs)} exporter processes"
+        f"(j) {args.targets} targets over {', '.join(str(r.processes) for r in runs)} exporter processes"
         f" (hashmod shards), a probe per target every {args.interval:.0f} s; cores at 15 s from CPU/probe",
         headers,
         rows,

@@ -106,3 +106,16 @@ def test_capacity_report_bench_reads_both_resolutions_and_every_period():
         assert results[resolution]["rows"] == 6 and results[resolution]["rows_with_share"] == 6, results
         assert results[resolution]["exit"] == 0 and results[resolution]["fetched_bytes"] > 0, results
     assert "raw / 1 h:" in run.stdout
+
+
+def test_scale_out_probes_every_target_once_a_round_on_the_process_its_name_hashes_to():
+    run = run_python(
+        "-m", "bench.scale_out", "--targets", "6", "--processes", "1", "--processes", "2",
+        "--interval", "6", timeout=240,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    rows = [line.split() for line in run.stdout.splitlines() if line[:2] in ("1 ", "2 ")]
+    assert [row[0] for row in rows] == ["1", "2"], run.stdout
+    assert rows[0][1] == "6" and "6 (0)" in " ".join(rows[0]), run.stdout  # every target, none failed
+    assert "6 (0)" in " ".join(rows[1]), run.stdout
+

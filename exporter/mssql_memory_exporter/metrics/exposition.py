@@ -68,9 +68,9 @@ def _lines(families: list[Metric]) -> list[str]:
             append(shape.header[0])
             # The collectors' families: each series is its finished prefix and a number. The common
             # number (a float whose repr has its point within six digits) is written here, not called.
+            # A prefix the writer could not make is None: None + str raises TypeError, and render()
+            # hands the body to generate_latest.
             for prefix, _, value in family.entries:  # type: ignore[attr-defined]
-                if prefix is None:
-                    raise Unsupported
                 if type(value) is int:
                     value = float(value)  # what floatToGoString does first
                 if type(value) is float:
