@@ -30,7 +30,7 @@ from ..collectors.custom import (
 )
 from ..scrape.scrape_metrics import SCRAPE_METRICS
 from .errors import ConfigError, to_config_error
-from .fields import PROMETHEUS_TARGET_LABELS, RESERVED_LABELS, Strict, control_character
+from .fields import PROMETHEUS_TARGET_LABELS, Strict, control_character
 from .yaml_loading import read_yaml
 
 DEFAULT_PREFIX = "mssql_custom_"
@@ -45,6 +45,10 @@ PLATFORM_NAMES = Literal["sql_server", "azure_sql_managed_instance", "azure_sql_
 BUILT_IN_METRICS = frozenset(
     spec.family for spec in (*SCRAPE_METRICS, RESULT_AGE, *(s for r in COLLECTORS for s in r.metrics))
 )
+# Labels a custom metric may not have: Prometheus' target labels (it would rename them exported_*) and the
+# bucket and quantile labels its histograms and summaries read. A target's constant labels are checked
+# against the config's targets (label_clashes).
+CUSTOM_RESERVED = PROMETHEUS_TARGET_LABELS | {"le", "quantile"}
 BUILT_IN_NAMES = frozenset(record.name for record in COLLECTORS)
 
 
@@ -119,8 +123,8 @@ def _problems(model: CustomCollectorConfig, prefix: str) -> Iterable[tuple[tuple
         ]:
             if where == "label_columns" and name.lower() not in declared:
                 yield (*at, where), f"{name} is not among the query's columns"
-            if name.startswith("__") or name in PROMETHEUS_TARGET_LABELS or name in RESERVED_LABELS:
-                yield (*at, where), f"label {name} is reserved (set by the exporter or Prometheus)"
+            if name.startswith("__") or name in CUSTOM_RESERVED:
+                yield (*at, where), f"label {name} is reserved (Prometheus gives it a meaning of its own)"
             if labels.count(name) > 1:
                 yield (*at, where), f"label {name} is given twice"
         if metric.value_column in metric.label_columns:
@@ -196,8 +200,7 @@ def load_custom(data: Mapping[str, Any], source: str, base_dir: str) -> tuple[Cu
         try:
             models = CollectorFile.model_validate({"collectors": raw}).collectors
         except ValidationError as exc:
-            lines = to_config_error(origin, exc).lines
-            errors += [line.replace(f"{origin}: collectors", f"{origin}: {path}", 1) for line in lines]
+            errors += [_named(line, origin, path, raw) for line in to_config_error(origin, exc).lines]
             continue
         for index, model in enumerate(models):
             where = f"{origin}: {path}.{index} ({model.name})"
@@ -222,6 +225,17 @@ def load_custom(data: Mapping[str, Any], source: str, base_dir: str) -> tuple[Cu
     if errors:
         raise ConfigError(errors)
     return tuple(queries)
+
+
+def _named(line: str, origin: str, path: str, raw: object) -> str:
+    """A field error's line with the collector's name after its index, as the other checks write it."""
+    match = re.match(re.escape(f"{origin}: collectors.") + r"(\d+)\.", line)
+    if match is None or not isinstance(raw, list):
+        return line.replace(f"{origin}: collectors", f"{origin}: {path}", 1)
+    index = int(match[1])
+    body = raw[index] if index < len(raw) else None
+    name = body.get("name") if isinstance(body, Mapping) else None
+    return f"{origin}: {path}.{index} ({name if isinstance(name, str) else '?'}): {line[match.end() :]}"
 
 
 def records_of(queries: Sequence[CustomQuery]) -> tuple[CollectorRecord, ...]:

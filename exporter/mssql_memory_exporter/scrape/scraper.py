@@ -266,7 +266,10 @@ class Scraper:
                 if state.platform_pending and ENGINE_EDITION_KEY in ctx.memo:
                     state.platform_pending = False
                     state.left_out_why = platform.decide(
-                        ctx.memo[ENGINE_EDITION_KEY], collectors, target.name, ctx.memo.get(PRODUCT_VERSION_KEY)
+                        ctx.memo[ENGINE_EDITION_KEY],
+                        collectors,
+                        target.name,
+                        ctx.memo.get(PRODUCT_VERSION_KEY),
                     )
                     state.left_out = frozenset(state.left_out_why)
             if state.missing and ctx.memo.get(START_TIME_KEY) != state.missing_at_start:
@@ -300,7 +303,11 @@ class Scraper:
             results[tag].error for tag in module.sections if tag in results and results[tag].error is not None
         ]
         ok = not errors
-        outcome = Outcome("failed", f"{errors[0].number}: {errors[0].message}", errors[0].number) if errors else None
+        outcome = (
+            Outcome("failed", f"{errors[0].number}: {errors[0].message}", errors[0].number)
+            if errors
+            else None
+        )
         if errors:
             self.repeat_log.failed(
                 target,
