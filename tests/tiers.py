@@ -59,6 +59,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_secret_file": "unit",
     # integration: the stand-in over TDS, real sockets and subprocesses
     "test_bench": "integration",
+    "test_check_target": "integration",  # --check-target against stand-in scenarios over TDS
     "test_bootstrap": "integration",
     "test_cli": "integration",
     "test_prepared_batch": "integration",  # prepared batches against stand-ins over TDS

@@ -104,6 +104,9 @@ class ReloadSummary:
         return "; ".join(parts)
 
 
+SCRAPE = ""  # the key of the round trip's own outcome in `outcomes`
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What became of one collector in a probe, for --check-target (app/check_target.py)."""
@@ -230,6 +233,8 @@ class Scraper:
             up = 1.0
         except (ScrapeFailed, BatchShapeError) as exc:
             self.repeat_log.failed(target.name, "scrape", str(exc), "scrape failed")
+            if outcomes is not None:
+                outcomes[SCRAPE] = Outcome("failed", str(exc))
             if isinstance(exc, BatchShapeError):
                 # The session's state is unknown after an answer we cannot read; never wait for the
                 # lock here, a concurrent probe's worker may be stuck in the driver holding it.
