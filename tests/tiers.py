@@ -34,6 +34,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_collector_contract": "unit",
     "test_config": "unit",
     "test_custom_collectors": "unit",  # load-time refusals; scrapes answered in process
+    "test_shipped_collectors": "unit",  # the shipped collector files on scenarios, in process
     "test_dashboard_verdicts": "unit",
     "test_dashboards": "unit",
     "test_dashboards_no_data": "unit",  # every panel says why it is empty, where 12.4 shows it

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import yaml
+
 from .files import FileModel, parse_databases
 from .moments import at_moments, check_moments
 from .scenario_files import read_scenario, scenario_path
@@ -189,6 +191,12 @@ def _custom_queries(raw: Any, where: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: custom_queries must map names to {{sql, columns, rows}}")
     for name, spec in raw.items():
+        if isinstance(spec, dict) and "shipped" in spec:
+            # The query of a collector file shipped with the exporter, read from that file: typed once.
+            spec = raw[name] = {
+                **{k: v for k, v in spec.items() if k != "shipped"},
+                "sql": _shipped(spec["shipped"]),
+            }
         extra = sorted(set(spec) - {"sql", "columns", "rows", "reads"}) if isinstance(spec, dict) else ["?"]
         if extra or not isinstance(spec.get("sql"), str) or not isinstance(spec.get("columns"), list):
             raise ValueError(f"{where}: custom_queries.{name}: give sql (text), columns (list), rows, reads")
@@ -196,6 +204,14 @@ def _custom_queries(raw: Any, where: str) -> dict[str, Any]:
             if not isinstance(row, list) or len(row) != len(spec["columns"]):
                 raise ValueError(f"{where}: custom_queries.{name}.rows.{index}: one value per column")
     return dict(raw)
+
+
+def _shipped(name: str) -> str:
+    import mssql_memory_exporter
+
+    path = Path(mssql_memory_exporter.__file__).parent / "collectors" / "shipped" / f"{name}.yml"
+    collectors = yaml.safe_load(path.read_text())["collectors"]
+    return str(collectors[0]["query"]).strip()
 
 
 def _normal_sql(sql: str) -> str:

@@ -14,6 +14,7 @@ import glob
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, ValidationError
@@ -34,6 +35,9 @@ from .fields import PROMETHEUS_TARGET_LABELS, Strict, control_character
 from .yaml_loading import read_yaml
 
 DEFAULT_PREFIX = "mssql_custom_"
+# Collector files shipped in the package (wheel and image alike), named in collector_files as shipped:NAME.
+SHIPPED = "shipped:"
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "collectors" / "shipped"
 METRIC_NAME = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
 NAME = r"^[a-z][a-z0-9_]*$"  # collector names, as the built-in ones
 COLUMN = r"^[A-Za-z_][A-Za-z0-9_]*$"  # a label column's name becomes the label's name
@@ -158,6 +162,12 @@ def _query(model: CustomCollectorConfig, origin: str) -> CustomQuery:
     )
 
 
+def shipped_file(name: str) -> Path | None:
+    """The collector file shipped with the exporter under that name (`shipped:agent_jobs`), if any."""
+    path = SHIPPED_DIR / f"{name}.yml"
+    return path if re.fullmatch(r"[a-z0-9_]+", name) and path.is_file() else None
+
+
 def _files(patterns: Sequence[object], source: str, base_dir: str) -> tuple[list[str], list[str]]:
     """The files `collector_files` names, sorted per pattern, and the error lines of patterns."""
     found: list[str] = []
@@ -165,6 +175,16 @@ def _files(patterns: Sequence[object], source: str, base_dir: str) -> tuple[list
     for index, pattern in enumerate(patterns):
         if not isinstance(pattern, str) or not pattern:
             errors.append(f"{source}: collector_files.{index}: must be a file name or a glob")
+            continue
+        if pattern.startswith(SHIPPED):
+            shipped = shipped_file(pattern.removeprefix(SHIPPED))
+            if shipped is None:
+                known = ", ".join(SHIPPED + p.stem for p in sorted(SHIPPED_DIR.glob("*.yml")))
+                errors.append(
+                    f"{source}: collector_files.{index}: no shipped file {pattern!r}; shipped: {known}"
+                )
+            elif str(shipped) not in found:
+                found.append(str(shipped))
             continue
         matches = sorted(glob.glob(os.path.join(base_dir, pattern)))
         if not matches:
@@ -181,7 +201,7 @@ def load_custom(data: Mapping[str, Any], source: str, base_dir: str) -> tuple[Cu
     declared: list[tuple[str, str, object]] = []  # (origin, path prefix, raw collector list)
     inline = data.get("custom_collectors")
     errors: list[str] = []
-    if inline is not None:
+    if inline is not None and inline != []:  # an empty list (a template's placeholder) declares nothing
         declared.append((source, "custom_collectors", inline))
     patterns = data.get("collector_files") or []
     if not isinstance(patterns, list):
