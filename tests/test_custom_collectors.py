@@ -270,8 +270,8 @@ def test_platforms_and_min_version_leave_a_collector_out() -> None:
 
 
 def test_a_collector_whose_required_object_is_missing_is_left_out() -> None:
-    offline = Offline(config_with([{**WAITS, "requires": ["msdb.dbo.sysjobs"]}]))
+    offline = Offline(config_with([{**WAITS, "requires": ["msdb.dbo.sysmail_allitems"]}]))
     outcomes: dict[str, Outcome] = {}
     samples = offline.scrape(outcomes=outcomes)
-    assert outcomes["waits"] == Outcome("left out", "this server does not have msdb.dbo.sysjobs")
+    assert outcomes["waits"] == Outcome("left out", "this server does not have msdb.dbo.sysmail_allitems")
     assert enabled(samples, "waits") == 0.0
