@@ -21,7 +21,15 @@ THANOS_RULER_WATCH = "mssql.thanos_ruler"
 # blocking; for the sites that switch those files on.
 SHIPPED_COLLECTORS = "mssql.shipped_collectors"
 
-ALL = (RECORDING, RECORDING_LONG_WINDOW, ALERTS, SMARTCTL_EXPORTER, FLEET, THANOS_RULER_WATCH, SHIPPED_COLLECTORS)
+ALL = (
+    RECORDING,
+    RECORDING_LONG_WINDOW,
+    ALERTS,
+    SMARTCTL_EXPORTER,
+    FLEET,
+    THANOS_RULER_WATCH,
+    SHIPPED_COLLECTORS,
+)
 
 # Where a group is evaluated (rule_groups.evaluators in alerts/thresholds.yml).
 PROMETHEUS = "prometheus"  # each shard's own Prometheus: the group reads one target's series

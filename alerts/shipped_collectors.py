@@ -74,8 +74,9 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             s.agent_job_failed_for,
             "warning",
             "SQL Server Agent job {{ $labels.agent_job }} failed on its last run",
-            "The last completed run of the enabled Agent job {{ $labels.agent_job }} on {{ $labels.instance }}"
-            " failed (msdb.dbo.sysjobhistory, step 0). The job history says which step failed and why.",
+            "The last completed run of the enabled Agent job {{ $labels.agent_job }} on"
+            " {{ $labels.instance }} failed (msdb.dbo.sysjobhistory, step 0). The job history says which step"
+            " failed and why.",
         ),
         alert(
             spec,
@@ -107,8 +108,9 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             s.backup_for,
             "warning",
             "Database {{ $labels.database_name }} has no log backup for {{ $value | humanizeDuration }}",
-            "Database {{ $labels.database_name }} on {{ $labels.instance }} is in {{ $labels.recovery_model }}"
-            " recovery and its last log backup finished {{ $value | humanizeDuration }} ago"
+            "Database {{ $labels.database_name }} on {{ $labels.instance }} is in"
+            " {{ $labels.recovery_model }} recovery and its last log backup finished"
+            " {{ $value | humanizeDuration }} ago"
             f" (limit: {s.backup_log_max_age}): its log cannot be truncated and grows, and a restore would"
             " lose everything since.",
         ),

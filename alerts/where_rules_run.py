@@ -38,7 +38,8 @@ READS = {
         "Thanos Ruler's own /metrics, on the shard that scrapes it (opt-in: the fleet group failing)"
     ),
     group_names.SHIPPED_COLLECTORS: (
-        "one target's shipped collector series (opt-in: Agent jobs, backups, blocking; docs/custom-collectors.md)"
+        "one target's shipped collector series (opt-in: Agent jobs, backups, blocking;"
+        " docs/custom-collectors.md)"
     ),
 }
 
