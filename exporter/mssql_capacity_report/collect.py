@@ -142,7 +142,7 @@ def _breaks(reader: _Reader, selector: str) -> dict[str, list[Break]]:
     step = _window(o.step_seconds)
     two_steps = _window(2 * o.step_seconds)
     grow = 1 + o.memory_change_share
-    written = f"{WRITTEN}{{{selector}, source={_quote(o.source)}}}"
+    written = f'{WRITTEN}{{{selector}, source={_quote(o.source)}}}'
     breaks: dict[str, list[Break]] = {}
 
     def add(kind: str, flagged: dict[str, list[float]]) -> None:
@@ -178,7 +178,7 @@ def _period_query(selector: str, instance: str, source: str, seconds: float) -> 
     inst = f"{selector}, instance={_quote(instance)}"
     w = _window(seconds)
     parts = {
-        "written": f"sum by (pool) (increase({WRITTEN}{{{inst}, source={_quote(source)}}}[{w}]))",
+        "written": f'sum by (pool) (increase({WRITTEN}{{{inst}, source={_quote(source)}}}[{w}]))',
         "rated": f"max by (pool) (max_over_time({RATED}{{{inst}}}[{w}]))",
         "planned": f"max by (pool) (max_over_time({PLANNED}{{{inst}}}[{w}]))",
         "msm_max": f"max_over_time({MAX_SERVER_MEMORY}{{{inst}}}[{w}])",
@@ -186,7 +186,9 @@ def _period_query(selector: str, instance: str, source: str, seconds: float) -> 
         "life_used": f"max by (pool) (max_over_time({DRIVE_LIFE_USED}{{{inst}}}[{w}]))",
         "implied": f"max by (pool) (max_over_time({IMPLIED_ENDURANCE_RULE}{{{inst}}}[{w}]))",
     }
-    return "\nor ".join(f'label_replace({expr}, "q", "{name}", "", "")' for name, expr in parts.items())
+    return "\nor ".join(
+        f'label_replace({expr}, "q", "{name}", "", "")' for name, expr in parts.items()
+    )
 
 
 def _rows_for_instance(

@@ -76,18 +76,8 @@ def _date(seconds: float | None) -> str:
 
 
 MARKDOWN_HEADER = [
-    "Instance",
-    "Pool",
-    "From",
-    "To",
-    "Max server memory",
-    "Write rate",
-    "Projected life",
-    "Rated",
-    "Share",
-    "Drives' life used",
-    "Drives' implied endurance",
-    "Note",
+    "Instance", "Pool", "From", "To", "Max server memory", "Write rate", "Projected life", "Rated", "Share",
+    "Drives' life used", "Drives' implied endurance", "Note",
 ]
 
 
@@ -119,7 +109,7 @@ def to_markdown(report: Report) -> str:
     lines = [
         f"# {title(report)}",
         "",
-        f'Write rate of `source="{o.source}"` per period of one memory size; projected over each pool\'s '
+        f"Write rate of `source=\"{o.source}\"` per period of one memory size; projected over each pool's "
         "planned life and set against its rating. Decimal units (1 TB = 10^12 bytes).",
         "",
         "| " + " | ".join(MARKDOWN_HEADER) + " |",

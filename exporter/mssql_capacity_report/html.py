@@ -103,7 +103,7 @@ def to_html(report: Report) -> str:
         body.append(f"<h2>{html.escape(instance)} · {html.escape(pool)}</h2>")
         body.append(_bars(rows, start, end))
     return (
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title(report))}</title>'
+        f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title(report))}</title>"
         "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:nth-child(-n+4),"
         "td:last-child{text-align:left}</style></head><body>\n"

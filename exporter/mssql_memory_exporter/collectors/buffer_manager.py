@@ -30,50 +30,32 @@ METRICS = (
         question="Dell row: Free list stalls/sec < 2.",
     ),
     perf.PerfMetric(
-        "Lazy writes/sec",
-        "mssql_lazy_writes_total",
-        "Pages written by the lazy writer.",
-        C,
+        "Lazy writes/sec", "mssql_lazy_writes_total", "Pages written by the lazy writer.", C,
         unit="pages",
         question="Dell row: Lazy writes/sec < 20.",
     ),
     perf.PerfMetric(
-        "Page lookups/sec",
-        "mssql_page_lookups_total",
-        "Requests to find a page in the buffer pool.",
-        C,
+        "Page lookups/sec", "mssql_page_lookups_total", "Requests to find a page in the buffer pool.", C,
         unit="lookups",
         question="Dell row: Page lookups/sec ÷ batch requests/sec < 100 (numerator).",
     ),
     perf.PerfMetric(
-        "Page reads/sec",
-        "mssql_page_reads_total",
-        "Physical database page reads.",
-        C,
+        "Page reads/sec", "mssql_page_reads_total", "Physical database page reads.", C,
         unit="pages",
         question="Dell row: Pages read/sec and writes/sec < 90.",
     ),
     perf.PerfMetric(
-        "Page writes/sec",
-        "mssql_page_writes_total",
-        "Physical database page writes.",
-        C,
+        "Page writes/sec", "mssql_page_writes_total", "Physical database page writes.", C,
         unit="pages",
         question="Dell row: Pages read/sec and writes/sec < 90.",
     ),
     perf.PerfMetric(
-        "Checkpoint pages/sec",
-        "mssql_checkpoint_pages_total",
-        "Pages flushed to disk by checkpoints.",
-        C,
+        "Checkpoint pages/sec", "mssql_checkpoint_pages_total", "Pages flushed to disk by checkpoints.", C,
         unit="pages",
         question="Context for write volume.",
     ),
     perf.PerfMetric(
-        "Readahead pages/sec",
-        "mssql_readahead_pages_total",
-        "Pages read in anticipation of use.",
-        C,
+        "Readahead pages/sec", "mssql_readahead_pages_total", "Pages read in anticipation of use.", C,
         unit="pages",
         question="Explains why the hit ratio stays high.",
     ),
@@ -144,7 +126,6 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
     ratio = index.ratio("Buffer cache hit ratio", "Buffer cache hit ratio base")
     if ratio is not None:
         out.emit(HIT_RATIO, ratio)
-
 
 COLLECTOR = CollectorRecord(
     name="buffer_manager",

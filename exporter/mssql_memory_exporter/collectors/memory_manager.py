@@ -46,11 +46,7 @@ METRICS = (
         KIB,
     ),
     perf.PerfMetric(
-        "Free Memory (KB)",
-        "mssql_memory_free_bytes",
-        "Committed memory not in use by SQL Server.",
-        G,
-        KIB,
+        "Free Memory (KB)", "mssql_memory_free_bytes", "Committed memory not in use by SQL Server.", G, KIB,
         question="Dell row: Free pages > 640 (= 5 MiB).",
     ),
     perf.PerfMetric(
@@ -96,11 +92,7 @@ METRICS = (
         KIB,
     ),
     perf.PerfMetric(
-        "Lock Memory (KB)",
-        "mssql_memory_lock_bytes",
-        "Memory used by locks.",
-        G,
-        KIB,
+        "Lock Memory (KB)", "mssql_memory_lock_bytes", "Memory used by locks.", G, KIB,
     ),
     perf.PerfMetric(
         "Log Pool Memory (KB)",
@@ -110,11 +102,7 @@ METRICS = (
         KIB,
     ),
     perf.PerfMetric(
-        "Optimizer Memory (KB)",
-        "mssql_memory_optimizer_bytes",
-        "Memory used by query optimization.",
-        G,
-        KIB,
+        "Optimizer Memory (KB)", "mssql_memory_optimizer_bytes", "Memory used by query optimization.", G, KIB,
     ),
     perf.PerfMetric(
         "Connection Memory (KB)",

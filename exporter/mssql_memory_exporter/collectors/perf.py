@@ -211,3 +211,4 @@ def export_per_node(
     index = PerfIndex(perf_rows(results, obj.name))
     for instance in index.instances():
         export(out, ctx, index, metrics, instance=instance, labels={"node": node_label(instance)})
+

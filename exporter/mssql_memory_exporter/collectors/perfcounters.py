@@ -95,11 +95,7 @@ def parse_perf_table(columns: tuple[str, ...], raw: Iterable[tuple[object, ...]]
     by four collectors (perf.py), and its rows are the larger part of a typical scrape's."""
     at = {name: i for i, name in enumerate(columns)}
     obj, counter, instance, value, kind = (
-        at["object_name"],
-        at["counter_name"],
-        at["instance_name"],
-        at["cntr_value"],
-        at["cntr_type"],
+        at["object_name"], at["counter_name"], at["instance_name"], at["cntr_value"], at["cntr_type"]
     )
     parsed: list[PerfRow] = []
     for row in raw:

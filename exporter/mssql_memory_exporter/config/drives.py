@@ -14,15 +14,13 @@ from .fields import TARGET_NAME_MAX, TARGET_NAME_PATTERN, Seconds, Strict
 DriveName = Annotated[str, Field(max_length=TARGET_NAME_MAX, pattern=TARGET_NAME_PATTERN)]
 # The smartctl program: a path or name, or a command that runs it, such as [sudo, -n, /usr/sbin/smartctl]
 # for the sudoers rule in deploy/sudoers/ (the reader's fixed arguments follow it).
-SmartctlCommand = (
-    Annotated[str, Field(min_length=1)]
-    | Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
-)
+SmartctlCommand = Annotated[str, Field(min_length=1)] | Annotated[
+    list[Annotated[str, Field(min_length=1)]], Field(min_length=1)
+]
 
 
 def command_words(command: str | list[str]) -> tuple[str, ...]:
     return (command,) if isinstance(command, str) else tuple(command)
-
 
 # Only options that say how to reach the drive: the reader's own options (-x, --json, -n standby) are
 # fixed, and anything else (-s, -t, -o, --set ...) would change the drive rather than read it. The

@@ -41,7 +41,6 @@ def login_opener(
     string resolved at each login (a password file may have changed), the Kerberos ticket made ready,
     the back-off honoured, and a refused or failed login explained in words a DBA can act on.
     `kerberos_keeper` returns the ticket keeper in force: a reload may replace it."""
-
     def open_connection(login_timeout: int) -> pyodbc.Connection:
         checked_against = None
         try:

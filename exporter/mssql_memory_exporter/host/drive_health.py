@@ -203,6 +203,7 @@ class DriveMonitor:
                 total += value
         return total
 
+
     def drive_wear(self, names: Iterable[str]) -> dict[str, tuple[float | None, float | None]]:
         """(life used ratio, lifetime host bytes) of the drive now in each named slot, from its last
         reading; drives without a reading are left out. The bytes are the current drive's own (not its
