@@ -75,8 +75,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             "warning",
             "SQL Server Agent job {{ $labels.agent_job }} failed on its last run",
             "The last completed run of the enabled Agent job {{ $labels.agent_job }} on"
-            " {{ $labels.instance }} failed (msdb.dbo.sysjobhistory, step 0). The job history says which step"
-            " failed and why.",
+            " {{ $labels.instance }} failed (msdb.dbo.sysjobhistory, step 0: last_run_failed {{ $value }})."
+            " The job history says which step failed and why.",
         ),
         alert(
             spec,
