@@ -17,13 +17,12 @@ custom_queries) and `custom_waits`, a one-table query the stand-in runs itself.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import statistics
 import time
 from dataclasses import dataclass, field
-
-import os
 
 from mssql_memory_exporter.collectors.base import CollectorRecord
 from mssql_memory_exporter.config import ExporterConfig, parse_config
