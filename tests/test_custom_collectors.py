@@ -275,3 +275,11 @@ def test_a_collector_whose_required_object_is_missing_is_left_out() -> None:
     samples = offline.scrape(outcomes=outcomes)
     assert outcomes["waits"] == Outcome("left out", "this server does not have msdb.dbo.sysmail_allitems")
     assert enabled(samples, "waits") == 0.0
+
+
+def test_a_reload_with_the_same_custom_collectors_keeps_targets_equal() -> None:
+    # Targets compare their collector list: were a custom record never equal to its twin, every reload
+    # would drop every target's cached readings (volume lookups, pool totals, min_interval results).
+    first, second = config_with([WAITS]), config_with([WAITS])
+    assert first.targets["standin"] == second.targets["standin"]
+    assert config_with([custom("other")]).targets["standin"] != first.targets["standin"]

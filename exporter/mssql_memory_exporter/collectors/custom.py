@@ -23,7 +23,6 @@ import hashlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 from .base import (
     CollectorRecord,
@@ -210,6 +209,19 @@ def _collect(
         out.emit(RESULT_AGE, age, {"collector": query.name})
 
 
+@dataclass(frozen=True)
+class _Collect:
+    """A custom collector's collect function, equal for equal declarations: a reload that leaves the
+    custom collectors as they were leaves the targets equal too (TargetConfig compares its collectors),
+    so their connections and cached readings stay."""
+
+    query: CustomQuery
+    section: Section
+
+    def __call__(self, results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
+        _collect(self.query, self.section, results, ctx, out)
+
+
 def record_for(query: CustomQuery) -> CollectorRecord:
     section = Section(
         tag=query.tag,
@@ -225,7 +237,7 @@ def record_for(query: CustomQuery) -> CollectorRecord:
     return CollectorRecord(
         name=query.name,
         sections=(section.tag,),
-        collect=partial(_collect, query, section),
+        collect=_Collect(query, section),
         defines=(section,),
         metrics=specs,
         summary=query.summary or f"custom collector from {query.origin or 'the config'}",
