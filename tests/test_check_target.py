@@ -172,3 +172,47 @@ def test_the_grant_names_the_permission_refused(
 ) -> None:
     found = grant_for(number, message, "mon", edition, version)
     assert (found.split("  --")[0] if found else None) == grant
+
+
+def test_custom_collectors_over_tds_across_prepared_executes(standin, scraper_for) -> None:
+    """Through FreeTDS and the prepared batch (sp_prepexec, then sp_execute): the markers route a custom
+    collector's untagged result set on every execute, and a failing one stays alone."""
+    from tests.conftest import scrape
+
+    server = standin("healthy-oltp")
+    os.environ[PASSWORD_ENV] = TEST_PASSWORD
+    from mssql_memory_exporter.config import parse_config
+
+    wrong = custom(
+        "wrong",
+        columns=["nope"],
+        metrics=[
+            {
+                **WAITS["metrics"][0],
+                "name": "mssql_custom_wrong_total",
+                "value_column": "nope",
+                "label_columns": [],
+            }
+        ],
+    )
+    config = parse_config(
+        {
+            "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
+            "targets": {"standin": server.target_yaml()},
+            "custom_collectors": [WAITS, wrong],
+        },
+        source="check.yml",
+    )
+    scraper = scraper_for(config)
+    key = ("mssql_custom_waits_total", (("source", "custom"), ("wait_type", "PAGEIOLATCH_SH")))
+    values = []
+    for _ in range(3):
+        server.clock.advance(10)
+        samples = scrape(scraper, config)
+        assert samples[("mssql_exporter_collector_success", (("collector", "waits"),))] == 1.0
+        assert samples[("mssql_exporter_collector_success", (("collector", "wrong"),))] == 0.0
+        assert samples[("mssql_exporter_collector_success", (("collector", "buffer_manager"),))] == 1.0
+        values.append(samples[key])
+    assert values[1] - values[0] == values[2] - values[1] == 120  # 12 a second, 10 s apart
+    session = server.server.sessions[-1]
+    assert 1 <= session.prepares <= 2 and server.server.errors == []  # the later scrapes sent a handle
