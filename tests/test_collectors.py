@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from mssql_memory_exporter.collectors import COLLECTORS, perf
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ImpossibleValue, MissingData, ScrapeContext
+from mssql_memory_exporter.collectors.base import ScrapeContext
 from mssql_memory_exporter.collectors.perfcounters import CounterKind, kind_of, object_suffix, parse_perf_rows
 from mssql_memory_exporter.connection.batch import (
     BatchShapeError,
@@ -24,6 +24,7 @@ from mssql_memory_exporter.connection.batch import (
     route,
     sections_of,
 )
+from mssql_memory_exporter.metrics.builder import FamilyBuilder, ImpossibleValue, MissingData
 
 from tests.offline import BATCH, SECTIONS, NamedTarget, collect, results_for
 
@@ -82,7 +83,7 @@ def test_cntr_type_meaning(cntr_type, kind):
 
 # The module of every collector that reads a perf object, from the registry: a new one is pinned below
 # without an edit here.
-PERF_MODULES = tuple(sys.modules[r.collect.__module__] for r in COLLECTORS if r.perf_object is not None)
+PERF_MODULES = tuple(sys.modules[r.collect.__module__] for r in COLLECTORS if perf.objects_named(r.reads))
 
 
 def test_only_the_buffer_pool_extension_counters_are_optional():

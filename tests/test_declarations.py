@@ -1,4 +1,4 @@
-"""Each collector declares its metrics once (CollectorRecord.metrics, collectors/declare.py): what it emits
+"""Each collector declares its metrics once (CollectorRecord.metrics, metrics/declare.py): what it emits
 on the stand-in's scenarios is what it declares, and docs/metrics.md's tables are written from it."""
 
 from __future__ import annotations

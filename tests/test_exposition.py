@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mssql_memory_exporter.collectors import COLLECTORS
-from mssql_memory_exporter.collectors.base import FamilyBuilder
 from mssql_memory_exporter.connection.batch import ResultSet, render_batch, route, sections_of
 from mssql_memory_exporter.metrics import exposition
+from mssql_memory_exporter.metrics.builder import FamilyBuilder
 from mssql_memory_exporter.metrics.families import SeriesFamily
 from mssql_memory_exporter.web.pages import PROCESS_METRICS
 from prometheus_client.core import (

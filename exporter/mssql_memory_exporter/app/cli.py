@@ -16,10 +16,11 @@ from prometheus_client.core import Metric
 from mssql_memory_exporter import __version__
 from mssql_memory_exporter.app.build_info import revision
 from mssql_memory_exporter.app.logsetup import LEVELS, setup_logging
-from mssql_memory_exporter.app.reload import ConfigReloader, ReloadRefused
+from mssql_memory_exporter.app.reload import ConfigReloader
 from mssql_memory_exporter.config import (
     ConfigError,
     ExporterConfig,
+    ReloadRefused,
     driver_kind,
     freetds_verifies,
     load_config,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import MetricSpec
 from . import perf
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
-from .declare import MetricSpec
+from .base import CollectorRecord, ScrapeContext, SectionResult
 from .perfcounters import CounterKind, PerfIndex
 
-OBJECT = perf.PerfObject("Buffer Manager")
+OBJECT = perf.perf_object("Buffer Manager")
 
 G, C = CounterKind.GAUGE, CounterKind.CUMULATIVE
 METRICS = (
@@ -131,6 +132,6 @@ COLLECTOR = CollectorRecord(
     name="buffer_manager",
     sections=(perf.PERF_TAG,),
     collect=collect,
-    perf_object=OBJECT,
+    reads=(OBJECT,),
     metrics=(*perf.declare(OBJECT.name, METRICS), HIT_RATIO),
 )

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder
 from . import perf
-from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from .base import KIB, CollectorRecord, ScrapeContext, SectionResult
 from .perfcounters import CounterKind, PerfIndex
 
 G = CounterKind.GAUGE
@@ -112,7 +113,7 @@ METRICS = (
         KIB,
     ),
 )
-OBJECT = perf.PerfObject("Memory Manager", tuple(m.counter for m in METRICS))
+OBJECT = perf.perf_object("Memory Manager", tuple(m.counter for m in METRICS))
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
@@ -123,6 +124,6 @@ COLLECTOR = CollectorRecord(
     name="memory_manager",
     sections=(perf.PERF_TAG,),
     collect=collect,
-    perf_object=OBJECT,
+    reads=(OBJECT,),
     metrics=perf.declare(OBJECT.name, METRICS),
 )

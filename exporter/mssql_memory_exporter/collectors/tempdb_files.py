@@ -16,20 +16,10 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..metrics.builder import FamilyBuilder, ImpossibleValue, MissingData
+from ..metrics.declare import Label, MetricSpec
 from . import files
-from .base import (
-    FORCE_SLOW,
-    CollectorRecord,
-    FamilyBuilder,
-    ImpossibleValue,
-    MissingData,
-    ScrapeContext,
-    Section,
-    SectionResult,
-    number,
-    rows_of,
-)
-from .declare import Label, MetricSpec
+from .base import FORCE_SLOW, CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from ..collectors.base import FamilyBuilder
+from ..metrics.builder import FamilyBuilder
 from .blockdev import (
     DEFAULT_DEV,
     DEFAULT_SYS,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from prometheus_client.core import Metric
 
-from ..collectors.base import FamilyBuilder
+from ..metrics.builder import FamilyBuilder
 from .drive_health import DriveMonitor, DriveView
 from .drive_parse import DriveReading
 from .metrics import collector_families

@@ -17,15 +17,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import Metric
 
 from ..collectors import COLLECTORS
-from ..collectors.base import (
-    EXTRA_SECTIONS,
-    FORCE_SLOW,
-    CollectorRecord,
-    FamilyBuilder,
-    MissingData,
-    ScrapeContext,
-    Section,
-)
+from ..collectors.base import EXTRA_SECTIONS, FORCE_SLOW, CollectorRecord, ScrapeContext, Section
 from ..collectors.server_properties import ENGINE_EDITION_KEY
 from ..collectors.sys_info import MEMO_KEY as START_TIME_KEY
 from ..config import (
@@ -37,6 +29,7 @@ from ..connection.batch import BatchShapeError, render_batch, route, sections_of
 from ..connection.login import login_opener
 from ..connection.login_backoff import LoginBackoff
 from ..connection.session import ScrapeFailed, TargetConnection
+from ..metrics.builder import FamilyBuilder, MissingData
 from . import platform
 from .repeat_log import RepeatLimitedLog
 from .scrape_metrics import (
