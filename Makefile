@@ -38,15 +38,19 @@ bench:
 	# bash scripts/thanos.sh, which the test bootstrap runs)
 	PYTHONPATH=. $(PY) -m bench.capacity_report --targets 500
 
-## generate: rules, dashboards and the Kubernetes PrometheusRule from the one thresholds spec
+## generate: rules, dashboards and the Kubernetes PrometheusRule from the one thresholds spec, the docs
+## tables from the collectors' declarations, and the golden expositions from the stand-in's scenarios
+## (which is why it needs the stand-in's packages). Each prints the files it rewrote: review `git diff`
+## before committing, the goldens above all (a changed golden is a change of what Prometheus receives).
 generate:
-	@bash scripts/bootstrap.sh runtime
+	@bash scripts/bootstrap.sh standin
 	$(PY) -m alerts.generate
 	$(PY) -m dashboards.generate
 	$(PY) -m deploy.prometheusrule
 	$(PY) -m generators.reference
 	$(PY) -m generators.platform_table
-	$(PY) -m alerts.where_rules_run
+	$(PY) -m generators.where_rules_run
+	$(PY) -m generators.goldens
 
 ## mixin: a site's copy of the rules, dashboards and PrometheusRules in OUT, from the spec with the site's
 ## partial OVERRIDES file merged over it (docs/mixin.md); a bad key exits 2 naming it, leaving OUT as it was

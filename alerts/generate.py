@@ -19,6 +19,8 @@ from mssql_memory_exporter.collectors import endurance
 from mssql_memory_exporter.collectors import tempdb as tempdb_collector
 from mssql_memory_exporter.collectors import volumes as volumes_collector
 
+from generators.generated_section import generator_main
+
 from . import (
     availability_groups,
     capacity,
@@ -34,7 +36,6 @@ from . import (
 from . import names as N
 from . import tempdb as tempdb_rules
 from . import tempdb_governance as tempdb_governance_rules
-from .generated import generator_main
 from .names import (
     COUNTED,
     COVERAGE_SUFFIX,
