@@ -558,7 +558,8 @@ def test_every_dashboards_module_stays_small():
 
 # Unit and scale constants of the alerts package that happen to equal a spec number, per file.
 ALERTS_UNIT_CONSTANTS = {
-    "generate.py": {100: "ratio to percent", 86400: "seconds per day"},
+    "generate.py": {100: "ratio to percent"},
+    "endurance.py": {100: "ratio to percent", 86400: "seconds per day"},
     "diagnosis.py": {100: "ratio to percent"},
     "smartctl_exporter.py": {100: "smartctl_exporter's percentages to ratios"},
     "tempdb.py": {3600: "seconds per hour", 1000: "seconds to milliseconds"},

@@ -106,6 +106,22 @@ METRICS = (
         required=False,
     ),
 )
+# By name, for the rule and dashboard generators (the order of METRICS).
+(
+    PAGE_LIFE_EXPECTANCY,
+    FREE_LIST_STALLS,
+    LAZY_WRITES,
+    PAGE_LOOKUPS,
+    PAGE_READS,
+    PAGE_WRITES,
+    CHECKPOINT_PAGES,
+    READAHEAD_PAGES,
+    BACKGROUND_WRITER_PAGES,
+    DATABASE_PAGES,
+    EXTENSION_PAGE_READS,
+    EXTENSION_PAGE_WRITES,
+    EXTENSION_ALLOCATED_PAGES,
+) = METRICS
 
 HIT_RATIO = MetricSpec(
     name="mssql_buffer_cache_hit_ratio",

@@ -113,6 +113,24 @@ METRICS = (
         KIB,
     ),
 )
+# By name, for the rule and dashboard generators (the order of METRICS).
+(
+    GRANTS_PENDING,
+    GRANTS_OUTSTANDING,
+    TARGET,
+    TOTAL,
+    FREE,
+    STOLEN,
+    DATABASE_CACHE,
+    WORKSPACE_GRANTED,
+    WORKSPACE_MAXIMUM,
+    RESERVED,
+    SQL_CACHE,
+    LOCK,
+    LOG_POOL,
+    OPTIMIZER,
+    CONNECTION,
+) = METRICS
 OBJECT = perf.perf_object("Memory Manager", tuple(m.counter for m in METRICS))
 
 

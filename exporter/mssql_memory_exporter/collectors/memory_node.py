@@ -66,6 +66,8 @@ METRICS = (
         "the node ran short.",
     ),
 )
+# By name, for the rule and dashboard generators.
+TOTAL, TARGET, FREE, STOLEN, DATABASE, FOREIGN = METRICS
 TOTAL, TARGET, FREE, STOLEN, DATABASE, FOREIGN = METRICS  # by name, for the generators
 OBJECT = perf.perf_object("Memory Node", tuple(m.counter for m in METRICS))
 

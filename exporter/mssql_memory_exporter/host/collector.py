@@ -83,6 +83,10 @@ def _stat_dev(path: str) -> int:
     return os.stat(path).st_dev
 
 
+# The name the rule and dashboard generators import.
+DISK_WRITTEN = "mssql_host_disk_written_bytes_total"
+
+
 class HostCollector:
     name = "host"
 
@@ -240,7 +244,7 @@ class HostCollector:
         for device, io in sorted(self._disk_figures().items()):
             labels = {"device": device}
             out.counter(
-                "mssql_host_disk_written_bytes_total",
+                DISK_WRITTEN,
                 "Bytes written to a physical disk since boot, as the host OS counts them.",
                 io.written_bytes,
                 labels,
