@@ -26,9 +26,11 @@ test-fast:
 	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose generators
 	$(PY) -m pytest -q -m "unit and not slow" --durations=10
 
+## lint: ruff on everything, mypy on the package and the generators (its settings: pyproject.toml)
 lint:
 	@bash scripts/bootstrap.sh test
 	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose generators
+	$(VENV)/bin/mypy
 
 ## bench: benchmarks that print tables (not timed tests)
 bench:
@@ -70,4 +72,4 @@ dashboards-look:
 	bash scripts/dashboards-look.sh
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .ruff_cache
+	rm -rf $(VENV) build .pytest_cache .ruff_cache .mypy_cache

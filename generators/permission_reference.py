@@ -125,6 +125,6 @@ def render(text: str, collectors: Sequence[CollectorRecord] = COLLECTORS) -> str
         (DENIED_LIST, denied_list),
     )
     for name, body in tables:
-        missing = f"docs/permissions.md has no markers for its {name} table: add\n{begin(name)}\n{end(name)}"
-        text = replace_between(text, begin(name), end(name), body(collectors), missing)
+        hint = f"docs/permissions.md has no markers for its {name} table: add\n{begin(name)}\n{end(name)}"
+        text = replace_between(text, begin(name), end(name), body(collectors), hint)
     return text

@@ -164,3 +164,16 @@ def test_the_host_collector_offers_what_the_host_view_reads():
 
 def test_the_default_view_has_every_field():
     assert _members(view.TargetView) <= set(vars(view.NO_TARGET)) | set(view.TargetFacts.__dataclass_fields__)
+
+
+def test_the_package_imports_nothing_private_of_prometheus_client():
+    """A private function may change or vanish in any release (the dependency allows every 0.x)."""
+    private = [
+        f"{path.relative_to(PACKAGE.parent)}: {node.module}.{alias.name}"
+        for path in sorted(PACKAGE.parent.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("prometheus_client")
+        for alias in node.names
+        if alias.name.startswith("_") or any(part.startswith("_") for part in (node.module or "").split("."))
+    ]
+    assert not private

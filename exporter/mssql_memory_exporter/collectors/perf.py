@@ -136,13 +136,14 @@ def _by_object(results: Mapping[str, SectionResult]) -> dict[str, list[PerfRow]]
     result = results.get(PERF_TAG)
     if result is None:
         return {}
-    grouped = result.parsed.get("perf_by_object")
-    if not isinstance(grouped, dict):
-        grouped = {}
-        rows = parse_perf_table(result.columns, result.raw) if result.raw else parse_perf_rows(result.rows)
-        for row in rows:
-            grouped.setdefault(row.object.casefold(), []).append(row)
-        result.parsed["perf_by_object"] = grouped
+    parsed = result.parsed.get("perf_by_object")
+    if isinstance(parsed, dict):
+        return parsed
+    grouped: dict[str, list[PerfRow]] = {}
+    rows = parse_perf_table(result.columns, result.raw) if result.raw else parse_perf_rows(result.rows)
+    for row in rows:
+        grouped.setdefault(row.object.casefold(), []).append(row)
+    result.parsed["perf_by_object"] = grouped
     return grouped
 
 

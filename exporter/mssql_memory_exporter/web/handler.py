@@ -8,6 +8,7 @@ import gzip
 import io
 import logging
 import socket
+import socketserver
 import time
 from collections.abc import Callable
 from http import HTTPStatus
@@ -86,7 +87,7 @@ class Served(Protocol):
     def response_headers(self, *, html_page: bool) -> list[tuple[str, str]]: ...
 
 
-class _SocketWriter(io.RawIOBase):
+class _SocketWriter(io.BufferedIOBase):
     """The handler's wfile: each write goes straight to the socket (headers are gathered by the stdlib
     first, so an answer is two sends)."""
 
@@ -120,6 +121,12 @@ class Handler(BaseHTTPRequestHandler):
     # Bytes of the connection's buffer this request used (its head).
     consumed = 0
 
+    def __init__(self, conn: Connection, client_address: Any, server: socketserver.BaseServer) -> None:
+        # The request is the connection's socket, as for any socketserver handler; its head is already
+        # in `conn.buffer` (read by the connection loop), which setup() hands to the stdlib as rfile.
+        self.conn = conn
+        super().__init__(conn.sock, client_address, server)
+
     @property
     def _exporter(self) -> Served:
         return cast(Served, self.server)
@@ -128,7 +135,7 @@ class Handler(BaseHTTPRequestHandler):
         return self.server_version  # without the Python version the default adds
 
     def setup(self) -> None:
-        conn = cast(Connection, self.request)
+        conn = self.conn
         self.connection = conn.sock
         if self.disable_nagle_algorithm:
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
@@ -335,7 +342,7 @@ class Handler(BaseHTTPRequestHandler):
         # scraper allows is not scraped: the scraper has given up, and the work would only delay the
         # requests behind it. Waits under 50 ms are noise inside TIMEOUT_OFFSET_SECONDS.
         timeout = scrape_timeout(self.headers.get(SCRAPE_TIMEOUT_HEADER))
-        waited = time.monotonic() - cast(Connection, self.request).queued_at
+        waited = time.monotonic() - self.conn.queued_at
         if waited > QUEUE_WAIT_IGNORED_SECONDS:
             if target is not None and waited >= timeout + TIMEOUT_OFFSET_SECONDS:
                 late = f"not scraped: this request waited {waited:.1f} s for a free thread, past its timeout"
