@@ -24,17 +24,9 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .base import (
-    CollectorRecord,
-    FamilyBuilder,
-    MissingData,
-    ScrapeContext,
-    Section,
-    SectionResult,
-    number,
-    sql_literal,
-)
-from .declare import Label, MetricSpec, MetricType
+from ..metrics.builder import FamilyBuilder, MissingData
+from ..metrics.declare import Label, MetricSpec, MetricType
+from .base import CollectorRecord, ScrapeContext, Section, SectionResult, number, sql_literal
 
 TAG_PREFIX = "custom:"
 BEGIN_TAG = "custom_begin"  # marker row before the site's result set: (section, custom_section)
@@ -159,7 +151,7 @@ def read_samples(
             f"{query.row_limit} rows; nothing exported (narrow the query or raise row_limit)"
         )
     at = {c: i for i, c in enumerate(columns)}
-    samples = []
+    samples: list[tuple[MetricSpec, float, Mapping[str, str]]] = []
     for metric in query.metrics:
         spec = metric.spec()
         value_at = at[metric.value_column.lower()]
