@@ -213,7 +213,7 @@ def test_safe_headers_on_every_response(tmp_path: Path, serve: Callable[..., Run
     assert index.headers["Content-Type"] == "text/html; charset=utf-8"
     assert "form-action 'none'" in index.headers["Content-Security-Policy"]
     # The stdlib parser's own error answers carry them too, as plain text.
-    answer = raw_exchange(running.port, b"GET / HTTP/1.1\r\nX-Big: " + b"d" * 20000 + b"\r\n\r\n")
+    answer = raw_exchange(running.port, b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"d" * 20000 + b"\r\n\r\n")
     head = answer.split(b"\r\n\r\n")[0]
     assert answer.startswith(b"HTTP/1.1 431 ")
     assert b"X-Content-Type-Options: nosniff" in head and b"Content-Type: text/plain" in head

@@ -101,6 +101,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_mixin": "integration",  # make mixin and its checks as subprocesses
     "test_web_bursts": "integration",
     "test_web_protocol": "integration",
+    "test_web_framing": "integration",
     "test_windows_auth": "integration",  # a KDC, Kerberos logins to the stand-in
     "test_capacity_report": "integration",  # the console script over real HTTP; its Prometheus runs below
     "test_scaling": "integration",  # scripts/thanos.sh against a stand-in go

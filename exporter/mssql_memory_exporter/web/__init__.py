@@ -1,9 +1,11 @@
 """HTTP layer: /metrics, /probe?target=NAME, /-/healthy, /-/ready and an index page.
 
-Modules: `requests` (limits, timeouts, parsing; no sockets), `server` (listening, TLS set-up, readiness),
+Modules: `requests` (limits, timeouts, the query; no sockets), `protocol` (HTTP/1.1 framing by h11 and
+the refusals of what it or a limit refuses), `server` (listening, TLS set-up, readiness, accept back-off),
 `connections` (one thread and a selector for every connection not being answered: TLS handshakes,
-request heads by their deadline, idle keep-alive connections), `pool` (the bounded threads that answer),
-`handler` (one request: auth, routing, response, gzip, access log), `pages` (what is answered).
+request heads by their deadline, idle keep-alive connections), `pool` (the bounded threads that answer,
+and the health lane's), `handler` (one request: auth, routing, response, gzip, access log), `pages`
+(what is answered).
 
 The web layer never talks SQL. It validates the request, works out the scrape timeout Prometheus
 allows, and hands the configured target to an injected probe function; whatever families that returns
