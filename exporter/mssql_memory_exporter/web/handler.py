@@ -144,7 +144,9 @@ class Handler:
     def _authenticated(self, state: WebState) -> bool:
         headers = self.headers.get_all("Authorization") or []
         # Two Authorization headers: which one a proxy checked is unknowable, so neither counts.
-        return len(headers) == 1 and self._exporter.basic_auth.check(state.users, headers[0])
+        return len(headers) == 1 and self._exporter.basic_auth.check(
+            state.users, headers[0], client=str(self.client_address[0])
+        )
 
     def _body_problem(self) -> Response | None:
         # GET and HEAD carry no body here; one would be left unread (and parsed as the next request).

@@ -26,6 +26,7 @@ from .requests import (
     CSP_HTML,
     HEADER_TIMEOUT_SECONDS,
     IDLE_TIMEOUT_SECONDS,
+    MAX_WORKERS,
     PLAIN_HTTP_TO_TLS,
     SECURITY_HEADERS,
     SEND_TIMEOUT_SECONDS,
@@ -90,6 +91,8 @@ class ExporterHTTPServer(HTTPServer):
         self.reload: Callable[[str], str] | None = None
         # /-/ready: true while serve_forever runs, false before and from the moment shutdown() begins.
         self.ready = False
+        # --web.max-requests: the worker pool's size (None: from the number of targets, see worker_limit).
+        self.max_requests: int | None = None
         # False once a stop has begun (drain): answers then close their connection.
         self.keep_alive = True
         self._stopping = threading.Event()
@@ -107,6 +110,9 @@ class ExporterHTTPServer(HTTPServer):
         return self.web is not None and self.web.state.tls
 
     def worker_limit(self) -> int:
+        """Requests answered at once (--web.max-requests; by default from the number of targets)."""
+        if self.max_requests is not None:
+            return self.max_requests or MAX_WORKERS  # 0: no limit of the operator's, only the hard cap
         return worker_limit(len(self.config.targets))
 
     def web_state(self) -> WebState | None:
