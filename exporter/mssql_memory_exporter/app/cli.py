@@ -47,6 +47,9 @@ DEFAULT_LISTEN = ":9399"
 
 # How soon a stop signal that landed on another thread is acted on (Python runs handlers on the main one).
 STOP_POLL_SECONDS = 0.2
+# On SIGTERM, requests already accepted are answered if they finish within this long; a probe stuck on a
+# silent server is abandoned then, so the exporter stops within a second or two whatever the timeouts.
+STOP_GRACE_SECONDS = 1.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -344,6 +347,7 @@ def _serve_until(
             with contextlib.suppress(ReloadRefused):  # logged by the reloader; the old config serves on
                 reloader.reload("SIGHUP")
     server.shutdown()
+    server.drain(STOP_GRACE_SECONDS)  # requests already accepted are answered, within the grace
     server.server_close()
     thread.join()
 

@@ -11,6 +11,7 @@ import socketserver
 import ssl
 import sys
 import threading
+import time
 from collections.abc import Callable
 from http.server import HTTPServer
 from pathlib import Path
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 ACCEPT_RESOURCE_ERRORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 ACCEPT_BACKOFF_MIN = 0.005
 ACCEPT_BACKOFF_MAX = 1.0
+# drain(): how long the pools must stay idle to count as done (one pass of the connection loop).
+DRAIN_SETTLE_SECONDS = 0.05
 
 SOMAXCONN_FILE = Path("/proc/sys/net/core/somaxconn")
 
@@ -130,6 +133,42 @@ class ExporterHTTPServer(HTTPServer):
         self.ready = False  # before the wait: requests still being answered see 503 on /-/ready
         self._stopping.set()  # ends an accept back-off at once
         super().shutdown()
+
+    def drain(self, timeout: float) -> bool:
+        """After shutdown(): answers the requests already accepted, for at most `timeout` seconds (a
+        probe stuck on a silent server is abandoned when it runs out). Connections the kernel accepted
+        and this server had not yet taken are taken now; every answer from here closes its connection.
+        True if nothing was left unanswered."""
+        self.keep_alive = False
+        deadline = time.monotonic() + timeout
+        self._take_queued_connections()
+        pools = (self.connections.pool, self.connections.health)
+        while True:
+            # A request whose head is buffered reaches a pool within one pass of the connection loop:
+            # idle twice in a row, a settle apart, means nothing more is on its way.
+            idle = all(pool.wait_idle(max(0.0, deadline - time.monotonic())) for pool in pools)
+            if idle:
+                time.sleep(DRAIN_SETTLE_SECONDS)
+                if all(pool.wait_idle(0) for pool in pools):
+                    return True
+            if time.monotonic() >= deadline:
+                busy = sum(pool.counts()[0] for pool in pools)
+                log.warning("stopping with requests unanswered", extra={"requests": busy})
+                return False
+
+    def _take_queued_connections(self) -> None:
+        try:
+            self.socket.setblocking(False)
+            while True:
+                try:
+                    sock, address = self.get_request()
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    return  # out of descriptors, or a TLS set-up failure: not worth waiting for
+                self.process_request(sock, address)
+        except OSError:
+            return  # the listening socket is gone
 
     def server_close(self) -> None:
         super().server_close()
