@@ -7,10 +7,12 @@ connection open for a smuggled `POST /-/reload`, by the hand parser before it.""
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable
 
 import pytest
+from mssql_memory_exporter.app.logsetup import LogfmtFormatter
 
 from tests.test_web import Running, start  # noqa: F401
 
@@ -94,3 +96,17 @@ def test_a_body_on_get_is_refused_and_never_read_as_a_request(running: Running):
     assert answer.startswith(b"HTTP/1.1 413 ")
     assert answer.count(b"HTTP/1.1 ") == 1
     assert running.reloads == []  # type: ignore[attr-defined]
+
+
+def test_control_characters_of_a_request_path_never_reach_the_log_raw(
+    running: Running, caplog: pytest.LogCaptureFixture
+):
+    """The path is refused by the framing (h11 takes only visible ASCII there); the refusal logged at debug
+    quotes it, as every logfmt value with a control character is quoted (logsetup.py)."""
+    with caplog.at_level(logging.DEBUG, logger="mssql_memory_exporter.web"):
+        answer = exchange(running, b"GET /\x1b[31mred\x00\x7f HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    lines = [LogfmtFormatter().format(record) for record in caplog.records]
+    assert lines, "nothing was logged"
+    for line in lines:
+        assert not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in line), repr(line)
