@@ -54,11 +54,17 @@ def write_config(path: Path, targets: int = 1) -> Path:
 class Exporter:
     """The real CLI in a subprocess; its log lines collected as they come."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None, **popen: object) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        env: dict[str, str] | None = None,
+        wrap: list[str] | None = None,
+        **popen: object,
+    ) -> None:
         self.lines: list[str] = []
         self.seen = threading.Condition()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mssql_memory_exporter", *args],
+            [*(wrap or []), sys.executable, "-m", "mssql_memory_exporter", *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

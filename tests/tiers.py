@@ -106,6 +106,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_web_limits": "integration",
     "test_web_stop": "integration",
     "test_log_quoting": "unit",
+    "test_web_flags": "integration",
     "test_windows_auth": "integration",  # a KDC, Kerberos logins to the stand-in
     "test_capacity_report": "integration",  # the console script over real HTTP; its Prometheus runs below
     "test_scaling": "integration",  # scripts/thanos.sh against a stand-in go

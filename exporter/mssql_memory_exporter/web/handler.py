@@ -160,7 +160,7 @@ class Handler:
         return None
 
     def _route(self, path: str, query: str) -> Response:
-        if path == "/metrics":
+        if path == self._exporter.telemetry_path:
             query_params(query, frozenset())
             return self._unscraped() if self.command == "HEAD" else self._metrics()
         if path == "/probe":
@@ -175,7 +175,7 @@ class Handler:
                 return text_response(200, "OK")
             return text_response(503, "not ready: starting or stopping")
         if path == "/":
-            return Response(200, HTML, index_page(self._exporter.config))
+            return Response(200, HTML, index_page(self._exporter.config, self._exporter.telemetry_path))
         return text_response(404, "not found; try /metrics or /probe?target=NAME")
 
     @staticmethod
@@ -204,6 +204,13 @@ class Handler:
     def _reload(self) -> Response:
         """POST /-/reload: reload the config file now (reload.py); a refused config answers 500 with
         the start-up error lines (field paths, never secrets) and the running config keeps serving."""
+        if not self._exporter.lifecycle:
+            # Prometheus' answer when its --web.enable-lifecycle is off; SIGHUP reloads either way.
+            return text_response(
+                403,
+                "Lifecycle API is not enabled; start the exporter with --web.enable-lifecycle, "
+                "or send it SIGHUP",
+            )
         if self.command != "POST":
             return text_response(405, "method not allowed; use POST", (("Allow", "POST"),))
         body = self._body_problem()
@@ -238,9 +245,12 @@ class Handler:
                 return text_response(503, late, (("Retry-After", "1"),))
             timeout = max(MIN_TIMEOUT_SECONDS, timeout - waited)
         try:
-            process: list[Metric] = list(PROCESS_METRICS.collect()) if own else []
+            # --web.disable-exporter-metrics leaves out the process and runtime families and the HTTP
+            # threads (what exporter-toolkit's flag leaves out: process_*, go_*, promhttp_*).
+            exporter_metrics = own and self._exporter.exporter_metrics
+            process: list[Metric] = list(PROCESS_METRICS.collect()) if exporter_metrics else []
             groups: list[list[Metric]] = []
-            if own:
+            if exporter_metrics:
                 groups.append(http_worker_families(*self._exporter.connections.pool.counts()))
             if own and self._exporter.own_metrics is not None:
                 groups.append(self._exporter.own_metrics())

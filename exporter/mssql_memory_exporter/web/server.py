@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from http.server import HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from mssql_memory_exporter.webconfig import BasicAuthChecker, WebConfigSource, W
 
 from .connections import Connection, ConnectionLoop
 from .handler import Handler, drain, head_bytes
+from .listeners import ExtraListener
 from .requests import (
     CSP_DATA,
     CSP_HTML,
@@ -60,11 +60,12 @@ def listen_backlog(path: Path = SOMAXCONN_FILE) -> int:
     return max(1, min(value, 65535))
 
 
-class ExporterHTTPServer(HTTPServer):
-    """The HTTP server with the config, probe function and web config its handlers need. Accepted
-    connections go to a ConnectionLoop; their requests are answered on a bounded pool of threads."""
+class ExporterHTTPServer(socketserver.TCPServer):
+    """The HTTP server with the config, probe function and web config its handlers need, on one or more
+    listening sockets (bound by make_server, or passed by systemd). Accepted connections go to a
+    ConnectionLoop; their requests are answered on a bounded pool of threads."""
 
-    request_queue_size = listen_backlog()  # read by TCPServer.server_activate for listen()
+    request_queue_size = listen_backlog()  # the listen() backlog make_server gives each socket
     # The answer goes out in one write, but a client's delayed ACK of an earlier one would hold it ~40 ms
     # with Nagle on (measured by the bench: 48 ms probes instead of 4 ms on a reused connection).
     disable_nagle_algorithm = True
@@ -74,17 +75,13 @@ class ExporterHTTPServer(HTTPServer):
 
     def __init__(
         self,
-        address: tuple[Any, ...],
-        family: socket.AddressFamily,
+        sockets: list[socket.socket],
         config: ExporterConfig,
         probe: ProbeFn,
         *,
-        dual_stack: bool = False,
         own_metrics: OwnMetricsFn | None = None,
         web: WebConfigSource | None = None,
     ) -> None:
-        self.address_family = family  # read by TCPServer.__init__ when it creates the socket
-        self.dual_stack = dual_stack
         self.config = config
         self.probe = probe
         self.own_metrics = own_metrics
@@ -96,17 +93,24 @@ class ExporterHTTPServer(HTTPServer):
         self.ready = False
         # --web.max-requests: the worker pool's size (None: from the number of targets, see worker_limit).
         self.max_requests: int | None = None
+        # --web.telemetry-path, --web.disable-exporter-metrics, --web.enable-lifecycle (cli.py).
+        self.telemetry_path = "/metrics"
+        self.exporter_metrics = True
+        self.lifecycle = False
         # False once a stop has begun (drain): answers then close their connection.
         self.keep_alive = True
         self._stopping = threading.Event()
         self._accept_failures = 0
         self._accept_delay = 0.0
         self.connections = ConnectionLoop(self)
-        try:
-            super().__init__(address, Handler)
-        except BaseException:
-            self.connections.close()
-            raise
+        first = sockets[0]
+        self.address_family = first.family
+        super().__init__(first.getsockname(), socketserver.BaseRequestHandler, bind_and_activate=False)
+        self.socket.close()  # the one TCPServer made; the listening socket is given
+        self.socket = first
+        self.server_address = first.getsockname()
+        self.extra = [ExtraListener(sock, self._accept_on, self) for sock in sockets[1:]]
+        self._extra_threads: list[threading.Thread] = []
 
     @property
     def tls(self) -> bool:
@@ -123,6 +127,15 @@ class ExporterHTTPServer(HTTPServer):
         return self.web.current() if self.web is not None else None
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
+        for number, listener in enumerate(self.extra, 1):
+            thread = threading.Thread(
+                target=listener.serve_forever,
+                args=(poll_interval,),
+                name=f"http-listen-{number}",
+                daemon=True,
+            )
+            thread.start()
+            self._extra_threads.append(thread)
         self.ready = True
         try:
             super().serve_forever(poll_interval)
@@ -132,6 +145,8 @@ class ExporterHTTPServer(HTTPServer):
     def shutdown(self) -> None:
         self.ready = False  # before the wait: requests still being answered see 503 on /-/ready
         self._stopping.set()  # ends an accept back-off at once
+        for listener, _ in zip(self.extra, self._extra_threads, strict=False):
+            listener.shutdown()
         super().shutdown()
 
     def drain(self, timeout: float) -> bool:
@@ -171,12 +186,17 @@ class ExporterHTTPServer(HTTPServer):
             return  # the listening socket is gone
 
     def server_close(self) -> None:
+        for listener in self.extra:
+            listener.server_close()
         super().server_close()
         self.connections.close()
 
     def get_request(self) -> tuple[socket.socket, Any]:
+        return self._accept_on(self.socket)
+
+    def _accept_on(self, listening: socket.socket) -> tuple[socket.socket, Any]:
         try:
-            sock, address = super().get_request()
+            sock, address = listening.accept()
         except OSError as exc:
             if exc.errno in ACCEPT_RESOURCE_ERRORS:
                 self._accept_backoff(exc)
@@ -256,17 +276,6 @@ class ExporterHTTPServer(HTTPServer):
                 merged[name.lower()] = (name, value)
         return list(merged.values())
 
-    def server_bind(self) -> None:
-        if self.dual_stack:
-            # ':9399' means every interface, IPv4 included, as in Go exporters.
-            self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-        # HTTPServer.server_bind would do a reverse DNS lookup of the bind address, which can stall
-        # start-up for seconds on hosts without working DNS; nothing here uses that name.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name = str(host)
-        self.server_port = int(port)
-
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
         if isinstance(exc, ConnectionError | TimeoutError | ssl.SSLError):
@@ -276,5 +285,14 @@ class ExporterHTTPServer(HTTPServer):
 
     @property
     def address_text(self) -> str:
-        host, port = self.server_address[:2]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+        """Every address served, comma-separated (the first is `server_address`)."""
+        return ",".join(_address_text(sock.getsockname()) for sock in self.sockets)
+
+    @property
+    def sockets(self) -> list[socket.socket]:
+        return [self.socket, *(listener.socket for listener in self.extra)]
+
+
+def _address_text(address: tuple[Any, ...]) -> str:
+    host, port = address[:2]
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
