@@ -172,18 +172,19 @@ class ExporterHTTPServer(socketserver.TCPServer):
                 return False
 
     def _take_queued_connections(self) -> None:
-        try:
-            self.socket.setblocking(False)
-            while True:
-                try:
-                    sock, address = self.get_request()
-                except (BlockingIOError, InterruptedError):
-                    return
-                except OSError:
-                    return  # out of descriptors, or a TLS set-up failure: not worth waiting for
-                self.process_request(sock, address)
-        except OSError:
-            return  # the listening socket is gone
+        for listening in self.sockets:
+            try:
+                listening.setblocking(False)
+                while True:
+                    try:
+                        sock, address = self._accept_on(listening)
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    except OSError:
+                        break  # out of descriptors, or a TLS set-up failure: not worth waiting for
+                    self.process_request(sock, address)
+            except OSError:
+                continue  # the listening socket is gone
 
     def server_close(self) -> None:
         for listener in self.extra:
