@@ -7,20 +7,21 @@ import gzip
 import logging
 import socket
 import time
+from collections.abc import Callable
 from email.utils import formatdate
 from http import HTTPStatus
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import h11
 from prometheus_client.metrics_core import Metric
 
 from mssql_memory_exporter import __version__
-from mssql_memory_exporter.app.reload import ReloadRefused
-from mssql_memory_exporter.config import TargetConfig
+from mssql_memory_exporter.config import ExporterConfig, ReloadRefused, TargetConfig
 from mssql_memory_exporter.metrics.exposition import CONTENT_TYPE, render
-from mssql_memory_exporter.webconfig import AUTH_REALM, WebState
+from mssql_memory_exporter.webconfig import AUTH_REALM, BasicAuthChecker, WebState
 
+from .connections import Connection, ConnectionLoop
 from .pages import PROCESS_METRICS, http_worker_families, index_page, merge_families
 from .protocol import Headers, Refusal, request_refusal
 from .requests import (
@@ -35,6 +36,8 @@ from .requests import (
     TEXT,
     TIMEOUT_OFFSET_SECONDS,
     BadRequest,
+    OwnMetricsFn,
+    ProbeFn,
     Response,
     accepts_gzip,
     cut_for_log,
@@ -45,10 +48,6 @@ from .requests import (
     text_response,
 )
 
-if TYPE_CHECKING:  # the server module builds on this one
-    from .connections import Connection
-    from .server import ExporterHTTPServer
-
 log = logging.getLogger(__name__)
 
 QUEUE_WAIT_IGNORED_SECONDS = 0.05
@@ -56,12 +55,55 @@ RELOAD_PATH = "/-/reload"
 SERVER_NAME = f"mssql-memory-exporter/{__version__}"
 
 
+class Served(Protocol):
+    """What a handler reads of the server it answers for (server.py): the config and probe, the web config
+    and its headers, readiness and whether to keep connections, the reload hook and whether it is on, the
+    telemetry path and whether the exporter's own metrics go there, and the worker pool's counts."""
+
+    @property
+    def config(self) -> ExporterConfig: ...
+
+    @property
+    def probe(self) -> ProbeFn: ...
+
+    @property
+    def own_metrics(self) -> OwnMetricsFn | None: ...
+
+    @property
+    def reload(self) -> Callable[[str], str] | None: ...
+
+    @property
+    def lifecycle(self) -> bool: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def keep_alive(self) -> bool: ...
+
+    @property
+    def telemetry_path(self) -> str: ...
+
+    @property
+    def exporter_metrics(self) -> bool: ...
+
+    @property
+    def basic_auth(self) -> BasicAuthChecker: ...
+
+    @property
+    def connections(self) -> ConnectionLoop: ...
+
+    def web_state(self) -> WebState | None: ...
+
+    def response_headers(self, *, html_page: bool) -> list[tuple[str, str]]: ...
+
+
 class Handler:
     """Answers ONE request the connection loop has read (connections.py): `conn.request` is what h11
     parsed, or `conn.refusal` says why it was refused. `run()` writes the answer through h11 and says
     whether the connection can serve another request."""
 
-    def __init__(self, conn: Connection, server: ExporterHTTPServer) -> None:
+    def __init__(self, conn: Connection, server: Served) -> None:
         self.conn = conn
         self._exporter = server
         self.client_address = conn.address
