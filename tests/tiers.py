@@ -104,6 +104,12 @@ MODULE_TIERS: dict[str, str] = {
     "test_mixin": "integration",  # make mixin and its checks as subprocesses
     "test_web_bursts": "integration",
     "test_web_protocol": "integration",
+    "test_web_framing": "integration",
+    "test_web_auth_flood": "integration",
+    "test_web_limits": "integration",
+    "test_web_stop": "integration",
+    "test_log_quoting": "unit",
+    "test_web_flags": "integration",
     "test_windows_auth": "integration",  # a KDC, Kerberos logins to the stand-in
     "test_capacity_report": "integration",  # the console script over real HTTP; its Prometheus runs below
     "test_scaling": "integration",  # scripts/thanos.sh against a stand-in go
@@ -181,6 +187,7 @@ INTEGRATION_FIXTURES = frozenset(
 SLOW_TESTS = frozenset(
     {
         "test_soak.py::test_short_soak_with_faults",
+        "test_web_auth_flood.py::test_the_right_password_is_answered_200_while_40_clients_guess",
     }
 )
 
