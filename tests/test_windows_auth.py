@@ -165,11 +165,17 @@ def as_requests(kdc: Kdc, principal: str) -> int:
 # --- Kerberos, against the real KDC ----------------------------------------------------------------
 
 
-def test_kerberos_keytab_login_and_full_scrape(kdc, windows_standin, stack, tmp_path):
+def test_kerberos_keytab_login_and_full_scrape(kdc, windows_standin, stack, tmp_path, driver):
+    """Through both drivers: Driver 18 takes the ticket from the exporter's ccache through GSSAPI, as
+    FreeTDS does (NTLM stays FreeTDS-only: Microsoft's Linux driver has no NTLM)."""
     principal, keytab = client_keytab(kdc, tmp_path, "exporter")
     base = start(
         stack,
-        config(windows_standin.port, {"kerberos": {"principal": principal, "keytab": str(keytab)}}),
+        config(
+            windows_standin.port,
+            {"kerberos": {"principal": principal, "keytab": str(keytab)}},
+            driver=driver,
+        ),
         kdc,
     )
     up, body, _ = probe(base)

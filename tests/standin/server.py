@@ -199,6 +199,15 @@ def driver_reply(sql: str) -> Reply | None:
     return [ResultSet(_TYPE_INFO_COLUMNS, [row] if row else [])]
 
 
+def _type_info_rpc(call: rpc.Rpc) -> Reply | None:
+    """The answer to sp_datatype_info[_100] called as an RPC, or None when `call` is not that."""
+    name = call.name.replace("[", "").replace("]", "").lower().removeprefix("sys.")
+    if not re.fullmatch(r"sp_datatype_info(?:_\d+)?", name) or not call.params:
+        return None
+    code = call.params[0].value
+    return driver_reply(f"sp_datatype_info_100 {code}") if isinstance(code, int) else None
+
+
 _NOT_LOGGED_IN = LoginInfo(user="", password="", database="", app_name="", hostname="", tds_version=0)
 
 
@@ -222,6 +231,10 @@ class Session:
         self.next_handle = rpc.FIRST_HANDLE
         self.prepares = 0
         self.unprepares = 0
+        # Every request after login by kind, in order ("batch", "attention", "transaction", or the RPC's
+        # procedure: "sp_prepexec", ...): what a driver sends by itself is read from here.
+        self.requests: list[str] = []
+        self.unknown_rpcs: list[str] = []  # procedures answered 2812 "Could not find stored procedure"
 
     def __repr__(self) -> str:
         return (
@@ -338,9 +351,12 @@ class _Connection:
             # SQL Server closes the connection after a failed login; so do we.
             self._send(tds.encode_login_failure(verdict))
             raise _Closed
-        # Kerberos's AP-REP (mutual authentication) travels in the same message as the login answer.
-        answer = tds.encode_sspi(sspi_answer) if sspi_answer else b""
-        self._send(answer + tds.encode_login_ack(login))
+        # Kerberos's AP-REP (mutual authentication) travels in a message of its own, before the login
+        # answer: Microsoft's Driver 18 reads the SSPI token as the end of the server's turn and
+        # never saw a login answer sent in the same message (its login timed out; FreeTDS takes both).
+        if sspi_answer:
+            self._send(tds.encode_sspi(sspi_answer))
+        self._send(tds.encode_login_ack(login))
         self._session.logged_in = True
 
     def _integrated_login(self, login: LoginInfo) -> tuple[SqlError | None, bytes]:
@@ -367,17 +383,23 @@ class _Connection:
     # ---- requests --------------------------------------------------------------------------------
 
     def _dispatch(self, message: Message) -> None:
+        requests = self._session.requests
         if message.type == PacketType.ATTENTION:
+            requests.append("attention")
             # Nothing is running (we answer synchronously), yet the client waits for the ack.
             self._send(tds.encode_attention_ack())
             return
         self._session.batches += 1
         version = self._session.login.tds_version
         if message.type == PacketType.SQL_BATCH:
+            requests.append("batch")
             self._answer_batch(tds.decode_sql_batch(message.payload, version))
         elif message.type == PacketType.RPC:
-            self._answer_rpc(rpc.decode_rpc(message.payload, version))
+            call = rpc.decode_rpc(message.payload, version)
+            requests.append(call.name or tds._RPC_PROC_IDS.get(call.proc_id or 0, f"#{call.proc_id}"))
+            self._answer_rpc(call)
         elif message.type == PacketType.TRANSACTION_MANAGER:
+            requests.append("transaction")
             self._answer_transaction(message.payload, version)
         else:
             raise tds.ProtocolError(f"unsupported packet type {message.type:#04x}")
@@ -454,12 +476,17 @@ class _Connection:
                 self._send(rpc.encode_rpc_reply([error], status=8179))
                 return
             self._run_prepared(statement, values[1:], None)
+        elif (type_info := _type_info_rpc(call)) is not None:
+            # Microsoft's Driver 18 asks for type information as an RPC by name ([sys].sp_datatype_info_100
+            # with the type code), where FreeTDS sends a batch; SQL Server answers both alike.
+            self._send(rpc.encode_rpc_reply(type_info))
         elif call.proc_id == rpc.SP_UNPREPARE and values:
             session.prepared.pop(values[0], None)  # type: ignore[arg-type]
             session.unprepares += 1
             self._send(rpc.encode_rpc_reply([]))
         else:
             name = call.name or tds._RPC_PROC_IDS.get(call.proc_id or 0, f"#{call.proc_id}")
+            session.unknown_rpcs.append(name)
             self._send(tds.encode_rpc_error(tds.rpc_not_found_error(name)))
 
     def _run_prepared(self, statement: str, values: list[object], handle: int | None) -> None:
@@ -523,6 +550,7 @@ class _Connection:
                 self._send(self._encode(delay.reply))
                 return
             if message.type == PacketType.ATTENTION:
+                self._session.requests.append("attention")
                 self._send(tds.encode_attention_ack())
                 return
             # A well-behaved client does not send a new request before the answer; keep it anyway.

@@ -26,6 +26,7 @@ from . import freetds, kerberos
 from .driver_version import unsendable_password_reason
 from .kerberos import TicketKeeper
 from .login_backoff import LoginBackoff, fingerprint, is_login_refused, is_windows_login_refused
+from .msodbc import available_drivers
 from .session import OpenFn, ScrapeFailed, describe
 
 LOGIN_BACKOFF_REASON = (
@@ -44,7 +45,7 @@ def login_opener(
     def open_connection(login_timeout: int) -> pyodbc.Connection:
         checked_against = None
         try:
-            driver = resolve_driver(target.driver, pyodbc.drivers(), encryption=target.encryption)
+            driver = resolve_driver(target.driver, available_drivers(), encryption=target.encryption)
             if driver_kind(driver) == "freetds" and freetds_verifies(target):
                 checked_against = _freetds_ready(target)
             creds = target.credentials()
