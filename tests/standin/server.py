@@ -80,6 +80,14 @@ PRELOGIN wrapping and the login times out).  FreeTDS checks the certificate only
 configured for the connection (freetds.conf ``ca file``, reached through ``Servername=``); without
 one it accepts any certificate.  A failed check is 08001 "Unable to connect to data source" on the
 client and ``Session.tls_error`` here.
+
+TDS 8.0 (``StandInServer(..., strict=strict_tls_context(cert, key))``)
+----------------------------------------------------------------------
+As SQL Server 2022 with strict encryption: TLS (1.2 or 1.3) on the bare socket before any TDS packet,
+ALPN ``tds/8.0`` offered (``Session.alpn`` holds what the client agreed), then PRELOGIN, LOGIN7 and
+everything else inside TLS.  Microsoft's Driver 18 with ``Encrypt=strict`` logs in (tests/test_strict.py);
+a TDS 7.x PRELOGIN on such a port is closed, as is a TLS ClientHello on a TDS 7.x port (both noted in
+``Session.tls_error``).
 """
 
 from __future__ import annotations
@@ -223,7 +231,8 @@ class Session:
         self.bytes_in = 0
         self.bytes_out = 0
         self.closed = False
-        self.tls = "none"  # "none", "login" (LOGIN7 only, Encryption=request) or "full"
+        self.tls = "none"  # "none", "login" (LOGIN7 only, Encryption=request), "full" or "strict" (TDS 8)
+        self.alpn: str | None = None  # the ALPN protocol a strict (TDS 8.0) client agreed on
         self.tls_error: str | None = None  # why a handshake failed (the client rejected the certificate)
         self.state: dict[str, Any] = {}
         # Prepared statements (rpc.py): live handles and their text, and how many came and went.
@@ -287,7 +296,14 @@ class _Connection:
         fault = self._handler.on_connect()
         if isinstance(fault, Hang):
             self._hang(fault.seconds)
+        if self._server.strict is not None:
+            self._strict_handshake(self._server.strict)
         message = self._receive()
+        if message.type == TLS_HANDSHAKE_RECORD and self._server.strict is None:
+            # A TDS 8.0 client's ClientHello on a TDS 7.x port: SQL Server before 2022 reads it as a bad
+            # packet and closes the connection; so does the stand-in (the client's problem, not its own).
+            self._session.tls_error = "TLS ClientHello (TDS 8.0) on a TDS 7.x port"
+            raise _Closed
         if message.type == PacketType.PRELOGIN:
             self._prelogin(message.payload)
             message = self._receive()
@@ -299,7 +315,47 @@ class _Connection:
         while True:
             self._dispatch(self._receive())
 
+    def _strict_handshake(self, context: ssl.SSLContext) -> None:
+        """TDS 8.0: TLS on the bare socket before any TDS packet, with ALPN tds/8.0 (Microsoft's TDS 8.0
+        documentation); PRELOGIN and everything after travel inside it."""
+        tls = context.wrap_bio(self._tls_in, self._tls_out, server_side=True)
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLError as exc:
+                self._session.tls_error = str(exc)
+                self._flush_raw_tls()
+                raise _Closed from None
+            self._flush_raw_tls()
+            data = self._recv_socket()
+            if not data:
+                raise _Closed
+            if not self._session.tls_error and data[:1] == bytes([PacketType.PRELOGIN]):
+                # A TDS 7.x client: its PRELOGIN is not a TLS record. SQL Server with strict encryption
+                # forced closes such a connection; so does the stand-in.
+                self._session.tls_error = "TDS 7.x PRELOGIN on a strict (TDS 8.0) port"
+                raise _Closed
+            self._tls_in.write(data)
+        self._flush_raw_tls()
+        self._tls = tls
+        self._session.tls = "strict"
+        self._session.alpn = tls.selected_alpn_protocol()
+
+    def _flush_raw_tls(self) -> None:
+        data = self._tls_out.read()
+        if data:
+            self._session.bytes_out += len(data)
+            self._sock.sendall(data)
+
     def _prelogin(self, payload: bytes) -> None:
+        if self._session.tls == "strict":
+            # Inside TDS 8.0's TLS the PRELOGIN encryption option means nothing; answer as a server that
+            # needs no more encryption than it has.
+            self._send(tds.encode_prelogin_response(tds.ENCRYPT_NOT_SUP))
+            return
         context = self._server.tls
         wanted = tds.client_encryption(payload)
         if context is None or wanted == tds.ENCRYPT_NOT_SUP:
@@ -621,6 +677,19 @@ def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     return context
 
 
+TDS8_ALPN = "tds/8.0"
+TLS_HANDSHAKE_RECORD = 0x16  # the first byte of a TLS handshake record (a ClientHello)
+
+
+def strict_tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """A server-side context for TDS 8.0 (strict): TLS 1.2 or 1.3, offering ALPN tds/8.0."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols([TDS8_ALPN])
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
 class StandInServer:
     """Listens on ``host:port`` (port 0 picks a free one; ``start()`` returns the real port)."""
 
@@ -631,10 +700,13 @@ class StandInServer:
         port: int = 0,
         tls: ssl.SSLContext | None = None,
         windows: sspi.WindowsLogins | None = None,
+        strict: ssl.SSLContext | None = None,
     ) -> None:
         self.handler = handler
         self.windows = windows  # integrated logins (Kerberos, NTLM); None refuses them with 18452
         self.tls = tls  # offer TLS (see tls_context()); None answers every client ENCRYPT_NOT_SUP
+        # TDS 8.0 only (strict_tls_context()): TLS first on every connection, nothing else spoken.
+        self.strict = strict
         self.host = host
         self.port = port
         self.sessions: list[Session] = []

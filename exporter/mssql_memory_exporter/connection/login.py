@@ -28,6 +28,7 @@ from .kerberos import TicketKeeper
 from .login_backoff import LoginBackoff, fingerprint, is_login_refused, is_windows_login_refused
 from .msodbc import available_drivers
 from .session import OpenFn, ScrapeFailed, describe
+from .tls_causes import tls_failure_cause
 
 LOGIN_BACKOFF_REASON = (
     "login refused earlier; not logging in again until the back-off ends (so a lockout policy is not "
@@ -81,6 +82,9 @@ def login_opener(
                 failure = _kerberos_failure(target, exc, kerberos_login)
                 if failure is not None:
                     raise ScrapeFailed(failure) from None
+            cause = tls_failure_cause(target, str(exc)) if driver_kind(driver) != "freetds" else None
+            if cause is not None:
+                raise ScrapeFailed(f"{describe(exc)}; {cause}") from None
             # FreeTDS reports a failed TLS setup as a bare "Unable to connect to data source".
             if "Unable to connect to data source" not in str(exc):
                 raise
