@@ -33,7 +33,7 @@ RUN set -eux; \
     rm -rf /var/lib/apt/lists/*; \
     python -m venv /opt/mssql-memory-exporter; \
     case "$MSODBCSQL18" in \
-      install) extras="kerberos,msodbc" ;; \
+      install) extras="kerberos,msodbc,entra" ;; \
       skip) extras="kerberos" ;; \
       *) echo "MSODBCSQL18 must be install or skip" >&2; exit 1 ;; \
     esac; \

@@ -36,13 +36,14 @@ test_packages=(prometheus prometheus-alertmanager systemd smartmontools
 # builds against MIT Kerberos's headers.
 build_packages=(libkrb5-dev gcc)
 # The `msodbc` extra: Microsoft's ODBC Driver 18 from PyPI (mssql-python-odbc), under Microsoft's own
-# licence (docs/drivers.md). MSODBC=skip leaves it out (FreeTDS only); the tests need it (both drivers).
+# licence (docs/drivers.md). MSODBC=skip leaves it out (FreeTDS only); the tests need it (both drivers),
+# and the `entra` extra (azure-identity: Entra ID logins, and the stand-in's JWT checks through PyJWT).
 msodbc=",msodbc"
 [ "${MSODBC:-install}" = skip ] && [ "$mode" = runtime ] && msodbc=""
 case "$mode" in
     runtime) packages=("${runtime_packages[@]}"); extras="[${msodbc#,}]" ;;
-    standin) packages=("${runtime_packages[@]}" "${build_packages[@]}"); extras="[test${msodbc}]" ;;
-    test) packages=("${runtime_packages[@]}" "${build_packages[@]}" "${test_packages[@]}"); extras="[test,msodbc]" ;;
+    standin) packages=("${runtime_packages[@]}" "${build_packages[@]}"); extras="[test${msodbc},entra]" ;;
+    test) packages=("${runtime_packages[@]}" "${build_packages[@]}" "${test_packages[@]}"); extras="[test,msodbc,entra]" ;;
     *) echo "bootstrap.sh: unknown mode '$mode' (runtime, standin or test)" >&2; exit 2 ;;
 esac
 [ "$extras" = "[]" ] && extras=""

@@ -108,7 +108,7 @@ def test_dockerfile_ships_odbc18_from_the_msodbc_extra_and_freetds_and_says_whos
     runs = " ".join(args for keyword, args in final_stage() if keyword == "RUN")
     assert "packages.microsoft.com" not in DOCKERFILE_TEXT and "apt-key" not in runs
     build_runs = " ".join(args for keyword, args in INSTRUCTIONS if keyword == "RUN")
-    assert 'install) extras="kerberos,msodbc"' in build_runs
+    assert 'install) extras="kerberos,msodbc,entra"' in build_runs
     install = re.search(r"apt-get install [^;]*", runs)
     assert install is not None
     for package in ("unixodbc", "tdsodbc", "libkrb5-3", "libgssapi-krb5-2", "libstdc++6", "libltdl7"):

@@ -108,7 +108,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from tests.standin import rpc, sspi, tds
+from tests.standin import fedauth, rpc, sspi, tds
 from tests.standin.tds import (
     Column,
     Delay,
@@ -311,7 +311,8 @@ class _Connection:
             raise tds.ProtocolError(f"expected LOGIN7, got packet type {message.type:#04x}")
         if self._session.tls == "login":
             self._tls = None  # only LOGIN7 travels encrypted
-        self._login(tds.parse_login7(message.payload))
+        login = tds.parse_login7(message.payload)
+        self._login(login, fedauth.access_token(message.payload))
         while True:
             self._dispatch(self._receive())
 
@@ -392,8 +393,11 @@ class _Connection:
         if data:
             self._send_raw(tds.encode_packets(PacketType.PRELOGIN, data, 0))
 
-    def _login(self, login: LoginInfo) -> None:
+    def _login(self, login: LoginInfo, token: str | None = None) -> None:
         self._session.login = login
+        if token is not None:
+            self._token_login(login, token)
+            return
         sspi_answer = b""
         if login.sspi:
             refusal, sspi_answer = self._integrated_login(login)
@@ -413,6 +417,24 @@ class _Connection:
         if sspi_answer:
             self._send(tds.encode_sspi(sspi_answer))
         self._send(tds.encode_login_ack(login))
+        self._session.logged_in = True
+
+    def _token_login(self, login: LoginInfo, token: str) -> None:
+        """An Entra ID access token (fedauth.py): checked, then acknowledged with FEATUREEXTACK before the
+        login's final DONE, as MS-TDS orders a login answer with feature extensions."""
+        entra = self._server.entra
+        if entra is None:
+            refusal, user = fedauth.refused(), fedauth.TOKEN_PRINCIPAL
+        else:
+            refusal, user = entra.verdict(token)
+        login.user = user
+        if refusal is not None:
+            self._send(tds.encode_login_failure(refusal))
+            raise _Closed
+        login.integrated = True
+        answer = tds.encode_login_ack(login)
+        done = len(tds.encode_done(tds.DoneStatus.FINAL))
+        self._send(answer[:-done] + fedauth.encode_feature_ack() + answer[-done:])
         self._session.logged_in = True
 
     def _integrated_login(self, login: LoginInfo) -> tuple[SqlError | None, bytes]:
@@ -701,12 +723,14 @@ class StandInServer:
         tls: ssl.SSLContext | None = None,
         windows: sspi.WindowsLogins | None = None,
         strict: ssl.SSLContext | None = None,
+        entra: fedauth.EntraLogins | None = None,
     ) -> None:
         self.handler = handler
         self.windows = windows  # integrated logins (Kerberos, NTLM); None refuses them with 18452
         self.tls = tls  # offer TLS (see tls_context()); None answers every client ENCRYPT_NOT_SUP
         # TDS 8.0 only (strict_tls_context()): TLS first on every connection, nothing else spoken.
         self.strict = strict
+        self.entra = entra  # Entra ID access tokens (fedauth.py); None refuses them with 18456
         self.host = host
         self.port = port
         self.sessions: list[Session] = []

@@ -144,6 +144,10 @@ def _login_pairs(
 ) -> list[tuple[str, str]]:
     """How the driver logs in: a SQL login, NTLM (DOMAIN\\user, FreeTDS) or Kerberos (the ticket cache)."""
     auth = target.auth
+    if auth is not None and auth.entra is not None:
+        if kind != "odbc18":
+            raise DriverError(f"target {target.name}: Entra ID logins need ODBC Driver 18, not {kind}")
+        return []  # the access token goes to the driver before it connects (connection/entra.py)
     if auth is not None and auth.kerberos is not None:
         # Trusted_Connection=yes empties FreeTDS's user name, which is what selects GSSAPI; Microsoft's
         # drivers take the same key (on Windows: the service account's own logon).
