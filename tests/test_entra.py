@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import ssl
 import struct
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from mssql_memory_exporter.config import ConfigError, parse_config
 from mssql_memory_exporter.connection import entra
 
 from tests.conftest import exposition, require_odbc18, samples_of, scrape, value
-from tests.entra_endpoint import ManagedIdentityEndpoint, SigningKey
+from tests.entra_endpoint import AuthorityEndpoint, ManagedIdentityEndpoint, SigningKey, client_certificate
+from tests.standin.certs import standard_pki
 from tests.standin.fedauth import EntraLogins
 from tests.standin.handler import ScenarioHandler
 from tests.standin.scenario import Clock, Instance, Scenario
@@ -219,3 +223,147 @@ def test_entra_stand_in_checks_signature_audience_and_expiry(key):
         refusal, user = logins.verdict(token)
         assert refusal is not None and refusal.number == 18456 and user == "<token-identified principal>"
         assert reason in logins.seen[-1][1]
+
+
+TENANT = str(uuid.uuid4())
+CLIENT = str(uuid.uuid4())
+
+
+@pytest.fixture
+def authority(key, tmp_path, monkeypatch) -> Iterator[AuthorityEndpoint]:
+    """The https authority with a certificate from a CA made here, trusted through REQUESTS_CA_BUNDLE."""
+    pki = standard_pki(tmp_path / "pki")
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(pki["ca"].cert))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(pki["server"].cert), str(pki["server"].key))
+    with AuthorityEndpoint(key, OID, TENANT, context, secrets={"right-secret"}) as running:
+        yield running
+
+
+def sp_config(server: StandInServer, authority: AuthorityEndpoint, secret_file) -> object:
+    require_odbc18()
+    module = {
+        "kind": "service_principal",
+        "tenant_id": TENANT,
+        "client_id": CLIENT,
+        "client_secret_file": str(secret_file),
+        "authority_host": authority.authority,
+    }
+    return parse_config(
+        {
+            "auth_modules": {"sp": {"entra": module}},
+            "targets": {
+                "sql": {
+                    "host": "127.0.0.1",
+                    "port": server.port,
+                    "encryption": "off",
+                    "auth_module": "sp",
+                    "login_timeout_seconds": PATIENT_SECONDS,
+                    "query_timeout_seconds": PATIENT_SECONDS,
+                }
+            },
+        },
+        source="test",
+    )
+
+
+def test_entra_service_principal_secret_logs_in_then_revoked_secret_names_the_cause(
+    entra_standin, authority, scraper_for, tmp_path, caplog
+):
+    secret_file = tmp_path / "client-secret"
+    secret_file.write_text("right-secret\n")
+    secret_file.chmod(0o600)
+    config = sp_config(entra_standin, authority, secret_file)
+    scraper = scraper_for(config)
+    with caplog.at_level(logging.DEBUG):
+        assert value(scrape(scraper, config, "sql"), "mssql_up") == 1
+        assert authority.requests[-1]["grant_type"] == ["client_credentials"]
+        assert authority.requests[-1]["client_id"] == [CLIENT]
+        # The secret is revoked in the directory; the token in hand is still good until it expires, so
+        # the next login after it has to ask again (a fresh keeper: as after a restart).
+        authority.secrets.clear()
+        entra._KEEPERS.clear()
+        entra_standin.drop_sessions()
+        got = scrape(scraper, config, "sql")
+    assert value(got, "mssql_up") == 0
+    failed = [r for r in caplog.records if r.getMessage() == "scrape failed"]
+    err = str(failed[-1].err)
+    assert "AADSTS7000215" in err and authority.authority in err and CLIENT in err, err
+    assert "right-secret" not in caplog.text and authority.issued[0] not in caplog.text
+
+
+def test_entra_workload_identity_presents_the_federated_token_file(
+    entra_standin, authority, scraper_for, tmp_path, monkeypatch
+):
+    """AKS workload identity: the webhook's AZURE_* variables, the federated token from the file."""
+    token_file = tmp_path / "azure-identity-token"
+    token_file.write_text("federated-service-account-token")
+    authority.assertions.add("federated-service-account-token")
+    monkeypatch.setenv("AZURE_TENANT_ID", TENANT)
+    monkeypatch.setenv("AZURE_CLIENT_ID", CLIENT)
+    monkeypatch.setenv("AZURE_FEDERATED_TOKEN_FILE", str(token_file))
+    require_odbc18()
+    module = {"kind": "workload_identity", "authority_host": authority.authority}
+    config = parse_config(
+        {
+            "auth_modules": {"wi": {"entra": module}},
+            "targets": {"sql": {"host": "127.0.0.1", "port": entra_standin.port, "encryption": "off",
+                                "auth_module": "wi", "login_timeout_seconds": PATIENT_SECONDS}},
+        },
+        source="test",
+    )  # fmt: skip
+    assert value(scrape_sql(scraper_for, config), "mssql_up") == 1
+    request = authority.requests[-1]
+    assert request["client_id"] == [CLIENT] and request["grant_type"] == ["client_credentials"]
+    assert request["client_assertion_type"] == ["urn:ietf:params:oauth:client-assertion-type:jwt-bearer"]
+    assert entra_standin.entra.seen[-1] == (OID, "")
+
+
+def test_entra_service_principal_certificate_logs_in(entra_standin, authority, scraper_for, tmp_path):
+    cert_file, public = client_certificate(tmp_path)
+    authority.certificates.append(public)
+    require_odbc18()
+    module = {
+        "kind": "service_principal",
+        "tenant_id": TENANT,
+        "client_id": CLIENT,
+        "certificate_file": str(cert_file),
+        "authority_host": authority.authority,
+    }
+    config = parse_config(
+        {
+            "auth_modules": {"sp": {"entra": module}},
+            "targets": {"sql": {"host": "127.0.0.1", "port": entra_standin.port, "encryption": "off",
+                                "auth_module": "sp", "login_timeout_seconds": PATIENT_SECONDS}},
+        },
+        source="test",
+    )  # fmt: skip
+    assert value(scrape_sql(scraper_for, config), "mssql_up") == 1
+    assert "client_assertion_type" in authority.requests[-1]
+
+
+def test_entra_exporter_process_keeps_the_token_out_of_argv_environment_log_and_metrics(
+    key, entra_standin, tmp_path
+):
+    """The real exporter process with a managed identity: up, and the token it was given appears in
+    neither its command line, its environment, its log at debug level nor its exposition."""
+    from tests.e2e_stack import Stack, http_get
+
+    require_odbc18()
+    with ManagedIdentityEndpoint(key, OID) as mi, Stack(tmp_path / "stack") as stack:
+        cfg = {
+            "auth_modules": {"mi": {"entra": {"kind": "managed_identity"}}},
+            "targets": {"sql": {"host": "127.0.0.1", "port": entra_standin.port, "encryption": "off",
+                                "auth_module": "mi", "login_timeout_seconds": PATIENT_SECONDS}},
+        }  # fmt: skip
+        base = stack.start_exporter(cfg, env=mi.env(), args=("--log.level=debug",))
+        status, body = http_get(f"{base}/probe?target=sql", timeout=PATIENT_SECONDS + 20)
+        assert status == 200 and re.search(r"^mssql_up(?:\{[^}]*\})? 1(?:\.0)?$", body, re.M), body[:500]
+        process = stack.process("exporter")
+        pid = process.popen.pid
+        token = mi.issued[0]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        environ = Path(f"/proc/{pid}/environ").read_bytes().decode(errors="replace")
+        log = process.log.read_text(errors="replace")
+        for where, text in [("argv", cmdline), ("environment", environ), ("log", log), ("metrics", body)]:
+            assert token not in text and token[-40:] not in text, where

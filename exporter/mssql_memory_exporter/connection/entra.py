@@ -66,7 +66,10 @@ def make_credential(settings: EntraSettings) -> Any:
     # of a managed identity endpoint back off for longer than that.
     common: dict[str, Any] = {"retry_total": 1}
     if settings.authority_host:
+        # A named authority is used as given: no instance discovery against Microsoft's public cloud,
+        # which a private or sovereign authority would not pass.
         common["authority"] = settings.authority_host
+        common["disable_instance_discovery"] = True
     if settings.kind == "managed_identity":
         return identity.ManagedIdentityCredential(client_id=settings.client_id, retry_total=1)
     if settings.kind == "workload_identity":
