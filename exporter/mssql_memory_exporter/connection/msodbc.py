@@ -85,7 +85,7 @@ def packaged_driver() -> PackagedDriver | None:
     """The driver the `msodbc` extra installed for this system, or None without the extra (or on a
     system the wheel has no build for)."""
     try:
-        import mssql_python_odbc  # type: ignore[import-not-found]
+        import mssql_python_odbc
     except ImportError:
         return None
     libs = Path(mssql_python_odbc.get_libs_dir())
