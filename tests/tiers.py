@@ -33,6 +33,8 @@ MODULE_TIERS: dict[str, str] = {
     # unit: parsers, config, generators, rules and dashboards read as data
     "test_collector_contract": "unit",
     "test_config": "unit",
+    "test_custom_collectors": "unit",  # load-time refusals; scrapes answered in process
+    "test_shipped_collectors": "unit",  # the shipped collector files on scenarios, in process
     "test_dashboard_verdicts": "unit",
     "test_dashboards": "unit",
     "test_dashboards_no_data": "unit",  # every panel says why it is empty, where 12.4 shows it
@@ -58,6 +60,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_secret_file": "unit",
     # integration: the stand-in over TDS, real sockets and subprocesses
     "test_bench": "integration",
+    "test_check_target": "integration",  # --check-target against stand-in scenarios over TDS
     "test_bootstrap": "integration",
     "test_cli": "integration",
     "test_prepared_batch": "integration",  # prepared batches against stand-ins over TDS

@@ -108,6 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
         "result and exit: 0 valid, 2 not; nothing listens (for CI and systemd's ExecStartPre)",
     )
     parser.add_argument(
+        "--check-target",
+        dest="check_target",
+        metavar="NAME",
+        default=None,
+        help="log in to target NAME of --config.file, run the batch once and print each collector's "
+        "outcome (ok with rows and series, left out, or failed with the reason and the GRANT that fixes a "
+        "refused permission); exit 0 only if every collector that is on is ok; nothing listens",
+    )
+    parser.add_argument(
         "--healthcheck",
         action="store_true",
         help="ask the exporter on --web.listen-address (or, in a container, the one running as PID 1) "
@@ -390,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(args.log_level, args.log_format)
     if args.config_check:
         return _check_config(args)
+    if args.check_target is not None:
+        return _check_target(args)
     previous = _abort_start_on_signals()
     if hasattr(signal, "SIGHUP"):
         previous[signal.SIGHUP] = signal.getsignal(signal.SIGHUP)
@@ -449,6 +460,19 @@ def _check_config(args: argparse.Namespace) -> int:
     files = args.config_file + (f" and {args.web_config_file}" if web is not None else "")
     print(f"{files}: valid ({len(config.targets)} targets)")
     return EXIT_OK
+
+
+def _check_target(args: argparse.Namespace) -> int:
+    """--check-target: one batch against one target, each collector's outcome printed (check_target.py)."""
+    from mssql_memory_exporter.app import check_target
+
+    checked = _validated(args)
+    if checked is None:
+        return EXIT_USAGE
+    try:
+        return check_target.check(checked[0], args.check_target)
+    finally:
+        freetds.remove_directory()  # the scraper may have written a private freetds.conf
 
 
 def _run(args: argparse.Namespace) -> int:

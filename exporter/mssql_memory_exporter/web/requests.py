@@ -12,7 +12,6 @@ from urllib.parse import parse_qs
 
 from prometheus_client.metrics_core import Metric
 
-from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.config import TARGET_NAME_MAX, ExporterConfig, TargetConfig
 from mssql_memory_exporter.scrape.selection import SelectionError, narrow
 
@@ -170,7 +169,7 @@ def probe_request(query: str, config: ExporterConfig) -> tuple[TargetConfig, fro
     if wanted is None:
         return target, None
     try:
-        return target, narrow(wanted, target.enabled_collectors, COLLECTORS, target.name)
+        return target, narrow(wanted, target.enabled_collectors, config.collector_records, target.name)
     except SelectionError as exc:
         raise BadRequest(str(exc)) from None
 
