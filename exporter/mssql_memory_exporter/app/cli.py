@@ -152,7 +152,9 @@ def _warn_about_drivers(config: ExporterConfig) -> None:
     except ImportError as exc:
         log.warning("pyodbc is not importable; no target can be scraped", extra={"err": str(exc)})
         return
-    available = pyodbc.drivers()
+    from ..connection.msodbc import with_packaged
+
+    available = with_packaged(pyodbc.drivers())
     for target in config.targets.values():
         try:
             driver = resolve_driver(target.driver, available, encryption=target.encryption)
@@ -179,7 +181,9 @@ def _unsendable_passwords(config: ExporterConfig) -> list[str]:
         import pyodbc
     except ImportError:
         return []
-    available = pyodbc.drivers()
+    from ..connection.msodbc import with_packaged
+
+    available = with_packaged(pyodbc.drivers())
     problems = []
     for target in config.targets.values():
         try:

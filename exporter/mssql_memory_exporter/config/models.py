@@ -224,7 +224,7 @@ class TargetConfig(Strict):
     def username(self) -> str | None:
         if self._auth is None:
             return None
-        return "" if self._auth.kerberos is not None else self._auth.username
+        return "" if self._auth.kerberos is not None or self._auth.entra is not None else self._auth.username
 
     @property
     def auth(self) -> AuthModule | None:
@@ -307,6 +307,12 @@ class ExporterConfig(Strict):
             target._default_collectors = self.collectors
             if target.spn is not None and module.kerberos is None:
                 raise error_at(("targets", key, "spn"), "only a kerberos auth module uses an SPN")
+            if module.entra is not None and target.driver in ("freetds", "odbc17"):
+                raise error_at(
+                    ("targets", key, "driver"),
+                    f"{target.driver} cannot log in with an Entra ID access token (auth_modules."
+                    f"{target.auth_module}.entra); only ODBC Driver 18 takes one: set driver: odbc18 or auto",
+                )
         return self
 
     @model_validator(mode="after")
