@@ -154,16 +154,19 @@ class TargetFamily(SeriesFamily):
         self.entries: list[tuple[str | None, tuple[object, ...], float]] = []
 
     # Read by prometheus_client and merge_families: the shape's.
-    name = property(lambda self: self.shape.name)  # type: ignore[assignment]
-    documentation = property(lambda self: self.shape.documentation)  # type: ignore[assignment]
-    type = property(lambda self: self.shape.type)  # type: ignore[assignment]
-    sample_name = property(lambda self: self.shape.sample_name)  # type: ignore[assignment]
+    name = property(lambda self: self.shape.name)
+    documentation = property(lambda self: self.shape.documentation)
+    type = property(lambda self: self.shape.type)
+    sample_name = property(lambda self: self.shape.sample_name)
     unit = ""
 
-    @property  # type: ignore[override]
-    def series(self) -> list[tuple[Labels, float]]:
+    @property
+    def series(self) -> list[tuple[Labels, float]]:  # type: ignore[override]  # a plain list in SeriesFamily
         const = self.const
-        return [({**const, **dict(key[1:])} if key else const, value) for _, key, value in self.entries]
+        return [
+            ({**const, **dict(key[1:])} if key else const, value)  # type: ignore[arg-type]  # (name, value) pairs
+            for _, key, value in self.entries
+        ]
 
 
 def check_name(name: str) -> None:
