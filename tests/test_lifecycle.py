@@ -222,3 +222,28 @@ def test_probes_in_flight_finish_on_the_config_they_started_with(start, standin,
     assert value(probe(port), "mssql_up", rack="after") == 1
     run.proc.send_signal(signal.SIGTERM)
     assert run.proc.wait(timeout=SLOW) == 0, run.log()
+
+
+# Issue 36 item 7: a reload failing with anything but a ConfigError killed the exporter on SIGHUP, and
+# POST /-/reload closed with no answer while the reload metric stayed 1.
+def test_a_reload_failing_in_the_yaml_library_is_refused_and_the_old_config_serves(
+    start, standin, tmp_path: Path
+):
+    s = standin("healthy-oltp")
+    config = write(tmp_path / "c.yml", {"sql": standin_target(s.port)})
+    good = config.read_text()
+    run, port = launch(start, config)
+    assert value(probe(port), "mssql_up") == 1
+    config.write_text(good.replace(f"port: {s.port}", "port: " + "9" * 5000))
+    status, body = request(port, "POST", "/-/reload")
+    assert status == 500 and "invalid YAML: an integer with too many digits" in body, body
+    assert value(own(port), "mssql_exporter_config_last_reload_successful") == 0
+    config.write_text("targets:\n  x:\n    labels: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n")
+    run.proc.send_signal(signal.SIGHUP)
+    refused = run.wait_for(r'msg="config reload refused.*trigger=SIGHUP.*nested too deeply.*', timeout=SLOW)
+    assert "\n" not in refused.group(0)
+    assert run.proc.poll() is None, run.log()
+    assert value(probe(port), "mssql_up") == 1  # the old config serves on
+    assert "Traceback" not in run.log()
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.proc.wait(timeout=SLOW) == 0, run.log()

@@ -18,11 +18,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 from prometheus_client.core import Metric
 
 from ..collectors.base import FamilyBuilder
 from ..config import ConfigError, ExporterConfig, load_config
+from ..config.errors import unexpected_error
 
 log = logging.getLogger(__name__)
 
@@ -58,33 +60,39 @@ class ConfigReloader:
         self.last_success_time = time.time()  # start-up counts as the first successful load
 
     def reload(self, trigger: str) -> str:
-        """Load, check and apply the config file; returns the summary, raises ReloadRefused."""
+        """Load, check and apply the config file; returns the summary, raises ReloadRefused. Every
+        failure is a refusal, whatever raised it: a reload must never take the exporter down."""
         with self._lock:
             try:
                 config = load_config(self._path)
                 problems = self._extra_checks(config) if self._extra_checks is not None else []
                 if problems:
                     raise ConfigError(problems)
+                for warning in config.secret_warnings():
+                    log.warning("secret file kept loosely", extra={"problem": warning})
+                if config.drive_health != self.config.drive_health:
+                    log.warning(
+                        "drive_health changed: that section is applied at the next restart",
+                        extra={"file": self._path},
+                    )
+                summary = self._apply(config)
             except ConfigError as exc:
-                self.last_successful = False
-                log.error(
-                    "config reload refused; the running config keeps serving",
-                    extra={"trigger": trigger, "file": self._path, "err": "; ".join(exc.lines)},
-                )
-                raise ReloadRefused(exc.lines) from None
-            for warning in config.secret_warnings():
-                log.warning("secret file kept loosely", extra={"problem": warning})
-            if config.drive_health != self.config.drive_health:
-                log.warning(
-                    "drive_health changed: that section is applied at the next restart",
-                    extra={"file": self._path},
-                )
-            summary = self._apply(config)
+                self._refuse(trigger, exc.lines)
+            except Exception as exc:  # anything else is a refused reload too (issue 36)
+                self._refuse(trigger, unexpected_error(self._path, exc).lines)
             self.config = config
             self.last_successful = True
             self.last_success_time = time.time()
         log.info("config reloaded", extra={"trigger": trigger, "file": self._path, "targets": summary})
         return summary
+
+    def _refuse(self, trigger: str, lines: list[str]) -> NoReturn:
+        self.last_successful = False
+        log.error(
+            "config reload refused; the running config keeps serving",
+            extra={"trigger": trigger, "file": self._path, "err": "; ".join(lines)},
+        )
+        raise ReloadRefused(lines) from None
 
     def families(self) -> list[Metric]:
         out = FamilyBuilder({})

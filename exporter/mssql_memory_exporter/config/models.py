@@ -20,7 +20,7 @@ from pydantic_core import PydanticCustomError
 from .auth import AuthModule, Credentials
 from .collectors import ALL_COLLECTORS, CollectorsConfig
 from .drives import DriveHealthConfig
-from .errors import ConfigError, CredentialError, error_at, to_config_error
+from .errors import ConfigError, CredentialError, error_at, to_config_error, unexpected_error
 from .fields import (
     DriverChoice,
     Encryption,
@@ -392,6 +392,12 @@ def parse_config(
 
 
 def load_config(path: str) -> ExporterConfig:
-    """Read and validate the YAML config at `path`; every problem raises ConfigError."""
-    data = read_yaml(path)
-    return parse_config(data, source=path, base_dir=os.path.dirname(os.path.abspath(path)))
+    """Read and validate the YAML config at `path`; every problem raises ConfigError, also one no check
+    foresaw (a reload must be refused, never crash the exporter; --config.check must say why)."""
+    try:
+        data = read_yaml(path)
+        return parse_config(data, source=path, base_dir=os.path.dirname(os.path.abspath(path)))
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise unexpected_error(path, exc) from None

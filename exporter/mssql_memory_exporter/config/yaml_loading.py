@@ -7,6 +7,10 @@ from typing import Any
 import yaml
 
 from .errors import ConfigError
+from .secret_file import SecretFileError, read_regular_file
+
+# Ten thousand targets take about 2 MB of YAML; a file far larger was not meant as this config.
+MAX_CONFIG_BYTES = 32 << 20
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
@@ -53,14 +57,28 @@ def yaml_error(path: str, exc: yaml.YAMLError) -> ConfigError:
 
 
 def read_yaml(path: str) -> Any:
+    """The YAML at `path`, or a ConfigError naming the problem: a config file is read like a secret
+    (secret_file.read_regular_file), so a FIFO, a device or a runaway file cannot block or exhaust a
+    reload, and every way the YAML library can fail becomes one line."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+        content, _info = read_regular_file(path, MAX_CONFIG_BYTES, "a config")
+    except SecretFileError as exc:
+        reason = str(exc)
+        reason = "it" + reason[len(path) :] if reason.startswith(f"{path} ") else reason
+        raise ConfigError(f"{path}: cannot read config file: {reason}") from None
+    try:
+        text = content.decode("utf-8")
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: config file is not valid UTF-8") from None
     try:
         return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader subclass: no arbitrary objects
     except yaml.YAMLError as exc:
         raise yaml_error(path, exc) from None
+    except RecursionError:
+        # PyYAML composes nodes recursively: some thousands of nested mappings exhaust the stack.
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply for the parser") from None
+    except ValueError as exc:
+        # A constructor outside the timestamp one above: int() of a 5000-digit number is refused by
+        # Python's integer string limit. Its own words never quote the value; other ValueErrors might.
+        detail = "an integer with too many digits" if "digits" in str(exc) else "a value it cannot convert"
+        raise ConfigError(f"{path}: invalid YAML: {detail}") from None
