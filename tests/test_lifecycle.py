@@ -247,3 +247,37 @@ def test_a_reload_failing_in_the_yaml_library_is_refused_and_the_old_config_serv
     assert "Traceback" not in run.log()
     run.proc.send_signal(signal.SIGTERM)
     assert run.proc.wait(timeout=SLOW) == 0, run.log()
+
+
+# Issue 36 item 9: SIGTERM during a reload of 10,000 targets took 12 s, and the new config was applied
+# after "stopping" was logged. The reload is abandoned, whichever way it was asked for.
+@pytest.mark.parametrize("trigger", ["SIGHUP", "POST"])
+def test_sigterm_during_a_reload_of_ten_thousand_targets_abandons_it(
+    start, standin, tmp_path: Path, trigger: str
+):
+    s = standin("healthy-oltp")
+    config = write(tmp_path / "c.yml", {"sql": standin_target(s.port), "tls": VERIFYING})
+    run, port = launch(start, config)
+    fleet = {f"sql-{i:05d}": {**VERIFYING, "host": f"sql-{i:05d}.example.net"} for i in range(10_000)}
+    write(config, fleet)
+    if trigger == "SIGHUP":
+        run.proc.send_signal(signal.SIGHUP)
+    else:
+        answers: list[tuple[int, str]] = []
+
+        def post() -> None:
+            with contextlib.suppress(OSError, http.client.HTTPException):  # may be cut off by the stop
+                answers.append(request(port, "POST", "/-/reload"))
+
+        threading.Thread(target=post, daemon=True).start()
+    run.wait_for(r'msg="reloading config"', timeout=SLOW)
+    run.proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    code = run.proc.wait(timeout=SLOW)
+    took = time.monotonic() - signalled
+    assert took < 3.0, f"stopped {took:.1f} s after SIGTERM: {run.log()[-3000:]}"
+    assert code == 0, run.log()
+    log = run.log()
+    assert "msg=stopping" in log, log
+    assert 'msg="config reloaded"' not in log.split("msg=stopping", 1)[1], log
+    assert run.leftovers() == [], log  # nothing written into the private directory after its removal

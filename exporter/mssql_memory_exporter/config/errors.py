@@ -25,6 +25,10 @@ class ConfigError(Exception):
         super().__init__("\n".join(self.lines))
 
 
+class LoadAbandoned(Exception):
+    """Loading was given up on request (the exporter is stopping); nothing was loaded."""
+
+
 def unexpected_error(source: str, exc: BaseException) -> ConfigError:
     """A failure no check foresaw (a library's own exception), as one config error line: its type and the
     first line of its message, cut short, so a log line stays one line and an operator has a lead."""

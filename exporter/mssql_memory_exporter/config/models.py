@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -20,7 +20,14 @@ from pydantic_core import PydanticCustomError
 from .auth import AuthModule, Credentials
 from .collectors import ALL_COLLECTORS, CollectorsConfig
 from .drives import DriveHealthConfig
-from .errors import ConfigError, CredentialError, error_at, to_config_error, unexpected_error
+from .errors import (
+    ConfigError,
+    CredentialError,
+    LoadAbandoned,
+    error_at,
+    to_config_error,
+    unexpected_error,
+)
 from .fields import (
     DriverChoice,
     Encryption,
@@ -100,6 +107,15 @@ class TargetConfig(Strict):
     _auth: AuthModule | None = PrivateAttr(default=None)
     # Set by ExporterConfig from the top-level `collectors` when the target has none of its own.
     _default_collectors: CollectorsConfig | None = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _abandon_when_asked(cls, data: Any, info: ValidationInfo) -> Any:
+        # Not a ValueError: pydantic lets any other exception end the whole validation at once.
+        cancelled = (info.context or {}).get("cancelled")
+        if cancelled is not None and cancelled():
+            raise LoadAbandoned("config validation abandoned")
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -377,7 +393,10 @@ class ExporterConfig(Strict):
 
 
 def parse_config(
-    data: Any, source: str = "<config>", base_dir: str | os.PathLike[str] = "."
+    data: Any,
+    source: str = "<config>",
+    base_dir: str | os.PathLike[str] = ".",
+    cancelled: Callable[[], bool] | None = None,
 ) -> ExporterConfig:
     """Validate already-parsed YAML. `source` prefixes every error line; `base_dir` anchors relative
     password_file paths."""
@@ -386,18 +405,23 @@ def parse_config(
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping (key: value)")
     try:
-        return ExporterConfig.model_validate(data, context={"base_dir": str(base_dir)})
+        return ExporterConfig.model_validate(
+            data, context={"base_dir": str(base_dir), "cancelled": cancelled}
+        )
     except ValidationError as exc:
         raise to_config_error(source, exc) from None
 
 
-def load_config(path: str) -> ExporterConfig:
+def load_config(path: str, cancelled: Callable[[], bool] | None = None) -> ExporterConfig:
     """Read and validate the YAML config at `path`; every problem raises ConfigError, also one no check
-    foresaw (a reload must be refused, never crash the exporter; --config.check must say why)."""
+    foresaw (a reload must be refused, never crash the exporter; --config.check must say why).
+    `cancelled` is asked while reading and between targets; once true, LoadAbandoned is raised."""
     try:
-        data = read_yaml(path)
-        return parse_config(data, source=path, base_dir=os.path.dirname(os.path.abspath(path)))
-    except ConfigError:
+        data = read_yaml(path, cancelled)
+        return parse_config(
+            data, source=path, base_dir=os.path.dirname(os.path.abspath(path)), cancelled=cancelled
+        )
+    except (ConfigError, LoadAbandoned):
         raise
     except Exception as exc:
         raise unexpected_error(path, exc) from None
