@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HOOKED_MAIN = textwrap.dedent(
     """
     import os, sys, time
-    from mssql_memory_exporter import cli, freetds
+    from mssql_memory_exporter.app import cli
+    from mssql_memory_exporter.connection import freetds
 
     POINT = os.environ.get("STARTUP_TEST_POINT", "")
 
