@@ -161,7 +161,7 @@ def test_post_reload_keeps_unchanged_connections_and_refuses_a_bad_config(start,
     write(config, targets)
     status, body = request(port, "POST", "/-/reload")
     assert status == 200, body
-    assert "reconnecting moved" in body and "added new" in body
+    assert "reconnecting 1 (moved)" in body and "added 1 (new)" in body
     after = own(port)
     assert value(after, "mssql_exporter_config_last_reload_successful") == 1
     assert value(after, "mssql_exporter_config_last_reload_success_timestamp_seconds") > started_at

@@ -44,7 +44,7 @@ from .fields import (
 from .ssd import SsdPool
 from .volumes import PoolName, VolumeLabel, list_twice, normalize_volume
 from .windows_auth import KerberosSettings
-from .yaml_loading import read_yaml
+from .yaml_loading import read_yaml, surrogate_errors
 
 # The fields of a target that shape its connection (with its auth module's username and password source).
 CONNECTION_FIELDS = frozenset(
@@ -404,6 +404,9 @@ def parse_config(
         raise ConfigError(f"{source}: the config is empty; at least one target is required")
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping (key: value)")
+    surrogates = surrogate_errors(data, source)
+    if surrogates:
+        raise ConfigError(surrogates)
     try:
         return ExporterConfig.model_validate(
             data, context={"base_dir": str(base_dir), "cancelled": cancelled}
