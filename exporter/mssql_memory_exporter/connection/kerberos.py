@@ -80,6 +80,7 @@ class TicketKeeper:
         self._renew_at = 0.0  # monotonic; 0: fetch at the first chance
         self._expires_at = 0.0
         self.cache: str | None = settings.ccache
+        self._cache_holder: str | None = None  # the principal the given ccache held at the last login
 
     def prepare(self) -> None:
         """Point KRB5CCNAME at the cache and, with a keytab, fetch the first tickets. A KDC that cannot
@@ -103,7 +104,14 @@ class TicketKeeper:
                 if time.monotonic() >= self._renew_at:
                     self._renew()
         elif self.settings.ccache is not None:
-            self._check_cache()
+            holder = self._check_cache()
+            if holder != self._cache_holder:
+                self._cache_holder = holder
+                # Who logs in, said once per change: the config's principal is only a check.
+                log.info(
+                    "Kerberos logins use the credential cache",
+                    extra={"ccache": self.settings.ccache, "principal": holder},
+                )
 
     def _renew(self) -> None:
         gssapi = _gssapi()
@@ -130,10 +138,19 @@ class TicketKeeper:
             with contextlib.suppress(OSError):
                 fresh.unlink()
             still = self._expires_at - time.monotonic()
-            message = (
-                f"cannot get a Kerberos ticket for {settings.principal} with keytab {settings.keytab} from "
-                f"{kdc_description(_realm_of(settings.principal))}: {_reason(exc)}"
-            )
+            keytab_problem = _keytab_problem(gssapi, name, settings.keytab)
+            if keytab_problem is not None:
+                # The keytab, not the KDC: the library's initiate error ("No credentials cache found")
+                # says neither (issue 36).
+                message = (
+                    f"cannot get a Kerberos ticket for {settings.principal} with keytab {settings.keytab}: "
+                    f"{keytab_problem}"
+                )
+            else:
+                message = (
+                    f"cannot get a Kerberos ticket for {settings.principal} with keytab {settings.keytab} "
+                    f"from {kdc_description(_realm_of(settings.principal))}: {_reason(exc)}"
+                )
             if still > 0:
                 # The old ticket still works: try again at the next login, not only when it is gone.
                 log.warning(message, extra={"valid_for_seconds": round(still)})
@@ -152,11 +169,15 @@ class TicketKeeper:
             extra={"principal": settings.principal, "lifetime_seconds": lifetime, "ccache": target},
         )
 
-    def _check_cache(self) -> None:
+    def _check_cache(self) -> str:
+        """The principal the given cache holds tickets for; KerberosError when it holds none that work,
+        or holds another principal's than `kerberos.principal` names: FreeTDS would log in as whoever
+        the cache holds, whatever the config says (issue 36), so that login is refused here."""
         gssapi = _gssapi()
         try:
             creds = gssapi.Credentials(usage="initiate", store={"ccache": self.settings.ccache})
             left = creds.lifetime
+            holder = str(creds.name)
         except gssapi.exceptions.GSSError as exc:
             raise KerberosError(
                 f"no usable Kerberos ticket in {self.settings.ccache}: {_reason(exc)} (renew it with "
@@ -164,6 +185,30 @@ class TicketKeeper:
             ) from None
         if left is not None and left <= 0:
             raise KerberosError(f"the Kerberos ticket in {self.settings.ccache} has expired")
+        wanted = self.settings.principal
+        if wanted is not None and not _same_principal(holder, wanted):
+            raise KerberosError(
+                f"the credential cache {self.settings.ccache} holds tickets for {holder}, not for "
+                f"kerberos.principal {wanted}; FreeTDS would log in as {holder}: fill the cache as "
+                f"{wanted} (kinit {wanted}), or set kerberos.principal to {holder}"
+            )
+        return holder
+
+
+def _same_principal(holder: str, wanted: str) -> bool:
+    """`wanted` may leave out the realm (the default one): compare the name part then."""
+    return holder == wanted or ("@" not in wanted and holder.rpartition("@")[0] == wanted)
+
+
+def _keytab_problem(gssapi, name: object, keytab: str) -> str | None:  # noqa: ANN001 - the module
+    """What is wrong with the keytab for `name`, as kinit -k would say it ("Key table file ... not
+    found", "No key table entry found for ..."), or None when it holds the principal's keys. Asked of
+    the library as an acceptor would (it opens the keytab and looks the name up); nothing is read here."""
+    try:
+        gssapi.Credentials(name=name, usage="accept", store={"keytab": keytab})
+    except gssapi.exceptions.GSSError as exc:
+        return _reason(exc)
+    return None
 
 
 def diagnose(spn: str) -> str | None:

@@ -1,0 +1,96 @@
+"""Kerberos faults an operator following docs/configuration.md meets (issue 36), against the real MIT KDC
+of tests/kdc.py, in-process: the ticket keeper (connection/kerberos.py) asks the same library FreeTDS
+uses, with the realm's krb5.conf in KRB5_CONFIG."""
+
+# ruff: noqa: F811 - the `kdc` fixture is imported from test_windows_auth and named as a parameter
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mssql_memory_exporter.config.windows_auth import KerberosSettings
+from mssql_memory_exporter.connection import freetds, kerberos
+
+from tests.kdc import REALM, Kdc
+from tests.test_windows_auth import kdc  # noqa: F401 - a fixture
+
+
+@pytest.fixture
+def realm_env(kdc: Kdc, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Kdc]:
+    for key, val in kdc.env().items():
+        monkeypatch.setenv(key, val)
+    monkeypatch.setenv("KRB5CCNAME", f"FILE:{tmp_path / 'unused-cc'}")  # restored after: prepare() sets it
+    freetds.private_directory(reopen=True)  # where the keeper writes its cache, as prepare() makes it
+    yield kdc
+    freetds.remove_directory()
+
+
+def _keytab(kdc: Kdc, tmp_path: Path, name: str) -> tuple[str, Path]:
+    principal = f"{name}@{REALM}"
+    with contextlib.suppress(RuntimeError):  # made by an earlier test of the session's realm
+        kdc.add_principal(name)
+    return principal, kdc.keytab(name, tmp_path / f"{name}.keytab")
+
+
+def test_a_keytab_with_another_principals_keys_is_reported_as_kinit_would(realm_env: Kdc, tmp_path: Path):
+    # Before: "No credentials cache found (filename: ...)", which points at the cache, not the keytab.
+    _other, keytab = _keytab(realm_env, tmp_path, "keytab-owner")
+    wanted, _ = _keytab(realm_env, tmp_path, "keytab-wanted")
+    keeper = kerberos.TicketKeeper(KerberosSettings(principal=wanted, keytab=str(keytab)))
+    with pytest.raises(kerberos.KerberosError) as info:
+        keeper.ready()
+    message = str(info.value)
+    assert f"No key table entry found for {wanted}" in message, message
+    assert "credentials cache" not in message
+
+
+def test_a_deleted_keytab_is_reported_as_kinit_would(realm_env: Kdc, tmp_path: Path):
+    principal, keytab = _keytab(realm_env, tmp_path, "keytab-deleted")
+    keeper = kerberos.TicketKeeper(KerberosSettings(principal=principal, keytab=str(keytab)))
+    keytab.unlink()
+    with pytest.raises(kerberos.KerberosError) as info:
+        keeper.ready()
+    message = str(info.value)
+    assert f"Key table file '{keytab}' not found" in message, message
+    assert "credentials cache" not in message
+
+
+def _filled_cache(kdc: Kdc, tmp_path: Path, name: str) -> tuple[str, str]:
+    principal, keytab = _keytab(kdc, tmp_path, name)
+    cache = f"FILE:{tmp_path / f'{name}.ccache'}"
+    subprocess.run(
+        ["kinit", "-k", "-t", str(keytab), "-c", cache, principal],
+        env={**os.environ, **kdc.env()},
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    return principal, cache
+
+
+def test_a_ccache_of_another_principal_than_configured_is_refused_naming_both(realm_env: Kdc, tmp_path: Path):
+    # Before: FreeTDS logged in as whoever the cache held, and failures named the configured principal.
+    holder, cache = _filled_cache(realm_env, tmp_path, "cache-holder")
+    keeper = kerberos.TicketKeeper(KerberosSettings(principal=f"someone-else@{REALM}", ccache=cache))
+    with pytest.raises(kerberos.KerberosError) as info:
+        keeper.ready()
+    message = str(info.value)
+    assert f"holds tickets for {holder}, not for kerberos.principal someone-else@{REALM}" in message
+
+
+def test_a_ccache_logs_the_principal_it_holds(realm_env: Kdc, tmp_path: Path, caplog):
+    holder, cache = _filled_cache(realm_env, tmp_path, "cache-logged")
+    for principal in (None, holder, "cache-logged"):  # none, the full name, the name in the default realm
+        keeper = kerberos.TicketKeeper(KerberosSettings(principal=principal, ccache=cache))
+        with caplog.at_level(logging.INFO):
+            keeper.ready()
+            keeper.ready()
+        used = [r for r in caplog.records if r.getMessage() == "Kerberos logins use the credential cache"]
+        assert len(used) == 1 and used[0].principal == holder, used
+        caplog.clear()
