@@ -18,7 +18,16 @@ from mssql_memory_exporter.config.windows_auth import KerberosSettings
 from mssql_memory_exporter.connection import freetds, kerberos
 
 from tests.kdc import REALM, Kdc
-from tests.test_windows_auth import kdc  # noqa: F401 - a fixture
+from tests.test_windows_auth import (  # noqa: F401 - kdc, windows_standin and stack are fixtures
+    client_keytab,
+    config,
+    kdc,
+    log_of,
+    probe,
+    stack,
+    start,
+    windows_standin,
+)
 
 
 @pytest.fixture
@@ -94,3 +103,22 @@ def test_a_ccache_logs_the_principal_it_holds(realm_env: Kdc, tmp_path: Path, ca
         used = [r for r in caplog.records if r.getMessage() == "Kerberos logins use the credential cache"]
         assert len(used) == 1 and used[0].principal == holder, used
         caplog.clear()
+
+
+def test_the_spn_realm_follows_domain_realm_not_default_realm(
+    kdc: Kdc, windows_standin, stack, tmp_path: Path
+):
+    """docs/configuration.md: kerberos.realm defaults to "the realm krb5.conf maps the host to". Before,
+    FreeTDS asked for MSSQLSvc/localhost:<port>@<default_realm> whatever [domain_realm] said: "Server
+    krbtgt/OTHER.TEST@EXPORTER.TEST not found in Kerberos database". Here default_realm is another
+    realm and [domain_realm] maps localhost to the test realm, where the SQL Server's SPN lives."""
+    principal, keytab = client_keytab(kdc, tmp_path, "exporter")
+    conf = tmp_path / "krb5-other-default.conf"
+    conf.write_text(
+        kdc.krb5_conf.read_text().replace(f"default_realm = {REALM}", "default_realm = OTHER.TEST")
+    )
+    module = {"kerberos": {"principal": principal, "keytab": str(keytab)}}
+    base = start(stack, config(windows_standin.port, module), kdc, KRB5_CONFIG=str(conf))
+    up, _, _ = probe(base)
+    assert up == 1.0, log_of(stack)
+    assert "OTHER.TEST" not in log_of(stack)

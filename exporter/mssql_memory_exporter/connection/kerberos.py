@@ -195,6 +195,24 @@ class TicketKeeper:
         return holder
 
 
+def host_realm(spn: str) -> str | None:
+    """The realm the Kerberos library maps the SPN's host to (krb5.conf's [domain_realm], as
+    kerberos.realm's documentation promises), or None when it maps it to none (then the default realm
+    applies). FreeTDS hands the library the SPN as a principal name, which takes the default realm
+    whatever [domain_realm] says (issue 36: "Server krbtgt/OTHER@CORP not found"); the exporter asks
+    the library as a host-based service name instead and gives FreeTDS the answer as REALM=."""
+    service, _, host = spn.partition("/")
+    if not host or "@" in host:
+        return None
+    try:
+        gssapi = _gssapi()
+        name = gssapi.Name(f"{service}@{host}", gssapi.NameType.hostbased_service)
+        realm = str(name.canonicalize(gssapi.MechType.kerberos)).rpartition("@")[2]
+    except Exception:  # no python-gssapi, or no mapping: FreeTDS keeps the default realm
+        return None
+    return realm or None
+
+
 def _same_principal(holder: str, wanted: str) -> bool:
     """`wanted` may leave out the realm (the default one): compare the name part then."""
     return holder == wanted or ("@" not in wanted and holder.rpartition("@")[0] == wanted)

@@ -57,7 +57,10 @@ def login_opener(
                 unsendable = unsendable_password_reason(driver, creds.password.get_secret_value())
                 if unsendable is not None:
                     raise ScrapeFailed(f"target {target.name}: {unsendable}")
-            conn_str = build_connection_string(target, driver, creds.password, username=creds.username)
+            realm = _mapped_realm(target) if kerberos_login is not None else None
+            conn_str = build_connection_string(
+                target, driver, creds.password, username=creds.username, realm=realm
+            )
         except (ConfigError, freetds.FreeTdsConfError, kerberos.KerberosError) as exc:
             # e.g. the password file vanished: say so, by name, not by value
             raise ScrapeFailed(str(exc)) from None
@@ -99,6 +102,16 @@ def login_opener(
     return open_connection
 
 
+def _mapped_realm(target: TargetConfig) -> str | None:
+    """The SPN's realm by krb5.conf's [domain_realm], when the config names neither a realm nor an SPN."""
+    auth = target.auth
+    if auth is None or auth.kerberos is None or auth.kerberos.realm is not None:
+        return None
+    if target.spn is not None or target.instance is not None:
+        return None
+    return kerberos.host_realm(freetds_spn(target.host, target.port or 1433))
+
+
 def _kerberos_spn(target: TargetConfig) -> str | None:
     """The service principal FreeTDS asks a ticket for; None when not Kerberos or not known here (a
     named instance's port comes from SQL Browser)."""
@@ -109,7 +122,8 @@ def _kerberos_spn(target: TargetConfig) -> str | None:
         return target.spn
     if target.instance is not None:
         return None
-    return freetds_spn(target.host, target.port or 1433, auth.kerberos.realm)
+    realm = auth.kerberos.realm or _mapped_realm(target)
+    return freetds_spn(target.host, target.port or 1433, realm)
 
 
 def _kerberos_login(target: TargetConfig) -> str | None:
