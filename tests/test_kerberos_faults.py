@@ -9,15 +9,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import socket
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from mssql_memory_exporter.config.windows_auth import KerberosSettings
 from mssql_memory_exporter.connection import freetds, kerberos
 
 from tests.kdc import REALM, Kdc
+from tests.test_startup import start  # noqa: F401 - a fixture
 from tests.test_windows_auth import (  # noqa: F401 - kdc, windows_standin and stack are fixtures
     client_keytab,
     config,
@@ -25,9 +31,9 @@ from tests.test_windows_auth import (  # noqa: F401 - kdc, windows_standin and s
     log_of,
     probe,
     stack,
-    start,
     windows_standin,
 )
+from tests.test_windows_auth import start as start_exporter
 
 
 @pytest.fixture
@@ -118,7 +124,100 @@ def test_the_spn_realm_follows_domain_realm_not_default_realm(
         kdc.krb5_conf.read_text().replace(f"default_realm = {REALM}", "default_realm = OTHER.TEST")
     )
     module = {"kerberos": {"principal": principal, "keytab": str(keytab)}}
-    base = start(stack, config(windows_standin.port, module), kdc, KRB5_CONFIG=str(conf))
+    base = start_exporter(stack, config(windows_standin.port, module), kdc, KRB5_CONFIG=str(conf))
     up, _, _ = probe(base)
     assert up == 1.0, log_of(stack)
     assert "OTHER.TEST" not in log_of(stack)
+
+
+@pytest.fixture
+def silent_kdc(kdc: Kdc, tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """A KDC that accepts TCP connections and never answers, and a krb5.conf naming it for the realm."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError, OSError):
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    conf = tmp_path / "krb5-silent.conf"
+    silent = kdc.krb5_conf.read_text().replace(f"kdc = 127.0.0.1:{kdc.port}", f"kdc = 127.0.0.1:{port}")
+    conf.write_text(silent)
+    yield port, conf
+    stop.set()
+    thread.join(timeout=5)
+    for sock in held:
+        sock.close()
+    listener.close()
+
+
+def test_a_silent_kdc_fails_the_ticket_fetch_within_the_budget_naming_it(
+    realm_env: Kdc, silent_kdc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Before: the fetch waited for MIT's library (54 s), and the scrape said "timed out waiting for SQL
+    # Server" without naming the KDC.
+    port, conf = silent_kdc
+    principal, keytab = _keytab(realm_env, tmp_path, "silent-fetch")
+    monkeypatch.setenv("KRB5_CONFIG", str(conf))
+    keeper = kerberos.TicketKeeper(KerberosSettings(principal=principal, keytab=str(keytab)))
+    started = time.monotonic()
+    with pytest.raises(kerberos.KerberosError) as info:
+        keeper.ready(2.0)
+    took = time.monotonic() - started
+    assert took < 10.0, took  # a test about a timeout: 2 s asked, MIT's own wait is about a minute
+    assert f"KDC 127.0.0.1:{port} of realm {REALM}" in str(info.value), info.value
+    assert "did not answer" in str(info.value)
+
+
+def test_renewal_from_a_silent_kdc_logs_in_with_the_ticket_still_valid(
+    realm_env: Kdc, silent_kdc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog
+):
+    port, conf = silent_kdc
+    name = "silent-renew"
+    with contextlib.suppress(RuntimeError):
+        realm_env.add_principal(name, max_life="8 seconds")
+    principal, keytab = f"{name}@{REALM}", realm_env.keytab(name, tmp_path / f"{name}.keytab")
+    keeper = kerberos.TicketKeeper(KerberosSettings(principal=principal, keytab=str(keytab)))
+    keeper.ready(30.0)  # the first ticket, from the real KDC
+    time.sleep(4.5)  # past half of its life: the next login renews
+    monkeypatch.setenv("KRB5_CONFIG", str(conf))  # and the KDC has gone silent
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        keeper.ready(1.0)  # no exception: the ticket is valid for a few seconds more
+    assert time.monotonic() - started < 8.0
+    warned = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
+    assert warned and f"KDC 127.0.0.1:{port}" in warned[0] and "still valid" in warned[0], warned
+
+
+def test_sigterm_abandons_a_start_up_waiting_for_a_silent_kdc_at_once(
+    kdc: Kdc, silent_kdc, start, tmp_path: Path
+):
+    # Before: the first ticket fetch held start-up for MIT's own wait (54 s), and SIGTERM waited with
+    # it, though docs/operations.md says start-up is abandoned at once.
+    _port, conf = silent_kdc
+    principal, keytab = _keytab(kdc, tmp_path, "silent-start")
+    body = {
+        "auth_modules": {"k": {"kerberos": {"principal": principal, "keytab": str(keytab)}}},
+        "targets": {
+            "sql": {"host": "localhost", "driver": "freetds", "encryption": "off", "auth_module": "k"}
+        },
+    }
+    path = tmp_path / "c.yml"
+    path.write_text(yaml.safe_dump(body))
+    run = start(path, hooked=False, KRB5_CONFIG=str(conf), KRB5_KDC_PROFILE=str(kdc.kdc_conf))
+    run.wait_for(r"msg=starting", timeout=60)
+    time.sleep(2.0)  # in the ticket request by now
+    run.proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    code = run.proc.wait(timeout=120)
+    took = time.monotonic() - signalled
+    assert took < 3.0, f"stopped {took:.1f} s after SIGTERM: {run.log()}"
+    assert code == 0, run.log()
+    assert "during=start-up" in run.log()
+    assert run.leftovers() == [], run.log()

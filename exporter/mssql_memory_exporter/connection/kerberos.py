@@ -23,6 +23,8 @@ import os
 import re
 import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 from ..config import ExporterConfig
@@ -34,6 +36,9 @@ log = logging.getLogger(__name__)
 ENV = "KRB5CCNAME"
 CCACHE_NAME = "krb5cc"
 RENEW_AFTER = 0.5  # of a ticket's lifetime, as MIT's own refresh does
+# How long start-up (and a reload) waits for the first tickets: the default scrape timeout. A login waits
+# for the KDC as long as its own budget allows.
+STARTUP_KDC_WAIT_SECONDS = 10.0
 
 
 class KerberosError(Exception):
@@ -81,10 +86,13 @@ class TicketKeeper:
         self._expires_at = 0.0
         self.cache: str | None = settings.ccache
         self._cache_holder: str | None = None  # the principal the given ccache held at the last login
+        self._fetch: Future[None] | None = None  # the keytab fetch in flight, in a thread of its own
 
     def prepare(self) -> None:
         """Point KRB5CCNAME at the cache and, with a keytab, fetch the first tickets. A KDC that cannot
-        be reached is logged, not fatal: each login tries again, and says why it cannot log in."""
+        be reached is logged, not fatal: each login tries again, and says why it cannot log in. A KDC
+        that does not answer holds start-up for STARTUP_KDC_WAIT_SECONDS at most, and a stop signal
+        ends that wait at once (the fetch runs in a thread of its own)."""
         if self.settings.keytab is not None:
             # The directory's name is fixed for the process; it is made (again) at each fetch.
             self.cache = f"FILE:{freetds.private_directory_path() / CCACHE_NAME}"
@@ -93,16 +101,43 @@ class TicketKeeper:
         if self.settings.keytab is not None:
             try:
                 freetds.private_directory(reopen=True)
-                self.ready()
+                self.ready(STARTUP_KDC_WAIT_SECONDS)
             except (KerberosError, freetds.FreeTdsConfError) as exc:
                 log.warning("no Kerberos ticket at start-up", extra={"err": str(exc)})
 
-    def ready(self) -> None:
-        """Called before each login: renew from the keytab when due, or check the given cache."""
+    def ready(self, timeout: float = STARTUP_KDC_WAIT_SECONDS) -> None:
+        """Called before each login: renew from the keytab when due, or check the given cache. The KDC
+        gets `timeout` seconds (the login's budget): MIT's library waits about a minute for a KDC that
+        accepts and never answers, which hung start-up, scrapes and renewals alike (issue 36). On
+        timeout a ticket still valid is used; without one the error names the KDC."""
         if self.settings.keytab is not None:
             with self._lock:
+                fetch = None
                 if time.monotonic() >= self._renew_at:
-                    self._renew()
+                    if self._fetch is None or self._fetch.done():
+                        self._fetch = Future()
+                        threading.Thread(
+                            target=self._fetch_into, args=(self._fetch,), name="kerberos-fetch", daemon=True
+                        ).start()
+                    fetch = self._fetch
+            if fetch is None:
+                return
+            try:
+                fetch.result(timeout=max(0.0, timeout))
+            except FutureTimeout:
+                settings = self.settings
+                message = (
+                    f"{kdc_description(_realm_of(settings.principal))} did not answer a ticket request "
+                    f"for {settings.principal} within {timeout:g} s"
+                )
+                still = self._expires_at - time.monotonic()
+                if still > 0:
+                    log.warning(
+                        f"{message}; logging in with the ticket still valid",
+                        extra={"valid_for_seconds": round(still)},
+                    )
+                    return
+                raise KerberosError(message) from None
         elif self.settings.ccache is not None:
             holder = self._check_cache()
             if holder != self._cache_holder:
@@ -112,6 +147,14 @@ class TicketKeeper:
                     "Kerberos logins use the credential cache",
                     extra={"ccache": self.settings.ccache, "principal": holder},
                 )
+
+    def _fetch_into(self, future: Future[None]) -> None:
+        try:
+            self._renew()
+        except BaseException as exc:  # every outcome reaches the login waiting for it
+            future.set_exception(exc)
+        else:
+            future.set_result(None)
 
     def _renew(self) -> None:
         gssapi = _gssapi()
@@ -229,10 +272,28 @@ def _keytab_problem(gssapi, name: object, keytab: str) -> str | None:  # noqa: A
     return None
 
 
-def diagnose(spn: str) -> str | None:
+def diagnose(spn: str, timeout: float = STARTUP_KDC_WAIT_SECONDS) -> str | None:
     """Why a service ticket for `spn` cannot be had, asked of the same library and cache FreeTDS uses:
     FreeTDS reports a failed GSSAPI step only as "Unable to connect to data source". One request to
-    the KDC, made only after a failed login; None when the ticket can be had (or nothing can be said)."""
+    the KDC, made only after a failed login, given `timeout` seconds (a thread of its own: a silent KDC
+    must not hold the scrape); None when the ticket can be had (or nothing can be said)."""
+    answer: Future[str | None] = Future()
+
+    def ask() -> None:
+        try:
+            answer.set_result(_diagnose(spn))
+        except BaseException as exc:  # handed to the waiting login
+            answer.set_exception(exc)
+
+    threading.Thread(target=ask, name="kerberos-diagnose", daemon=True).start()
+    try:
+        return answer.result(timeout=max(0.0, timeout))
+    except FutureTimeout:
+        realm = spn.rpartition("@")[2] if "@" in spn else "the default realm"
+        return f"{kdc_description(realm)} did not answer a service ticket request within {timeout:g} s"
+
+
+def _diagnose(spn: str) -> str | None:
     try:
         gssapi = _gssapi()
     except KerberosError:

@@ -28,6 +28,10 @@ from .kerberos import TicketKeeper
 from .login_backoff import LoginBackoff, fingerprint, is_login_refused, is_windows_login_refused
 from .session import OpenFn, ScrapeFailed, describe
 
+KDC_MARGIN_SECONDS = 1.0
+# After a failed Kerberos login, the one question asked of the KDC (why) gets this long.
+KDC_DIAGNOSE_SECONDS = 2.0
+
 LOGIN_BACKOFF_REASON = (
     "login refused earlier; not logging in again until the back-off ends (so a lockout policy is not "
     "tripped; mssql_exporter_login_backoff_seconds says when; changing the password ends it)"
@@ -51,7 +55,9 @@ def login_opener(
             kerberos_login = _kerberos_login(target)
             keeper = kerberos_keeper()
             if kerberos_login is not None and keeper is not None:
-                keeper.ready()  # renew from the keytab, or find the given cache expired
+                # Renew from the keytab, or find the given cache expired; the KDC gets the login's
+                # budget less a margin, so its silence is reported (naming it) before the deadline.
+                keeper.ready(max(0.5, login_timeout - KDC_MARGIN_SECONDS))
             if driver_kind(driver) == "freetds":
                 # Checked again here: the password file may have changed since start-up.
                 unsendable = unsendable_password_reason(driver, creds.password.get_secret_value())
@@ -142,7 +148,7 @@ def _kerberos_failure(target: TargetConfig, exc: pyodbc.Error, login: str) -> st
     if "Unable to connect to data source" not in str(exc):
         return f"{describe(exc)}; {login}"  # the server answered: 18452, 18456, ...
     spn = _kerberos_spn(target)
-    why = kerberos.diagnose(spn) if spn is not None else None
+    why = kerberos.diagnose(spn, KDC_DIAGNOSE_SECONDS) if spn is not None else None
     return f"{describe(exc)}; {login}; the Kerberos library says: {why}" if why else None
 
 
