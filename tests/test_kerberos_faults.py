@@ -221,3 +221,27 @@ def test_sigterm_abandons_a_start_up_waiting_for_a_silent_kdc_at_once(
     assert code == 0, run.log()
     assert "during=start-up" in run.log()
     assert run.leftovers() == [], run.log()
+
+
+def test_a_service_ticket_request_to_a_silent_kdc_is_bounded_and_names_it(
+    realm_env: Kdc, silent_kdc, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """With a ticket-granting ticket in the cache, FreeTDS asks the KDC for the service ticket inside
+    the driver, where a silent KDC held the login past the scrape's deadline ("timed out waiting for SQL
+    Server"). The login now gets it first, within its budget; a ticket the cache holds costs nothing."""
+    port, conf = silent_kdc
+    principal, keytab = _keytab(realm_env, tmp_path, "silent-tgs")
+    spn = "MSSQLSvc/silent-tgs.exporter.test:1433"
+    with contextlib.suppress(RuntimeError):
+        realm_env.add_principal(spn)
+    keeper = kerberos.TicketKeeper(KerberosSettings(principal=principal, keytab=str(keytab)))
+    keeper.prepare()  # KRB5CCNAME at the keeper's cache, and the first ticket from the real KDC
+    assert kerberos.service_ticket_in_time(spn, 30.0) is None  # fetched into the cache
+    monkeypatch.setenv("KRB5_CONFIG", str(conf))  # the KDC goes silent
+    assert kerberos.service_ticket_in_time(spn, 2.0) is None  # the cached ticket: no request
+    other = "MSSQLSvc/silent-tgs-2.exporter.test:1433"
+    started = time.monotonic()
+    silent = kerberos.service_ticket_in_time(other, 2.0)
+    assert time.monotonic() - started < 10.0
+    assert silent is not None and f"KDC 127.0.0.1:{port} of realm {REALM}" in silent, silent
+    assert f"did not answer a service ticket request for {other}" in silent

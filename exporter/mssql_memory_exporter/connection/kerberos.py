@@ -277,6 +277,21 @@ def diagnose(spn: str, timeout: float = STARTUP_KDC_WAIT_SECONDS) -> str | None:
     FreeTDS reports a failed GSSAPI step only as "Unable to connect to data source". One request to
     the KDC, made only after a failed login, given `timeout` seconds (a thread of its own: a silent KDC
     must not hold the scrape); None when the ticket can be had (or nothing can be said)."""
+    answered, why = _in_time(spn, timeout)
+    return why if answered else _silent(spn, timeout)
+
+
+def service_ticket_in_time(spn: str, timeout: float) -> str | None:
+    """Get the service ticket for `spn` into the cache before FreeTDS asks for it, within `timeout`
+    seconds: inside the driver, a KDC that accepts and never answers holds the login past the scrape's
+    deadline, and the scrape then blames SQL Server (issue 36). Returns why the login cannot go on when
+    the KDC did not answer in time, else None (a ticket refused is left to FreeTDS and diagnose(), which
+    word it as before). A ticket already in the cache costs no request."""
+    answered, _why = _in_time(spn, timeout)
+    return None if answered else _silent(spn, timeout)
+
+
+def _in_time(spn: str, timeout: float) -> tuple[bool, str | None]:
     answer: Future[str | None] = Future()
 
     def ask() -> None:
@@ -285,12 +300,25 @@ def diagnose(spn: str, timeout: float = STARTUP_KDC_WAIT_SECONDS) -> str | None:
         except BaseException as exc:  # handed to the waiting login
             answer.set_exception(exc)
 
-    threading.Thread(target=ask, name="kerberos-diagnose", daemon=True).start()
+    threading.Thread(target=ask, name="kerberos-service-ticket", daemon=True).start()
     try:
-        return answer.result(timeout=max(0.0, timeout))
+        return True, answer.result(timeout=max(0.0, timeout))
     except FutureTimeout:
-        realm = spn.rpartition("@")[2] if "@" in spn else "the default realm"
-        return f"{kdc_description(realm)} did not answer a service ticket request within {timeout:g} s"
+        return False, None
+
+
+def _silent(spn: str, timeout: float) -> str:
+    realm = spn.rpartition("@")[2] if "@" in spn else _default_realm()
+    return f"{kdc_description(realm)} did not answer a service ticket request for {spn} within {timeout:g} s"
+
+
+def _default_realm() -> str:
+    try:
+        gssapi = _gssapi()
+        name = gssapi.Name("probe/realm", gssapi.NameType.kerberos_principal)
+        return str(name.canonicalize(gssapi.MechType.kerberos)).rpartition("@")[2] or "the default realm"
+    except Exception:  # no library or no krb5.conf: say so generically
+        return "the default realm"
 
 
 def _diagnose(spn: str) -> str | None:

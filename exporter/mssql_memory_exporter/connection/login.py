@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable
 
 import pyodbc
@@ -57,7 +58,14 @@ def login_opener(
             if kerberos_login is not None and keeper is not None:
                 # Renew from the keytab, or find the given cache expired; the KDC gets the login's
                 # budget less a margin, so its silence is reported (naming it) before the deadline.
+                began = time.monotonic()
                 keeper.ready(max(0.5, login_timeout - KDC_MARGIN_SECONDS))
+                spn = _kerberos_spn(target)
+                if spn is not None:
+                    left = login_timeout - KDC_MARGIN_SECONDS - (time.monotonic() - began)
+                    silent = kerberos.service_ticket_in_time(spn, max(0.5, left))
+                    if silent is not None:
+                        raise kerberos.KerberosError(f"{silent}; {kerberos_login}")
             if driver_kind(driver) == "freetds":
                 # Checked again here: the password file may have changed since start-up.
                 unsendable = unsendable_password_reason(driver, creds.password.get_secret_value())
