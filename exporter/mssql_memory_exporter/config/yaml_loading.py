@@ -26,10 +26,10 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
     cancelled: Cancelled | None = None
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.cancelled is not None and self.cancelled():
             raise LoadAbandoned("config reading abandoned")
-        return super().compose_node(parent, index)  # type: ignore[no-any-return]
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
