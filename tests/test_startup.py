@@ -120,12 +120,19 @@ class Run:
 def start(tmp_path: Path) -> Iterator:
     runs: list[Run] = []
 
-    def run(config: Path, *, hooked: bool = True, listen: str = "127.0.0.1:0", **env: str) -> Run:
+    def run(
+        config: Path,
+        *,
+        hooked: bool = True,
+        listen: str = "127.0.0.1:0",
+        args: tuple[str, ...] = (),
+        **env: str,
+    ) -> Run:
         tmpdir = tmp_path / f"tmp{len(runs)}"
         tmpdir.mkdir()
         code = ["-c", HOOKED_MAIN] if hooked else ["-m", "mssql_memory_exporter"]
         proc = subprocess.Popen(
-            [sys.executable, *code, "--config.file", str(config), "--web.listen-address", listen],
+            [sys.executable, *code, "--config.file", str(config), "--web.listen-address", listen, *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
