@@ -70,6 +70,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_rule_groups": "unit",  # the rule split read as data
     "test_platforms": "integration",  # scrapes of stand-ins playing each platform
     "test_platform_matrix": "unit",  # docs/platforms.md's generated table; its scrapes raise themselves
+    "test_kerberos_faults": "integration",  # the ticket keeper against a real MIT KDC
     "test_lifecycle": "integration",  # the CLI in a subprocess under signals and reloads
     "test_process_cli": "integration",  # the CLI in a subprocess: --version, --config.check, healthcheck
     "test_scraper_reload": "integration",  # reloads against stand-ins
