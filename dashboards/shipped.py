@@ -11,6 +11,8 @@ says, when empty, which file switches it on.
 
 from __future__ import annotations
 
+from mssql_memory_exporter.scrape import scrape_metrics
+
 from alerts import names as N
 from alerts.shipped_collectors import (
     BACKUP_AGE,
@@ -56,7 +58,7 @@ def shipped_off(*metrics: str, lacking: str = "") -> str:
     return (
         f"No data: the shipped collector file {', '.join(files)} is off by default. Switch it on with "
         f"collector_files: [{', '.join(files)}] in the exporter's config (docs/custom-collectors.md); "
-        f"or it is failing (mssql_exporter_collector_success){where}"
+        f"or it is failing ({scrape_metrics.COLLECTOR_SUCCESS.name}){where}"
     )
 
 
