@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from mssql_memory_exporter.config.custom import SHIPPED_DIR
+from mssql_memory_exporter.config.custom import SHIPPED, SHIPPED_DIR
 
 from . import group_names
 from . import names as N
@@ -25,19 +25,30 @@ FILE_NAME = "optional/mssql.shipped-collectors.rules.yml"
 
 
 @cache
-def shipped_metrics() -> frozenset[str]:
-    """Every metric name the shipped collector files declare."""
-    found: set[str] = set()
+def shipped_files() -> dict[str, str]:
+    """Every metric name the shipped collector files declare, to the file that declares it as the
+    exporter's config names it (`shipped:NAME` in collector_files)."""
+    found: dict[str, str] = {}
     for path in sorted(Path(SHIPPED_DIR).glob("*.yml")):
         for collector in yaml.safe_load(path.read_text())["collectors"]:
-            found.update(m["name"] for m in collector["metrics"])
-    return frozenset(found)
+            found.update((m["name"], f"{SHIPPED}{path.stem}") for m in collector["metrics"])
+    return found
+
+
+def shipped_metrics() -> frozenset[str]:
+    """Every metric name the shipped collector files declare."""
+    return frozenset(shipped_files())
 
 
 def shipped(name: str) -> str:
     if name not in shipped_metrics():
         raise ValueError(f"{name} is not a metric of the shipped collector files ({SHIPPED_DIR})")
     return name
+
+
+def shipped_file(name: str) -> str:
+    """The file that declares metric `name`, as collector_files names it ("shipped:blocking")."""
+    return shipped_files()[shipped(name)]
 
 
 JOB_FAILED = shipped("mssql_custom_agent_job_last_run_failed")

@@ -314,7 +314,14 @@ class Exporter:
     """The exporter as users run it: its own process, configured by file, probed over HTTP. `code` is the
     checkout whose exporter package runs (another one for bench/compare.py)."""
 
-    def __init__(self, targets: dict[str, dict[str, object]], name: str, code: Path = ROOT) -> None:
+    def __init__(
+        self,
+        targets: dict[str, dict[str, object]],
+        name: str,
+        code: Path = ROOT,
+        settings: dict[str, object] | None = None,
+    ) -> None:
+        """`settings`: more top-level keys of the config (collector_files)."""
         BUILD.mkdir(exist_ok=True)
         config_path = BUILD / f"bench-{name}.yml"
         config_path.write_text(
@@ -322,6 +329,7 @@ class Exporter:
                 {
                     "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
                     "targets": targets,
+                    **(settings or {}),
                 }
             )
         )

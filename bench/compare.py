@@ -34,6 +34,9 @@ class Side:
     # Collectors this side's target turns off: a checkout that gained collectors is compared doing the
     # reference's work (the reference may predate the option, so it is only ever set on this checkout).
     exclude: tuple[str, ...] = ()
+    # Collector files this side switches on (`collector_files`, shipped:NAME or a path): with --ref HEAD,
+    # what a custom collector costs per probe, the same code measured with and without it.
+    collector_files: tuple[str, ...] = ()
 
 
 def worktree(ref: str) -> Path:
@@ -68,7 +71,12 @@ def measure(sides: list[Side], scenario: str, rounds: int, probes: int, warmup: 
     load = MachineLoad()
     with Farm(scenario) as farm:
         exporters = [
-            Exporter({"bench": side_target(farm.ports[0], side)}, name=f"compare-{i}", code=side.code)
+            Exporter(
+                {"bench": side_target(farm.ports[0], side)},
+                name=f"compare-{i}",
+                code=side.code,
+                settings={"collector_files": list(side.collector_files)} if side.collector_files else None,
+            )
             for i, side in enumerate(sides)
         ]
         try:
@@ -127,11 +135,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="COLLECTOR",
         help="a collector this checkout turns off (repeatable), to compare like for like with an older ref",
     )
+    parser.add_argument(
+        "--collector-file",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a collector file this checkout switches on (repeatable; shipped:blocking or a path): with "
+        "--ref HEAD, what a custom collector costs per probe",
+    )
     args = parser.parse_args(argv)
     path = worktree(args.ref)
     try:
         label = "this checkout" + (f" without {', '.join(args.exclude)}" if args.exclude else "")
-        sides = [Side(label, ROOT, exclude=tuple(args.exclude)), Side(args.ref, path)]
+        label += f" with {', '.join(args.collector_file)}" if args.collector_file else ""
+        this = Side(label, ROOT, exclude=tuple(args.exclude), collector_files=tuple(args.collector_file))
+        sides = [this, Side(args.ref, path)]
         machine = measure(sides, args.scenario, args.rounds, args.probes, args.warmup)
     finally:
         remove_worktree(path)

@@ -307,7 +307,12 @@ class Panel:
 
 @dataclass(frozen=True)
 class Row:
+    """A row header. `collapsed`: its panels (up to the next row) are nested in it, hidden until a user
+    opens it: a row whose series exist only where a site switched something on (the shipped collector
+    files) takes one line of the dashboard where they do not."""
+
     title: str
+    collapsed: bool = False
 
 
 _REDUCE_LAST = {"calcs": ["lastNotNull"], "fields": "", "values": False}
@@ -536,20 +541,22 @@ class Dashboard:
         panels: list[Json] = []
         types: set[str] = set()
         x = y = line_height = 0
+        into = panels  # where the next panel goes: the dashboard, or a collapsed row's own list
         for panel_id, item in enumerate(self.items, start=1):
             if isinstance(item, Row):
                 if x:
                     y, x = y + line_height, 0
-                panels.append(
-                    {
-                        "collapsed": False,
-                        "gridPos": {"h": 1, "w": GRID_COLUMNS, "x": 0, "y": y},
-                        "id": panel_id,
-                        "panels": [],
-                        "title": item.title,
-                        "type": "row",
-                    }
-                )
+                row: Json = {
+                    "collapsed": item.collapsed,
+                    "gridPos": {"h": 1, "w": GRID_COLUMNS, "x": 0, "y": y},
+                    "id": panel_id,
+                    "panels": [],
+                    "title": item.title,
+                    "type": "row",
+                }
+                panels.append(row)
+                # A collapsed row carries its panels, laid out where they show once it is opened.
+                into = row["panels"] if item.collapsed else panels
                 types.add("row")
                 y, line_height = y + 1, 0
                 continue
@@ -557,7 +564,7 @@ class Dashboard:
                 raise ValueError(f"{item.title}: width {item.width} outside 1..{GRID_COLUMNS}")
             if x + item.width > GRID_COLUMNS:
                 y, x, line_height = y + line_height, 0, 0
-            panels.append(item.json(panel_id, x, y))
+            into.append(item.json(panel_id, x, y))
             types.add(item.type)
             x += item.width
             line_height = max(line_height, item.height)

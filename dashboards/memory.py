@@ -49,6 +49,7 @@ from .limits import Limits, pct, ple_floor_text
 from .memory_health import memory_health_panels
 from .panels import ANY, AT_FLOOR, NOW_WIDTH, UNIT_PAGES, UNIT_STALLS, now_stat, per_workload
 from .queries import instance, m, rate, with_workload
+from .shipped import memory_row_shipped
 
 
 def alert_input(lim: Limits) -> str:
@@ -571,6 +572,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         *memory_row_numa_nodes(lim),
         *memory_row_hybrid_buffer_pool(lim),
         *memory_row_exporter(lim),
+        *memory_row_shipped(lim),
     ]
     return Dashboard(
         uid=MEMORY_UID,

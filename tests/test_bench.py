@@ -72,13 +72,15 @@ def test_quick_start_up_table_counts_bytes_written_and_what_is_left_behind(tmp_p
 def test_compare_runs_two_checkouts_side_by_side_and_cleans_up():
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: nothing to compare against")
-    # --exclude puts the option in this side's config: an exporter refusing it would fail the warm-up.
+    # --exclude and --collector-file put their options in this side's config: an exporter refusing
+    # either would fail the warm-up.
     run = run_python(
         "-m", "bench.compare", "--ref", "HEAD", "--rounds", "2", "--probes", "5", "--warmup=2",
-        "--exclude", "plan_cache",
+        "--exclude", "plan_cache", "--collector-file", "shipped:blocking",
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert "this checkout without plan_cache" in run.stdout and "this / ref" in run.stdout, run.stdout
+    assert "this checkout without plan_cache with shipped:blocking" in run.stdout, run.stdout
+    assert "this / ref" in run.stdout, run.stdout
     listed = subprocess.run(["git", "worktree", "list"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert "compare-" not in listed.stdout, listed.stdout
     bad = run_python("-m", "bench.compare", "--ref", "no-such-revision", timeout=60)

@@ -14,6 +14,7 @@ import pytest
 from mssql_memory_exporter.collectors import availability_groups, memory_health, tempdb_governance
 
 from alerts import names as names_
+from alerts.shipped_collectors import shipped_files
 from alerts.spec import duration_seconds, number
 from alerts.spec import load as load_spec
 from dashboards import capacity, frame, limits
@@ -124,10 +125,16 @@ def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
         return ["micron"]
     if "hybrid_buffer_pool_eligible" in q.expr:
         return ["hbp"]
+    if SHIPPED_METRIC in q.expr:
+        return ["shipped"]  # a failed job, a long run, old backups, blocking: every panel of the row has data
     if "ALERTS" in q.expr and q.kind == "annotation":
         return ["pressure"]
     return ["pressure", "numa"]
 
+
+# The shipped collector files' series (dashboards/shipped.py), switched on for every target of the stack.
+SHIPPED_METRIC = "mssql_custom_"
+SHIPPED_FILES = sorted(set(shipped_files().values()))
 
 # Series only a SQL Server 2025 target has: its workload groups' tempdb figures and tempdb's persistent
 # version store (collectors/tempdb_governance.py), and the rule built on them.
@@ -208,6 +215,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             "hbp": standin("hbp-dax", manual_clock=False),
             "filling": standin("tempdb-filling", manual_clock=False),
             "sql2025": standin("sql2025", manual_clock=False),
+            "shipped": standin("shipped-collectors-failing", manual_clock=False),
             **{name: standin(scenario, manual_clock=False) for name, scenario in AG_PAIR.items()},
         }
         timeline.mark("stand-ins started")
@@ -243,12 +251,14 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             ),
             "filling": standins["filling"].target_yaml(),
             "sql2025": standins["sql2025"].target_yaml(),
+            "shipped": standins["shipped"].target_yaml(),
             **{name: standins[name].target_yaml() for name in AG_PAIR},
         }
         exporter = stack.start_exporter(
             {
                 "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
                 "targets": targets,
+                "collector_files": SHIPPED_FILES,
                 # As in the demo: the exporter's own /metrics carries micron's series too, under the
                 # exporter's job, which no dashboard query may count as another instance.
                 "default_target": "micron",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from alerts import generate as alerts_generate
+from alerts import shipped_collectors
 from alerts.spec import Spec
 from alerts.spec import load as load_spec
 from dashboards import generate
@@ -92,7 +93,9 @@ def recorded_names(spec: Spec) -> set[str]:
 
 
 def alert_names(spec: Spec) -> set[str]:
-    return {rule["alert"] for rule in alerts_generate.alert_rules(spec)}
+    """The bundle's alerts, and the opt-in ones on the shipped collector files (their panels link them)."""
+    rules = [*alerts_generate.alert_rules(spec), *shipped_collectors.alert_rules(spec)]
+    return {rule["alert"] for rule in rules}
 
 
 # --- long-window figures -----------------------------------------------------------------------------
