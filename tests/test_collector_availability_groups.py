@@ -94,30 +94,6 @@ def test_a_server_in_no_availability_group_exports_nothing_and_does_not_fail():
     assert out.families() == []
 
 
-def test_a_server_without_the_views_answers_unavailable_not_failed():
-    clock = Clock(manual=True)
-    instance = Instance(Scenario.load("ag-pair-a"), clock)
-    instance.missing.update(
-        {"sys.dm_hadr_availability_replica_states", "sys.dm_hadr_database_replica_states"}
-    )
-    clock.advance(60)
-    reply = Interpreter(instance).run(BATCH)
-    results = route([ResultSet(tuple(c.name for c in r.columns), list(r.rows)) for r in reply], SECTIONS)
-    assert results["ag_replica"].unavailable and results["ag_replica"].error is None
-    assert results["ag_databases"].unavailable and results["ag_databases"].error is None
-
-
-def test_a_denied_view_fails_only_this_collector():
-    clock = Clock(manual=True)
-    instance = Instance(Scenario.load("ag-pair-a"), clock)
-    instance.denied.add("sys.availability_replicas")
-    clock.advance(60)
-    reply = Interpreter(instance).run(BATCH)
-    results = route([ResultSet(tuple(c.name for c in r.columns), list(r.rows)) for r in reply], SECTIONS)
-    assert results["ag_replica_names"].error is not None
-    assert results["ag_replica"].error is None and results["perf"].error is None
-
-
 def test_secondary_warns_only_must_name_paging_alerts():
     """A typo, or a warning-only alert, in availability_groups.secondary_warns_only is refused by name:
     it would otherwise leave the page on the secondary without a word."""
@@ -179,11 +155,11 @@ def successes(samples: dict) -> dict[str, float]:
 
 
 def test_a_replica_that_has_left_leaves_no_made_up_figures_and_the_scrape_intact(
-    standin, scraper_for, caplog
+    offline_standin, scraper_for, caplog
 ):
     """ag-replica-left: ag1's partner gone (no role, disconnected), ag2 RESOLVING with NULL queues, ag3
     being removed (no names, no role, two databases already dropped). Three scrapes, one exporter."""
-    s = standin("ag-replica-left")
+    s = offline_standin("ag-replica-left")
     config = s.config()
     scraper = scraper_for(config)
     got = []
@@ -252,9 +228,9 @@ def scrape_pair(scraper, config, a, b) -> list[tuple[dict, dict]]:
     ids=["no-view-server-state", "deny-select"],
 )
 def test_a_login_denied_the_ag_views_on_one_replica_fails_only_that_targets_collector(
-    standin, scraper_for, caplog, error, permission
+    offline_standin, scraper_for, caplog, error, permission
 ):
-    a, b = standin("ag-pair-a"), standin("ag-pair-b")
+    a, b = offline_standin("ag-pair-a"), offline_standin("ag-pair-b")
     for view in (availability_groups.REPLICA_STATES, availability_groups.DATABASE_STATES):
         b.instance.denied.add(view, error)
     config = pair_config(a, b)
@@ -288,11 +264,13 @@ def test_a_login_denied_the_ag_views_on_one_replica_fails_only_that_targets_coll
     assert failed[0].target == "sqlag2" and permission in failed[0].err and str(error) in failed[0].err
 
 
-def test_a_login_without_view_any_definition_on_one_replica_is_named_once(standin, scraper_for, caplog):
+def test_a_login_without_view_any_definition_on_one_replica_is_named_once(
+    offline_standin, scraper_for, caplog
+):
     """Without VIEW ANY DEFINITION SQL Server raises no error on a catalog view: metadata visibility
     leaves its rows out. The DMV rows still come, so sqlag2's series carry the group's and replica's ids
     where sqlag1's carry names; the collector succeeds and says why, once."""
-    a, b = standin("ag-pair-a"), standin("ag-pair-b")
+    a, b = offline_standin("ag-pair-a"), offline_standin("ag-pair-b")
     b.instance.scenario.views["availability_groups"] = []
     b.instance.scenario.views["availability_replicas"] = []
     config = pair_config(a, b)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from tests.conftest import scrape, value
 
 
-def test_buffer_pool_extension_state_and_counters(standin, scraper_for):
+def test_buffer_pool_extension_state_and_counters(offline_standin, scraper_for):
     from tests.standin.scenario import CounterSpec
 
-    s = standin("healthy-oltp")
+    s = offline_standin("healthy-oltp")
     s.instance.scenario.files.bpe = {"path": "E:\\bpe\\ext.BPE", "size_kb": 33554432}
     buffer_manager = s.instance.scenario.counters["Buffer Manager"]
     buffer_manager["Extension page reads/sec"] = CounterSpec.parse({"rate": 300}, "test")

@@ -6,8 +6,8 @@ from tests.conftest import scrape, value
 from tests.file_figures import MB
 
 
-def test_hybrid_buffer_pool_on_a_dax_volume(standin, scraper_for):
-    s = standin("hbp-dax")
+def test_hybrid_buffer_pool_on_a_dax_volume(offline_standin, scraper_for):
+    s = offline_standin("hbp-dax")
     config = s.config(pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"})
     got = scrape(scraper_for(config), config)
     assert value(got, "mssql_exporter_collector_success", collector="hybrid_buffer_pool") == 1
@@ -24,8 +24,10 @@ def test_hybrid_buffer_pool_on_a_dax_volume(standin, scraper_for):
     assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == expected
 
 
-def test_hybrid_buffer_pool_databases_are_read_with_the_file_list_not_every_scrape(standin, scraper_for):
-    s = standin("hbp-dax")
+def test_hybrid_buffer_pool_databases_are_read_with_the_file_list_not_every_scrape(
+    offline_standin, scraper_for
+):
+    s = offline_standin("hbp-dax")
     config = s.config(pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"})
     scraper = scraper_for(config)
     first = scrape(scraper, config)
@@ -41,8 +43,8 @@ def test_hybrid_buffer_pool_databases_are_read_with_the_file_list_not_every_scra
     assert value(second, eligible, volume="/mnt/pmem0") == value(first, eligible, volume="/mnt/pmem0") > 0
 
 
-def test_hybrid_buffer_pool_absent_before_2019_is_not_a_failure(standin, scraper_for):
-    s = standin("named-instance-padded")  # 15.x has the view; make it an older server
+def test_hybrid_buffer_pool_absent_before_2019_is_not_a_failure(offline_standin, scraper_for):
+    s = offline_standin("named-instance-padded")  # 15.x has the view; make it an older server
     s.instance.scenario.properties["ProductVersion"] = "14.0.3456.2"
     config = s.config()
     got = scrape(scraper_for(config), config)
@@ -51,8 +53,8 @@ def test_hybrid_buffer_pool_absent_before_2019_is_not_a_failure(standin, scraper
     assert value(got, "mssql_hybrid_buffer_pool_databases") == 0
 
 
-def test_hybrid_buffer_pool_off_at_server_level_serves_nothing(standin, scraper_for):
-    s = standin("hbp-dax")
+def test_hybrid_buffer_pool_off_at_server_level_serves_nothing(offline_standin, scraper_for):
+    s = offline_standin("hbp-dax")
     s.instance.scenario.files.hbp = {"configured": 1, "enabled": 0}  # configured, awaiting a restart
     config = s.config(pmem_volumes=["/mnt/pmem0"], volume_map={"/mnt/pmem0": "/mnt/pmem0"})
     got = scrape(scraper_for(config), config)

@@ -8,8 +8,8 @@ KIB = 1024
 MIB = 1024 * 1024
 
 
-def test_numa_nodes_each_report_their_memory(standin, scraper_for):
-    s = standin("numa-4-nodes")
+def test_numa_nodes_each_report_their_memory(offline_standin, scraper_for):
+    s = offline_standin("numa-4-nodes")
     config = s.config()
     got = scrape(scraper_for(config), config)
     node = {

@@ -34,8 +34,8 @@ def test_semaphores_are_labelled_by_pool_and_id_and_null_columns_are_absent():
     assert value(got, "mssql_resource_semaphore_waiters", **small) == 0
 
 
-def test_grant_starvation_shows_waiters_and_rising_timeouts(standin, scraper_for):
-    s = standin("grant-starvation")
+def test_grant_starvation_shows_waiters_and_rising_timeouts(offline_standin, scraper_for):
+    s = offline_standin("grant-starvation")
     config = s.config()
     scraper = scraper_for(config)
     s.clock.advance(30)

@@ -1,9 +1,6 @@
-"""Collectors chosen per target (config) and per probe (`collect[]`), through the real driver and the real
-HTTP server against the stand-in: what is sent, what is exported, what is refused.
-
-The stand-in parses every new batch text with sqlfluff once per process; the narrowed batches below are
-parsed by a module fixture first, and the targets get generous timeouts, so no probe here waits on that
-parse under a short query timeout.
+"""Collectors chosen per target (config) and per probe (`collect[]`): what is sent, what is exported,
+what is refused. The exporter's scraper reads the stand-in in process (tests/inprocess.py); `collect[]`
+goes through the real HTTP server. Which batch text goes over TDS is test_prepared_batch.py's concern.
 """
 
 from __future__ import annotations
@@ -25,7 +22,6 @@ from mssql_memory_exporter.scrape.selection import PLAN_CACHE_SIZE, Planner, che
 from mssql_memory_exporter.web import make_server
 
 from tests.conftest import PASSWORD_ENV, exposition, make_config, samples_of, scrape, value
-from tests.standin.sqlcheck import batch_info
 from tests.timeouts import PATIENT_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,24 +100,6 @@ def metric_names(samples: dict) -> set[str]:
 
 def probe(scraper: Scraper, config, collect: set[str] | None = None) -> dict:
     return samples_of(exposition(scraper.probe(config.targets["standin"], GENEROUS, collect)))
-
-
-@pytest.fixture(scope="module")
-def narrowed_batches_parsed() -> None:
-    """The stand-in's sqlfluff parse of every batch these tests send, before any probe sends one."""
-    scraper = Scraper(make_config({"standin": {"host": "127.0.0.1", "port": 1, "auth_module": "standin"}}))
-    sets = [frozenset({name}) for name in NAMES]
-    sets += [
-        frozenset(NAMES) - {"memory_clerks", "wait_stats"},
-        frozenset(NAMES) - {"volumes"},
-        frozenset(NAMES) - {"memory_clerks"},
-        frozenset({"wait_stats", "memory_manager"}),
-    ]
-    for first_line in [*WITHOUT_VIEW_ANY_DEFINITION.values(), WITHOUT_VIEW_SERVER_STATE]:
-        sets.append(frozenset(NAMES) - turned_off(documented_setting(first_line)))
-    for chosen in sets:
-        for batch in scraper.batches_for(chosen):
-            batch_info(batch)
 
 
 # --- the config ----------------------------------------------------------------------------------------
@@ -261,12 +239,10 @@ def test_plans_are_kept_for_a_bounded_number_of_sets():
 # --- through the driver, against the stand-in -------------------------------------------------------------
 
 
-def test_each_collector_alone_exports_what_it_exports_among_all(
-    standin, scraper_for, narrowed_batches_parsed
-):
+def test_each_collector_alone_exports_what_it_exports_among_all(offline_standin, scraper_for):
     """Each on a fresh scraper: what one collector left in the target's memo (the file list) must not
     hide what another reads without declaring it."""
-    s = standin("hbp-dax")  # a server with every feature on: HBP databases on PMEM, tempdb, pools
+    s = offline_standin("hbp-dax")  # a server with every feature on: HBP databases on PMEM, tempdb, pools
     volume_map = {POOL_VOLUME: POOL_VOLUME, "/mnt/pmem0": "/mnt/pmem0"}
     config = make_config({"standin": standin_target(s, pmem_volumes=["/mnt/pmem0"], volume_map=volume_map)})
     full = probe(scraper_for(config), config)
@@ -288,8 +264,8 @@ def test_each_collector_alone_exports_what_it_exports_among_all(
     assert union == metric_names(full)
 
 
-def test_excluded_collectors_send_no_sql_and_export_nothing(standin, scraper_for, narrowed_batches_parsed):
-    s = standin("healthy-oltp")
+def test_excluded_collectors_send_no_sql_and_export_nothing(offline_standin, scraper_for):
+    s = offline_standin("healthy-oltp")
     config = make_config(
         {"standin": standin_target(s, collectors={"exclude": ["memory_clerks", "wait_stats"]})}
     )
@@ -303,9 +279,9 @@ def test_excluded_collectors_send_no_sql_and_export_nothing(standin, scraper_for
     assert "dm_os_performance_counters" in sent
 
 
-def test_a_needed_collector_is_pulled_in_quietly(standin, scraper_for, narrowed_batches_parsed):
+def test_a_needed_collector_is_pulled_in_quietly(offline_standin, scraper_for):
     """ssd_pools sums volumes' totals: with volumes off it still works, and volumes exports nothing."""
-    s = standin("healthy-oltp")
+    s = offline_standin("healthy-oltp")
     config = make_config({"standin": standin_target(s, collectors={"exclude": ["volumes"]})})
     scraper = scraper_for(config)
     got = scrape(scraper, config, timeout=GENEROUS)
@@ -325,12 +301,12 @@ def test_a_needed_collector_is_pulled_in_quietly(standin, scraper_for, narrowed_
 
 
 def test_excluding_a_failing_collector_ends_its_failing_series_and_alert(
-    standin, scraper_for, narrowed_batches_parsed, tmp_path: Path
+    offline_standin, scraper_for, tmp_path: Path
 ):
     """A login denied sys.dm_os_memory_clerks: memory_clerks fails every scrape (MSSQLCollectorFailing).
     Excluded in the config, it is no longer sent, nor exported as failing; the alert's expression, fed
     what the two configs export, fires before and comes to nothing once the failures leave its window."""
-    s = standin("healthy-oltp")
+    s = offline_standin("healthy-oltp")
     s.instance.denied.add("sys.dm_os_memory_clerks", 229)
     before_config = make_config({"standin": standin_target(s)})
     before = scrape(scraper_for(before_config), before_config, timeout=GENEROUS)
@@ -392,11 +368,11 @@ def assert_alert_resolves(before: dict, after: dict, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def http_probe(standin, narrowed_batches_parsed) -> Iterator[callable]:
+def http_probe(offline_standin) -> Iterator[callable]:
     servers, scrapers = [], []
 
     def start(**target_overrides: object) -> str:
-        s = standin("healthy-oltp")
+        s = offline_standin("healthy-oltp")
         config = make_config({"standin": standin_target(s, **target_overrides)})
         scraper = Scraper(config)
         server = make_server(config, scraper.probe, "127.0.0.1:0")
@@ -456,10 +432,10 @@ def test_collect_refuses_names_it_cannot_serve(http_probe, query, message):
     assert status == 400 and message in body, body
 
 
-def test_a_narrowed_probe_keeps_its_own_refresh_cadence(standin, scraper_for, narrowed_batches_parsed):
+def test_a_narrowed_probe_keeps_its_own_refresh_cadence(offline_standin, scraper_for):
     """The file list (a slow section) is read once per volume_refresh_seconds by each collector set: a
     narrowed probe neither takes the full set's refresh nor waits for it."""
-    s = standin("healthy-oltp")
+    s = offline_standin("healthy-oltp")
     config = make_config({"standin": standin_target(s)})
     scraper = scraper_for(config)
 
@@ -533,9 +509,9 @@ WITHOUT_VIEW_SERVER_STATE = "# login without VIEW SERVER STATE"
 
 @pytest.mark.parametrize(("hidden", "first_line"), WITHOUT_VIEW_ANY_DEFINITION.items())
 def test_documented_setting_for_a_login_without_view_any_definition(
-    standin, scraper_for, narrowed_batches_parsed, hidden, first_line
+    offline_standin, scraper_for, hidden, first_line
 ):
-    s = standin("healthy-oltp")
+    s = offline_standin("healthy-oltp")
     ids = {db.database_id for db in s.instance.scenario.files.databases}
     s.instance.scenario.files.hidden_from_master_files = ids - {TEMPDB_ID} if hidden != "all" else ids
     setting = documented_setting(first_line)
@@ -545,12 +521,10 @@ def test_documented_setting_for_a_login_without_view_any_definition(
 
 
 @pytest.mark.parametrize("scenario", ["healthy-oltp", "sql2025"])
-def test_documented_setting_for_a_login_without_view_server_state(
-    standin, scraper_for, narrowed_batches_parsed, scenario
-):
+def test_documented_setting_for_a_login_without_view_server_state(offline_standin, scraper_for, scenario):
     """2022 and 2025 alike: tempdb_governance's persistent version store view (2019 and later) and, on
     2025, its workload group view are refused too."""
-    s = standin(scenario)
+    s = offline_standin(scenario)
     for view in SERVER_STATE_VIEWS:
         s.instance.denied.add(view, 300)
     setting = documented_setting(WITHOUT_VIEW_SERVER_STATE)

@@ -9,8 +9,8 @@ from tests.conftest import scrape, value
 from tests.file_figures import DATA_VOLUME, MB, TEMPDB_VOLUME, series, total
 
 
-def test_ssd_pool_endurance_metrics_from_sql_server_writes(standin, scraper_for):
-    s = standin("micron-960gb-8stream")
+def test_ssd_pool_endurance_metrics_from_sql_server_writes(offline_standin, scraper_for):
+    s = offline_standin("micron-960gb-8stream")
     pool = {
         "drives": {"count": 4, "tbw_per_drive_tb": 7000},
         "planned_lifetime_years": 5,
@@ -50,8 +50,8 @@ def _pool(*volumes: str) -> dict:
     }
 
 
-def test_pool_volumes_hold_the_directories_below_them(standin, scraper_for, caplog):
-    s = standin("tempdb-separate-volume")
+def test_pool_volumes_hold_the_directories_below_them(offline_standin, scraper_for, caplog):
+    s = offline_standin("tempdb-separate-volume")
     # Linux, not co-located, no volume_map: the files' volumes are their directories.
     pools = {
         "mssql": _pool("/var/opt/mssql"),  # the mount point that holds .../data (and .../tempdb)
@@ -77,8 +77,10 @@ def test_pool_volumes_hold_the_directories_below_them(standin, scraper_for, capl
     assert [(r.target, r.pool, r.volume) for r in warned] == [("standin", "typo", "/var/opt/mss")]
 
 
-def test_windows_pool_volumes_ignore_case_but_not_mount_folders_below_them(standin, scraper_for, caplog):
-    s = standin("windows-mount-folders")
+def test_windows_pool_volumes_ignore_case_but_not_mount_folders_below_them(
+    offline_standin, scraper_for, caplog
+):
+    s = offline_standin("windows-mount-folders")
     pools = {"ssd": _pool("D:\\MNT\\SSD\\"), "d-drive": _pool("D:\\")}
     config = s.config(ssd_pools=pools)
     scraper = scraper_for(config)
@@ -94,8 +96,8 @@ def test_windows_pool_volumes_ignore_case_but_not_mount_folders_below_them(stand
     assert warned == {"d-drive"}
 
 
-def test_pmem_volume_holds_the_data_directory_below_it(standin, scraper_for):
-    s = standin("hbp-dax")
+def test_pmem_volume_holds_the_data_directory_below_it(offline_standin, scraper_for):
+    s = offline_standin("hbp-dax")
     config = s.config(pmem_volumes=["/mnt/pmem0"])  # files in /mnt/pmem0/data, no volume_map
     got = scrape(scraper_for(config), config)
     assert {dict(labels)["volume"] for labels in series(got, "mssql_volume_written_bytes_total")} >= {
@@ -106,8 +108,8 @@ def test_pmem_volume_holds_the_data_directory_below_it(standin, scraper_for):
     assert value(got, "mssql_hybrid_buffer_pool_eligible_bytes", volume="/mnt/pmem0") == expected
 
 
-def test_ssd_pools_fail_with_volumes_instead_of_repeating_the_last_totals(standin, scraper_for):
-    s = standin("tempdb-separate-volume")
+def test_ssd_pools_fail_with_volumes_instead_of_repeating_the_last_totals(offline_standin, scraper_for):
+    s = offline_standin("tempdb-separate-volume")
     config = s.config(
         volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, ssd_pools={"tempdb-ssd": _pool(TEMPDB_VOLUME)}
     )

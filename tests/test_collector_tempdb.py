@@ -9,8 +9,8 @@ from tests.conftest import scrape, value
 from tests.file_figures import MB, TEMPDB_VOLUME, series, total
 
 
-def test_tempdb_files_on_their_own_volume(standin, scraper_for):
-    s = standin("tempdb-separate-volume")
+def test_tempdb_files_on_their_own_volume(offline_standin, scraper_for):
+    s = offline_standin("tempdb-separate-volume")
     config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
     scraper = scraper_for(config)
     first = scrape(scraper, config)

@@ -9,8 +9,8 @@ from tests.conftest import scrape, value
 from tests.tempdb_figures import PAGE, TEMPDB, grown, pages, scrape_at, size, space
 
 
-def test_a_badly_laid_out_tempdb_shows_in_its_layout_facts(standin, scraper_for):
-    s = standin("tempdb-bad-layout")
+def test_a_badly_laid_out_tempdb_shows_in_its_layout_facts(offline_standin, scraper_for):
+    s = offline_standin("tempdb-bad-layout")
     config = s.config()
     scraper = scraper_for(config)
     scrape(scraper, config)
@@ -30,8 +30,8 @@ def test_a_badly_laid_out_tempdb_shows_in_its_layout_facts(standin, scraper_for)
     assert value(got, "mssql_tempdb_data_files_equal_growth") == 1
 
 
-def test_uneven_tempdb_files_are_not_equal_in_size_or_growth(standin, scraper_for):
-    s = standin("tempdb-uneven-files")
+def test_uneven_tempdb_files_are_not_equal_in_size_or_growth(offline_standin, scraper_for):
+    s = offline_standin("tempdb-uneven-files")
     config = s.config()
     got = scrape_at(s, scraper_for(config), config, 60)
     assert value(got, "mssql_tempdb_data_files") == 4
@@ -44,8 +44,8 @@ def test_uneven_tempdb_files_are_not_equal_in_size_or_growth(standin, scraper_fo
     assert space(got, "temp2", "user_objects") == pages(500) * PAGE
 
 
-def test_autogrowth_stops_at_max_size_while_the_volume_has_room(standin, scraper_for):
-    s = standin("tempdb-growth-capped")
+def test_autogrowth_stops_at_max_size_while_the_volume_has_room(offline_standin, scraper_for):
+    s = offline_standin("tempdb-growth-capped")
     config = s.config()
     scraper = scraper_for(config)
     labels = {"file": "tempdev", "file_type": "data", "volume": TEMPDB}
@@ -76,8 +76,10 @@ def test_autogrowth_stops_at_max_size_while_the_volume_has_room(standin, scraper
         ({"/var/opt/mssql/data": "/var/opt/mssql/data"}, 0),
     ],
 )
-def test_system_volume_fact_is_absent_unless_the_volume_is_known(standin, scraper_for, volume_map, expected):
-    s = standin("healthy-oltp")
+def test_system_volume_fact_is_absent_unless_the_volume_is_known(
+    offline_standin, scraper_for, volume_map, expected
+):
+    s = offline_standin("healthy-oltp")
     config = s.config(volume_map=volume_map)
     got = scrape_at(s, scraper_for(config), config, 60)
     if expected is None:
@@ -86,8 +88,8 @@ def test_system_volume_fact_is_absent_unless_the_volume_is_known(standin, scrape
         assert value(got, "mssql_tempdb_system_volume_files") == expected
 
 
-def test_growth_settings_travel_on_the_slow_cadence_and_sizes_every_scrape(standin, scraper_for):
-    s = standin("tempdb-filling")
+def test_growth_settings_travel_on_the_slow_cadence_and_sizes_every_scrape(offline_standin, scraper_for):
+    s = offline_standin("tempdb-filling")
     config = s.config()
     scraper = scraper_for(config)
     scrape_at(s, scraper, config, 60)

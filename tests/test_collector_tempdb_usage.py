@@ -10,8 +10,10 @@ from tests.tempdb_figures import PAGE, TEMPDB, grown, pages, scrape_at, size, sp
 FILLING = ("tempdev", "temp2", "temp3", "temp4")
 
 
-def test_filling_tempdb_version_store_grows_and_a_spill_grows_the_files_into_the_volume(standin, scraper_for):
-    s = standin("tempdb-filling")
+def test_filling_tempdb_version_store_grows_and_a_spill_grows_the_files_into_the_volume(
+    offline_standin, scraper_for
+):
+    s = offline_standin("tempdb-filling")
     config = s.config()
     scraper = scraper_for(config)
     volume_free = 20e9

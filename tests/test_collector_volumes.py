@@ -13,11 +13,11 @@ from tests.file_figures import DATA_VOLUME, MB, TEMPDB_VOLUME, series, total
 IO_SIZE = 65536  # the stand-in counts one I/O per 64 KiB, as SQL Server's extent-sized I/O
 
 
-def test_reads_writes_and_stalls_per_volume_and_file_type(standin, scraper_for):
+def test_reads_writes_and_stalls_per_volume_and_file_type(offline_standin, scraper_for):
     """Issue 17: latency and I/O size for every volume, not only tempdb. The scenario's user databases
     (sales, stock) read 5 MB/s each on /var/opt/mssql/data; tempdb's eight data files each write
     2.45 MB/s, read 2.25 MB/s and stall 40 ms per second writing and 25 ms reading."""
-    s = standin("tempdb-separate-volume")
+    s = offline_standin("tempdb-separate-volume")
     config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
     scraper = scraper_for(config)
     s.clock.advance(100)
@@ -55,8 +55,8 @@ def test_reads_writes_and_stalls_per_volume_and_file_type(standin, scraper_for):
     ("scenario", "rate_mb_s", "memory_gib"),
     [("micron-512gb-8stream", 124.1, 512), ("micron-960gb-8stream", 235.8, 960)],
 )
-def test_micron_table_4_write_rates_replay(standin, scraper_for, scenario, rate_mb_s, memory_gib):
-    s = standin(scenario)
+def test_micron_table_4_write_rates_replay(offline_standin, scraper_for, scenario, rate_mb_s, memory_gib):
+    s = offline_standin(scenario)
     assert s.instance.scenario.workload == "olap"
     config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME}, workload=s.instance.scenario.workload)
     scraper = scraper_for(config)
@@ -105,8 +105,8 @@ def _dropped_history(s, scraper, config) -> tuple[list[float], list[float], dict
     return data, log, got, other
 
 
-def test_volume_writes_never_decrease_when_databases_go_away(standin, scraper_for):
-    s = standin("databases-dropped")
+def test_volume_writes_never_decrease_when_databases_go_away(offline_standin, scraper_for):
+    s = offline_standin("databases-dropped")
     config = s.config()
     scraper = scraper_for(config)
     data, log, got, other = _dropped_history(s, scraper, config)
@@ -135,10 +135,10 @@ def test_volume_writes_never_decrease_when_databases_go_away(standin, scraper_fo
     assert len([sql for sql in s.handler.sql_seen if "sys.master_files" in sql]) == 1
 
 
-def test_database_back_online_with_its_counters_counts_only_what_is_new(standin, scraper_for):
+def test_database_back_online_with_its_counters_counts_only_what_is_new(offline_standin, scraper_for):
     import dataclasses
 
-    s = standin("databases-dropped")
+    s = offline_standin("databases-dropped")
     model = s.instance.scenario.files
     model.databases = [
         dataclasses.replace(d, offline_keeps_counters=True) if d.name == "app2" else d
@@ -159,8 +159,8 @@ def test_database_back_online_with_its_counters_counts_only_what_is_new(standin,
     assert data[7] - data[0] == pytest.approx(2 * 140 * MB + app2 + 2 * 40 * MB + 7 * system, rel=1e-6)
 
 
-def test_restart_resets_file_counters_without_losing_volume_totals(standin, scraper_for):
-    s = standin("tempdb-separate-volume")
+def test_restart_resets_file_counters_without_losing_volume_totals(offline_standin, scraper_for):
+    s = offline_standin("tempdb-separate-volume")
     config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
     scraper = scraper_for(config)
     scrape(scraper, config)  # the exporter's first scrape is its baseline: the totals start at 0
@@ -183,8 +183,8 @@ def test_restart_resets_file_counters_without_losing_volume_totals(standin, scra
 
 
 @pytest.mark.parametrize("step_seconds", [-3600, 3600])
-def test_a_clock_step_on_the_server_is_not_a_restart(standin, scraper_for, step_seconds):
-    s = standin("tempdb-separate-volume")
+def test_a_clock_step_on_the_server_is_not_a_restart(offline_standin, scraper_for, step_seconds):
+    s = offline_standin("tempdb-separate-volume")
     config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
     scraper = scraper_for(config)
     key = {"volume": TEMPDB_VOLUME, "file_type": "data"}
@@ -201,8 +201,8 @@ def test_a_clock_step_on_the_server_is_not_a_restart(standin, scraper_for, step_
     assert after - before == pytest.approx(19.6 * MB * 10, rel=1e-6)  # ten more seconds, not everything again
 
 
-def test_restart_counted_even_when_no_counter_went_down(standin, scraper_for):
-    s = standin("tempdb-separate-volume")
+def test_restart_counted_even_when_no_counter_went_down(offline_standin, scraper_for):
+    s = offline_standin("tempdb-separate-volume")
     config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
     scraper = scraper_for(config)
     key = {"volume": TEMPDB_VOLUME, "file_type": "data"}
@@ -259,8 +259,8 @@ def test_restart_while_a_file_is_away_counts_its_new_counter_in_full():
     assert acc.totals()[("/data", "data")] == (1000 + 10 + 5 + 10 + 2500,)
 
 
-def test_exporter_restart_starts_totals_from_zero(standin, scraper_for):
-    s = standin("tempdb-separate-volume")
+def test_exporter_restart_starts_totals_from_zero(offline_standin, scraper_for):
+    s = offline_standin("tempdb-separate-volume")
     config = s.config(volume_map={TEMPDB_VOLUME: TEMPDB_VOLUME})
     s.clock.advance(500)  # SQL Server has been writing for a while before this exporter starts
     got = scrape(scraper_for(config), config)

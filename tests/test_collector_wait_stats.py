@@ -37,8 +37,8 @@ def test_a_wait_type_the_server_does_not_list_is_absent_not_zero():
         assert "THREADPOOL" not in waits and len(waits) == 11, metric
 
 
-def test_grant_starvation_grows_resource_semaphore_wait_seconds(standin, scraper_for):
-    s = standin("grant-starvation")
+def test_grant_starvation_grows_resource_semaphore_wait_seconds(offline_standin, scraper_for):
+    s = offline_standin("grant-starvation")
     config = s.config()
     scraper = scraper_for(config)
     s.clock.advance(10)
@@ -57,11 +57,11 @@ def test_grant_starvation_grows_resource_semaphore_wait_seconds(standin, scraper
     assert waits_of(second)["IO_COMPLETION"] - waits_of(first)["IO_COMPLETION"] == pytest.approx(0.4)
 
 
-def test_clearing_the_wait_statistics_is_a_counter_reset_not_a_failure(standin, scraper_for):
+def test_clearing_the_wait_statistics_is_a_counter_reset_not_a_failure(offline_standin, scraper_for):
     """DBCC SQLPERF('sys.dm_os_wait_stats', CLEAR) sets the counts back to 0, as a restart does (the
     stand-in plays both by restarting its counters): the values drop, the collector still succeeds, and
     rate() sees a reset."""
-    s = standin("healthy-oltp")
+    s = offline_standin("healthy-oltp")
     config = s.config()
     scraper = scraper_for(config)
     s.clock.advance(30)

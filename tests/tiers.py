@@ -150,7 +150,6 @@ INTEGRATION_FIXTURES = frozenset(
     {
         "standin",
         "standin_parses_the_batch",
-        "scraper_for",
         "server",
         "tls_server",
         "tls_standin",
