@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.timeouts import PATIENT_SECONDS
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -24,7 +26,10 @@ def run_python(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[
 
 def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_path):
     out = tmp_path / "bench.json"
-    quick = ("--quick", "--only", "abdfh", "--fleet", "5", "--burst", "20")
+    # Patient (tests/timeouts.py): the fleet's scrapes are not what this tests, and on a loaded machine a
+    # 10 s scrape timeout failed four of them (mssql_up 0): the table had the shape, the test said no.
+    patient = ("--timeout", str(PATIENT_SECONDS))
+    quick = ("--quick", "--only", "abdfh", "--fleet", "5", "--burst", "20", *patient)
     run = run_python("bench/bench_scrape.py", *quick, "--json", str(out))
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     titles = ("(a) Round trips and bytes", "(b) Scrape latency", "(d) Fleet", "(f) The memory diagnosis")
@@ -51,7 +56,8 @@ def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_
     assert burst["up"] + burst["down"] + burst["late"] == 20, burst
     assert burst["gzipped"] >= burst["up"], burst  # every answer with series (mssql_up 0 alone is < 1 KiB)
     (fleet,) = results["d_fleet"]
-    assert fleet["targets"] == 5 and fleet["probes"] >= 5 and fleet["failed"] == 0, fleet
+    assert fleet["targets"] == 5 and fleet["probes"] >= 5, fleet
+    assert fleet["failed"] == sum(fleet["errors"].values()) == 0, fleet["errors"]
     assert fleet["round_trips_per_probe"] == 1.0, fleet
 
 
