@@ -30,7 +30,8 @@ def test_quick_bench_prints_its_tables_and_counts_one_round_trip_per_scrape(tmp_
     # 10 s scrape timeout failed four of them (mssql_up 0): the table had the shape, the test said no.
     patient = ("--timeout", str(PATIENT_SECONDS))
     quick = ("--quick", "--only", "abdfh", "--fleet", "5", "--burst", "20", *patient)
-    run = run_python("bench/bench_scrape.py", *quick, "--json", str(out))
+    # The run as a whole gets the same patience twenty times over: a hang guard, not a figure.
+    run = run_python("bench/bench_scrape.py", *quick, "--json", str(out), timeout=20 * PATIENT_SECONDS)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     titles = ("(a) Round trips and bytes", "(b) Scrape latency", "(d) Fleet", "(f) The memory diagnosis")
     for title in (*titles, "(h) Bursts"):
