@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import pyodbc
 import pytest
+from mssql_memory_exporter.config import ExporterConfig, TargetConfig
+from mssql_memory_exporter.connection.login_backoff import LoginBackoff
 
 from tests.standin import rpc
 from tests.standin.handler import ScenarioHandler
@@ -178,7 +180,7 @@ class OfflineStandIn:
 
         return StandIn.target_yaml(self, name, **overrides)  # type: ignore[arg-type]
 
-    def config(self, **overrides: object):
+    def config(self, **overrides: object) -> ExporterConfig:
         from tests.conftest import make_config
 
         return make_config({"standin": self.target_yaml(**overrides)})
@@ -202,9 +204,13 @@ def offline_standin(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., O
         by_port[s.port] = s
         return s
 
-    def login_opener(target, backoff, kerberos_keeper):
+    def login_opener(
+        target: TargetConfig, backoff: LoginBackoff, kerberos_keeper: Callable[[], object]
+    ) -> Callable[[int], OfflineConnection]:
+        """The scraper's login_opener, same signature: the target's port names the offline stand-in."""
+
         def open_connection(login_timeout: int) -> OfflineConnection:
-            s = by_port.get(getattr(target, "port", None))  # type: ignore[arg-type]
+            s = by_port.get(target.port)
             if s is None or target.host != "127.0.0.1":
                 raise pyodbc.OperationalError("08001", f"no offline stand-in at {target.host}:{target.port}")
             connection = OfflineConnection(s.handler)

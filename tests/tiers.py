@@ -93,6 +93,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_tds_tls": "integration",
     "test_tempdb": "integration",
     "test_tiers": "unit",
+    "test_inprocess": "unit",  # the in-process stand-in the collector modules scrape
     "test_web": "integration",
     "test_web_hardening": "integration",
     "test_webconfig": "integration",
