@@ -131,8 +131,8 @@ def test_on_azure_sql_database_the_views_are_absent_and_the_collector_answers_un
     )
 
 
-# Bad input over real TDS (issue 28): a replica that has left, a login that may read the AG views on one
-# replica and not on the other. One exporter, the real batch, FreeTDS against the stand-in.
+# Bad input (issue 28): a replica that has left, a login that may read the AG views on one replica and not
+# on the other. One exporter, the real batch, answered by the stand-in in process (tests/inprocess.py).
 
 AG1, AG3 = "ag1", "6f1c2a1e-0000-4000-8000-00000000a003"  # ag3 is being removed: its catalog rows are gone
 SCRAPES_AT = (0.0, 15.0, 30.0)

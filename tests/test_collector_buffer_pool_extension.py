@@ -1,4 +1,4 @@
-"""The buffer_pool_extension collector: its facts over real TDS against the stand-in."""
+"""The buffer_pool_extension collector: its facts from the stand-in's rows in process."""
 
 from __future__ import annotations
 

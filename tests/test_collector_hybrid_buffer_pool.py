@@ -1,4 +1,4 @@
-"""The hybrid_buffer_pool collector: its facts over real TDS against the stand-in."""
+"""The hybrid_buffer_pool collector: its facts from the stand-in's rows in process."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""The memory_health collector (SQL Server 2025's sys.dm_os_memory_health_history), over real TDS against
-the stand-in: the severity of the newest snapshot, the seconds at each level, and what happens where the
-view is missing or empty."""
+"""The memory_health collector (SQL Server 2025's sys.dm_os_memory_health_history), from the stand-in's
+rows in process: the severity of the newest snapshot, the seconds at each level, and what happens where
+the view is missing or empty."""
 
 from __future__ import annotations
 

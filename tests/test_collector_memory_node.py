@@ -1,4 +1,4 @@
-"""The memory_node collector (perf object Memory Node): its facts over real TDS against the stand-in."""
+"""The memory_node collector (perf object Memory Node): its facts from the stand-in's rows in process."""
 
 from __future__ import annotations
 

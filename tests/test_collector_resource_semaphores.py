@@ -1,5 +1,5 @@
-"""The resource_semaphores collector (sys.dm_exec_query_resource_semaphores): its facts, in process
-and over real TDS against the stand-in."""
+"""The resource_semaphores collector (sys.dm_exec_query_resource_semaphores): its facts from the
+stand-in's rows in process."""
 
 from __future__ import annotations
 

@@ -236,7 +236,7 @@ def test_plans_are_kept_for_a_bounded_number_of_sets():
     assert planner.plan(frozenset({NAMES[0]})) is not first  # evicted, made again
 
 
-# --- through the driver, against the stand-in -------------------------------------------------------------
+# --- through the scraper, against the stand-in in process -----------------------------------------------
 
 
 def test_each_collector_alone_exports_what_it_exports_among_all(offline_standin, scraper_for):

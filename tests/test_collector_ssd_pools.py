@@ -1,5 +1,5 @@
-"""The ssd_pools collector (SQL Server's writes per configured pool of volumes): its facts over real TDS
-against the stand-in."""
+"""The ssd_pools collector (SQL Server's writes per configured pool of volumes): its facts from the
+stand-in's rows in process."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The tempdb collector (sys.dm_io_virtual_file_stats per tempdb file): its facts over real TDS against the
-stand-in."""
+"""The tempdb collector (sys.dm_io_virtual_file_stats per tempdb file): its facts from the stand-in's
+rows in process."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The tempdb_governance collector (SQL Server 2025 tempdb space resource governance, and the persistent
-version store ADR keeps in tempdb): its facts over real TDS against the stand-in, and what it leaves out
+version store ADR keeps in tempdb): its facts from the stand-in's rows in process, and what it leaves out
 on servers that lack the columns."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The tempdb_usage collector (tempdb.sys.dm_db_file_space_usage): what fills tempdb's files, end to
-end (Scraper -> FreeTDS -> stand-in); every figure worked out from the scenario's numbers
+end (Scraper -> in-process connection -> stand-in); every figure worked out from the scenario's numbers
 (tests/tempdb_figures.py)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The volumes collector (the file I/O counters summed per volume and file type, totals that survive files
-going away and restarts): its facts, over real TDS against the stand-in and in process."""
+going away and restarts): its facts, from the stand-in's rows in process."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The wait_stats collector (sys.dm_os_wait_stats, filtered to a fixed set of wait types in SQL): its
-facts, in process and over real TDS against the stand-in."""
+facts, from the stand-in's rows in process."""
 
 from __future__ import annotations
 
