@@ -9,17 +9,18 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import Metric
 
 from mssql_memory_exporter import __version__
 from mssql_memory_exporter.app.build_info import revision
 from mssql_memory_exporter.app.logsetup import LEVELS, setup_logging
-from mssql_memory_exporter.app.reload import ConfigReloader, ReloadRefused
+from mssql_memory_exporter.app.reload import ConfigReloader
 from mssql_memory_exporter.config import (
     ConfigError,
     ExporterConfig,
+    ReloadRefused,
     driver_kind,
     freetds_verifies,
     load_config,
@@ -35,6 +36,10 @@ from mssql_memory_exporter.web import (
     parse_listen_address,
 )
 from mssql_memory_exporter.webconfig import WebConfigSource
+
+if TYPE_CHECKING:  # imported when a probe is made: --version and --config.check start without them
+    from mssql_memory_exporter.collectors.view import HostView
+    from mssql_memory_exporter.scrape.scraper import Scraper
 
 __all__ = ["build_parser", "main"]
 
@@ -201,7 +206,7 @@ def _start_up_refusals(config: ExporterConfig) -> list[str]:
     return _unsendable_passwords(config) + _kerberos_unavailable(config)
 
 
-def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, object]:
+def _make_probe(config: ExporterConfig, host: HostView | None) -> tuple[ProbeFn, Scraper]:
     # Imported here so the CLI, the config and the web layer stay usable on their own (tests, --version).
     from mssql_memory_exporter.scrape.scraper import Scraper
 
@@ -209,7 +214,7 @@ def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, o
     return scraper.probe, scraper
 
 
-def _make_host(config: ExporterConfig, export: bool) -> tuple[object | None, OwnMetricsFn | None]:
+def _make_host(config: ExporterConfig, export: bool) -> tuple[HostView | None, OwnMetricsFn | None]:
     """The host collector, when asked for or when a target runs on this host (its mounts and disks
     resolve that target's volumes and SSD pools), and the drive-health reader when drives are configured
     (started here: it reads in a thread of its own, never inside a scrape)."""

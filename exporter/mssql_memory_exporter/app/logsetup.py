@@ -92,7 +92,7 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(_fields(record, self), default=str, ensure_ascii=False, separators=(",", ":"))
 
 
-class _ExporterHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _ExporterHandler(logging.StreamHandler):
     """Marks the handler this module installed, so a second setup replaces it but leaves others."""
 
 

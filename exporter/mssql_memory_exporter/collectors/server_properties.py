@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, Section, SectionResult, rows_of
 
 TAG = "server"
 ENGINE_EDITION_KEY = "engine_edition"  # ctx.memo; read by the scrape (platform.py)

@@ -241,7 +241,7 @@ class TargetConfig(Strict):
     def connection_key(self) -> tuple[object, ...]:
         """Everything that decides which server is logged in to, as whom, and how: a reload that changes
         any of it drops the target's connection and its state; other changes keep the connection."""
-        fields = self.model_dump(include=CONNECTION_FIELDS)
+        fields = self.model_dump(include=set(CONNECTION_FIELDS))
         auth = self._auth.model_dump() if self._auth is not None else None
         return (tuple(sorted(fields.items())), tuple(sorted(auth.items())) if auth else None)
 

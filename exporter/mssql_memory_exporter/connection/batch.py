@@ -8,13 +8,23 @@ result set and every other section still answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..collectors.base import CollectorRecord, Row, Section, SectionError, SectionResult, sql_literal
-from ..collectors.perf import PerfObject, perf_section
+from ..collectors.base import (
+    CollectorRecord,
+    ObjectRead,
+    Row,
+    Section,
+    SectionError,
+    SectionResult,
+    sql_literal,
+)
+from ..collectors.perf import PERF_TAG, perf_section
 
 ERROR_TAG = "section_error"
+# The sections several collectors share, each built once from the objects every collector reads of it.
+SHARED_SECTIONS: dict[str, Callable[[Iterable[ObjectRead]], Section]] = {PERF_TAG: perf_section}
 UNAVAILABLE_TAG = "section_unavailable"
 
 
@@ -44,18 +54,26 @@ def render_section(section: Section) -> str:
 
 
 def sections_of(collectors: Iterable[CollectorRecord]) -> list[Section]:
-    """Sections in collector order; all perf objects share one perf section where the first needs it."""
+    """Sections in collector order; a shared section (all perf objects share one) sits where the first
+    collector that reads it needs it."""
     sections: dict[str, Section] = {}
-    perf_objects: list[PerfObject] = []
+    reads: list[ObjectRead] = []
     for record in collectors:
-        if record.perf_object is not None:
-            perf_objects.append(record.perf_object)
-            sections.setdefault("perf", Section(tag="perf", sql=""))  # placeholder keeps the order
+        for obj in record.reads:
+            reads.append(obj)
+            sections.setdefault(obj.section, Section(tag=obj.section, sql=""))  # placeholder keeps the order
         for section in record.defines:
             sections.setdefault(section.tag, section)
-    if perf_objects:
-        sections["perf"] = perf_section(perf_objects)
+    sections.update(shared_sections(reads))
     return list(sections.values())
+
+
+def shared_sections(reads: Iterable[ObjectRead]) -> dict[str, Section]:
+    """The shared sections these objects are read from, by tag, each built once from all its objects."""
+    grouped: dict[str, list[ObjectRead]] = {}
+    for obj in reads:
+        grouped.setdefault(obj.section, []).append(obj)
+    return {tag: SHARED_SECTIONS[tag](objects) for tag, objects in grouped.items()}
 
 
 def render_batch(sections: Sequence[Section]) -> str:

@@ -17,17 +17,10 @@ from dataclasses import dataclass, field
 from prometheus_client.core import Metric
 
 from ..collectors import COLLECTORS
-from ..collectors.base import (
-    EXTRA_SECTIONS,
-    FORCE_SLOW,
-    CollectorRecord,
-    FamilyBuilder,
-    MissingData,
-    ScrapeContext,
-    Section,
-)
+from ..collectors.base import EXTRA_SECTIONS, FORCE_SLOW, CollectorRecord, ScrapeContext, Section
 from ..collectors.server_properties import ENGINE_EDITION_KEY
 from ..collectors.sys_info import MEMO_KEY as START_TIME_KEY
+from ..collectors.view import HostView
 from ..config import (
     ExporterConfig,
     TargetConfig,
@@ -37,6 +30,7 @@ from ..connection.batch import BatchShapeError, render_batch, route, sections_of
 from ..connection.login import login_opener
 from ..connection.login_backoff import LoginBackoff
 from ..connection.session import ScrapeFailed, TargetConnection
+from ..metrics.builder import FamilyBuilder, MissingData
 from . import platform
 from .repeat_log import RepeatLimitedLog
 from .scrape_metrics import (
@@ -109,7 +103,7 @@ class Scraper:
         self,
         config: ExporterConfig,
         collectors: Sequence[CollectorRecord] = COLLECTORS,
-        host: object | None = None,
+        host: HostView | None = None,
     ) -> None:
         self._config = config
         self._collectors = tuple(collectors)
@@ -159,7 +153,8 @@ class Scraper:
             due = due or bool(state.memo.pop(FORCE_SLOW, False))
         if not due or not plan.slow:
             return plan.fast
-        extra = tuple(state.memo.pop(EXTRA_SECTIONS, None) or ()) if plan.reads_files else ()
+        asked = state.memo.pop(EXTRA_SECTIONS, None) if plan.reads_files else None
+        extra = tuple(asked) if isinstance(asked, list) else ()  # the Sections files.py asks for
         return plan.fast + plan.slow + extra
 
     def enabled_for(self, target: TargetConfig, collect: Collection[str] | None = None) -> frozenset[str]:

@@ -28,13 +28,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+from mssql_memory_exporter.webconfig import WebState
 
 from .pool import BoundedPool
 from .requests import MAX_HEAD_BYTES, TLS_HANDSHAKE_RECORD, TLS_HANDSHAKE_TIMEOUT_SECONDS, head_ready
-
-if TYPE_CHECKING:
-    from .server import ExporterHTTPServer
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +59,31 @@ class Connection:
     events: int = selectors.EVENT_READ
 
 
+class LoopOwner(Protocol):
+    """What the loop needs of the server that owns it (server.py): its deadlines, its worker limit and web
+    config, and what to do with a connection once its head has arrived or it is given up."""
+
+    @property
+    def header_timeout(self) -> float: ...
+
+    @property
+    def idle_timeout(self) -> float: ...
+
+    def worker_limit(self) -> int: ...
+
+    def web_state(self) -> WebState | None: ...
+
+    def shutdown_request(self, request: socket.socket) -> None: ...
+
+    def answer(self, conn: Connection) -> None: ...
+
+    def refuse_plain_http(self, conn: Connection) -> None: ...
+
+
 class ConnectionLoop:
     """Owns every connection that is not being answered; `add` takes new ones, `park` kept-alive ones."""
 
-    def __init__(self, server: ExporterHTTPServer) -> None:
+    def __init__(self, server: LoopOwner) -> None:
         self._server = server
         self.pool = BoundedPool(server.worker_limit, "http")
         self._selector = selectors.DefaultSelector()

@@ -8,20 +8,22 @@ import gzip
 import io
 import logging
 import socket
+import socketserver
 import time
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 from urllib.parse import urlsplit
 
 from prometheus_client.metrics_core import Metric
 
 from mssql_memory_exporter import __version__
-from mssql_memory_exporter.app.reload import ReloadRefused
-from mssql_memory_exporter.config import TargetConfig
+from mssql_memory_exporter.config import ExporterConfig, ReloadRefused, TargetConfig
 from mssql_memory_exporter.metrics.exposition import CONTENT_TYPE, render
-from mssql_memory_exporter.webconfig import AUTH_REALM, WebState
+from mssql_memory_exporter.webconfig import AUTH_REALM, BasicAuthChecker, WebState
 
+from .connections import Connection, ConnectionLoop
 from .pages import PROCESS_METRICS, http_worker_families, index_page, merge_families
 from .requests import (
     GZIP_LEVEL,
@@ -35,6 +37,8 @@ from .requests import (
     TEXT,
     TIMEOUT_OFFSET_SECONDS,
     BadRequest,
+    OwnMetricsFn,
+    ProbeFn,
     Response,
     accepts_gzip,
     cut_for_log,
@@ -47,17 +51,43 @@ from .requests import (
     text_response,
 )
 
-if TYPE_CHECKING:  # the server module builds on this one
-    from .connections import Connection
-    from .server import ExporterHTTPServer
-
 log = logging.getLogger(__name__)
 
 QUEUE_WAIT_IGNORED_SECONDS = 0.05
 RELOAD_PATH = "/-/reload"
 
 
-class _SocketWriter(io.RawIOBase):
+class Served(Protocol):
+    """What a handler reads of the server it answers for (server.py): the config and probe, the web config
+    and its headers, readiness, the reload hook and the worker pool's counts."""
+
+    @property
+    def config(self) -> ExporterConfig: ...
+
+    @property
+    def probe(self) -> ProbeFn: ...
+
+    @property
+    def own_metrics(self) -> OwnMetricsFn | None: ...
+
+    @property
+    def reload(self) -> Callable[[str], str] | None: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def basic_auth(self) -> BasicAuthChecker: ...
+
+    @property
+    def connections(self) -> ConnectionLoop: ...
+
+    def web_state(self) -> WebState | None: ...
+
+    def response_headers(self, *, html_page: bool) -> list[tuple[str, str]]: ...
+
+
+class _SocketWriter(io.BufferedIOBase):
     """The handler's wfile: each write goes straight to the socket (headers are gathered by the stdlib
     first, so an answer is two sends)."""
 
@@ -91,15 +121,21 @@ class Handler(BaseHTTPRequestHandler):
     # Bytes of the connection's buffer this request used (its head).
     consumed = 0
 
+    def __init__(self, conn: Connection, client_address: Any, server: socketserver.BaseServer) -> None:
+        # The request is the connection's socket, as for any socketserver handler; its head is already
+        # in `conn.buffer` (read by the connection loop), which setup() hands to the stdlib as rfile.
+        self.conn = conn
+        super().__init__(conn.sock, client_address, server)
+
     @property
-    def _exporter(self) -> ExporterHTTPServer:
-        return cast("ExporterHTTPServer", self.server)
+    def _exporter(self) -> Served:
+        return cast(Served, self.server)
 
     def version_string(self) -> str:
         return self.server_version  # without the Python version the default adds
 
     def setup(self) -> None:
-        conn = cast("Connection", self.request)
+        conn = self.conn
         self.connection = conn.sock
         if self.disable_nagle_algorithm:
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
@@ -306,7 +342,7 @@ class Handler(BaseHTTPRequestHandler):
         # scraper allows is not scraped: the scraper has given up, and the work would only delay the
         # requests behind it. Waits under 50 ms are noise inside TIMEOUT_OFFSET_SECONDS.
         timeout = scrape_timeout(self.headers.get(SCRAPE_TIMEOUT_HEADER))
-        waited = time.monotonic() - cast("Connection", self.request).queued_at
+        waited = time.monotonic() - self.conn.queued_at
         if waited > QUEUE_WAIT_IGNORED_SECONDS:
             if target is not None and waited >= timeout + TIMEOUT_OFFSET_SECONDS:
                 late = f"not scraped: this request waited {waited:.1f} s for a free thread, past its timeout"

@@ -197,8 +197,8 @@ class ExporterHTTPServer(HTTPServer):
 
     @property
     def address_text(self) -> str:
-        host, port = self.server_address[:2]
-        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+        host, port = str(self.server_address[0]), self.server_address[1]  # a TCP server's: text, port
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _drain(sock: socket.socket) -> None:
