@@ -261,6 +261,30 @@ def standin(standin_parses_the_batch: None) -> Iterator[callable]:
         )
 
 
+# The drivers the integration tier logs in through (issue 35): FreeTDS, and Microsoft's ODBC Driver 18 as
+# the `msodbc` extra installs it. Tests of what both must do take the `driver` fixture; its ids (freetds,
+# odbc18) are what `pytest -k odbc18` selects.
+DRIVERS = ("freetds", "odbc18")
+
+
+@pytest.fixture(params=DRIVERS)
+def driver(request: pytest.FixtureRequest) -> str:
+    if request.param == "odbc18":
+        require_odbc18()
+    return request.param
+
+
+def require_odbc18() -> str:
+    """The Driver 18 the exporter would use; fails (not skips) without one: the tier runs through both."""
+    from mssql_memory_exporter.config import DriverError, resolve_driver
+    from mssql_memory_exporter.connection.msodbc import available_drivers
+
+    try:
+        return resolve_driver("odbc18", available_drivers())
+    except DriverError as exc:
+        pytest.fail(f"{exc}; scripts/bootstrap.sh test installs it (the msodbc extra)", pytrace=False)
+
+
 @pytest.fixture
 def scraper_for() -> Iterator[callable]:
     scrapers: list[Scraper] = []

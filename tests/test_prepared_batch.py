@@ -33,9 +33,11 @@ def probe(scraper, config, collect=None) -> dict:
     return samples_of(exposition(scraper.probe(config.targets["standin"], 10.0, collect)))
 
 
-def test_an_established_connection_sends_the_handle_not_the_text_in_one_round_trip(standin, scraper_for):
+def test_an_established_connection_sends_the_handle_not_the_text_in_one_round_trip(
+    standin, scraper_for, driver
+):
     s = standin("healthy-oltp")
-    config = s.config()
+    config = s.config(driver=driver)
     scraper = scraper_for(config)
     # The first scrape logs in and prepares the batch with the slow sections; the second the one
     # without them (the slow sections run every few minutes, see scrape.py).
@@ -57,10 +59,10 @@ def test_an_established_connection_sends_the_handle_not_the_text_in_one_round_tr
     assert s.server.errors == []
 
 
-def test_a_refused_prepare_falls_back_to_the_plain_batch_logged_once(standin, scraper_for, caplog):
+def test_a_refused_prepare_falls_back_to_the_plain_batch_logged_once(standin, scraper_for, caplog, driver):
     s = standin("healthy-oltp")
     s.handler.faults.refuse_prepare = True
-    config = s.config()
+    config = s.config(driver=driver)
     scraper = scraper_for(config)
     with caplog.at_level(logging.INFO):
         got = scrape(scraper, config, timeout=10.0)
@@ -78,9 +80,9 @@ def test_a_refused_prepare_falls_back_to_the_plain_batch_logged_once(standin, sc
     assert s.handler.logins == 1
 
 
-def test_a_reconnect_prepares_again(standin, scraper_for):
+def test_a_reconnect_prepares_again(standin, scraper_for, driver):
     s = standin("healthy-oltp")
-    config = s.config()
+    config = s.config(driver=driver)
     scraper = scraper_for(config)
     scrape(scraper, config, timeout=10.0)
     scrape(scraper, config, timeout=10.0)

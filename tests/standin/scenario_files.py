@@ -61,6 +61,7 @@ TOP_LEVEL_KEYS = frozenset(
         "workload",
         "views",
         "moments",
+        "custom_queries",
     }
 )
 SERVER_KEYS = frozenset({"object_prefix", "uptime_seconds", "properties", "pad"})
@@ -154,6 +155,7 @@ MERGED = frozenset(
         ("views",),
         ("views", "*"),
         ("moments",),
+        ("custom_queries",),
     }
 )
 

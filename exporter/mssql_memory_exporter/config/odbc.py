@@ -12,12 +12,20 @@ from pydantic import (
 from .errors import ConfigError, DriverError
 from .fields import FREETDS, ODBC17, ODBC18, DriverKind
 from .models import TargetConfig
-from .windows_auth import is_ntlm_user
+from .windows_auth import freetds_spn, is_ntlm_user
+
+# Microsoft's driver library by file name: the `msodbc` extra's driver goes by its path, which unixODBC
+# takes where a registered name goes (connection/msodbc.py).
+_MS_LIBRARY = re.compile(r"(?:^|/)libmsodbcsql-(1[78])\.[^/]*$")
 
 
 def driver_kind(driver: str) -> DriverKind:
-    """Which connection-string dialect an installed driver name (from pyodbc.drivers()) speaks."""
+    """Which connection-string dialect an installed driver name (from pyodbc.drivers(), or the path of
+    the packaged Driver 18) speaks."""
     lowered = driver.lower()
+    library = _MS_LIBRARY.search(lowered)
+    if library is not None:
+        return "odbc18" if library.group(1) == "18" else "odbc17"
     if "freetds" in lowered:
         return "freetds"
     if lowered.startswith("odbc driver 18 "):
@@ -136,12 +144,21 @@ def _login_pairs(
 ) -> list[tuple[str, str]]:
     """How the driver logs in: a SQL login, NTLM (DOMAIN\\user, FreeTDS) or Kerberos (the ticket cache)."""
     auth = target.auth
+    if auth is not None and auth.entra is not None:
+        if kind != "odbc18":
+            raise DriverError(f"target {target.name}: Entra ID logins need ODBC Driver 18, not {kind}")
+        return []  # the access token goes to the driver before it connects (connection/entra.py)
     if auth is not None and auth.kerberos is not None:
         # Trusted_Connection=yes empties FreeTDS's user name, which is what selects GSSAPI; Microsoft's
         # drivers take the same key (on Windows: the service account's own logon).
         pairs = [("Trusted_Connection", "yes")]
         if target.spn is not None:
             pairs.append(("ServerSPN", target.spn))
+        elif kind != "freetds" and target.instance is None:
+            # Driver 18 derives its own SPN from a reverse lookup (measured: "localhost" became the
+            # machine's name); naming the one FreeTDS derives makes both drivers ask the KDC for the
+            # same service principal, the one the exporter's error messages name.
+            pairs.append(("ServerSPN", freetds_spn(target.host, target.port or 1433, auth.kerberos.realm)))
         if auth.kerberos.realm is not None and kind == "freetds":
             pairs.append(("REALM", auth.kerberos.realm))
         return pairs

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 
 import pyodbc
+from pydantic import SecretStr
 
 from ..config import (
     ConfigError,
@@ -22,11 +23,13 @@ from ..config import (
     resolve_driver,
 )
 from ..config.windows_auth import freetds_spn
-from . import freetds, kerberos
+from . import entra, freetds, kerberos
 from .driver_version import unsendable_password_reason
 from .kerberos import TicketKeeper
 from .login_backoff import LoginBackoff, fingerprint, is_login_refused, is_windows_login_refused
+from .msodbc import available_drivers
 from .session import OpenFn, ScrapeFailed, describe
+from .tls_causes import tls_failure_cause
 
 LOGIN_BACKOFF_REASON = (
     "login refused earlier; not logging in again until the back-off ends (so a lockout policy is not "
@@ -43,8 +46,12 @@ def login_opener(
     `kerberos_keeper` returns the ticket keeper in force: a reload may replace it."""
     def open_connection(login_timeout: int) -> pyodbc.Connection:
         checked_against = None
+        attrs: dict[int, bytes] = {}
+        entra_settings = target.auth.entra if target.auth is not None else None
         try:
-            driver = resolve_driver(target.driver, pyodbc.drivers(), encryption=target.encryption)
+            # Only Driver 18 takes an access token: `auto` means it for an Entra target.
+            choice = "odbc18" if entra_settings is not None and target.driver == "auto" else target.driver
+            driver = resolve_driver(choice, available_drivers(), encryption=target.encryption)
             if driver_kind(driver) == "freetds" and freetds_verifies(target):
                 checked_against = _freetds_ready(target)
             creds = target.credentials()
@@ -58,7 +65,12 @@ def login_opener(
                 if unsendable is not None:
                     raise ScrapeFailed(f"target {target.name}: {unsendable}")
             conn_str = build_connection_string(target, driver, creds.password, username=creds.username)
-        except (ConfigError, freetds.FreeTdsConfError, kerberos.KerberosError) as exc:
+            if entra_settings is not None:
+                token = entra.keeper_for(entra_settings).token()
+                attrs[entra.SQL_COPT_SS_ACCESS_TOKEN] = entra.token_struct(token)
+                # A refused token backs off until a new one comes (the next refresh), not for ever.
+                creds = creds._replace(password=SecretStr(token))
+        except (ConfigError, freetds.FreeTdsConfError, kerberos.KerberosError, entra.EntraError) as exc:
             # e.g. the password file vanished: say so, by name, not by value
             raise ScrapeFailed(str(exc)) from None
         credential = fingerprint(creds.username, creds.password.get_secret_value())
@@ -69,7 +81,7 @@ def login_opener(
             raise ScrapeFailed(LOGIN_BACKOFF_REASON)
         timeout = max(1, min(login_timeout, math.ceil(target.login_timeout_seconds)))
         try:
-            cnxn = pyodbc.connect(conn_str, timeout=timeout, autocommit=True)
+            cnxn = pyodbc.connect(conn_str, timeout=timeout, autocommit=True, attrs_before=attrs or None)
             backoff.succeeded()
             return cnxn
         except pyodbc.Error as exc:
@@ -80,6 +92,9 @@ def login_opener(
                 failure = _kerberos_failure(target, exc, kerberos_login)
                 if failure is not None:
                     raise ScrapeFailed(failure) from None
+            cause = tls_failure_cause(target, str(exc)) if driver_kind(driver) != "freetds" else None
+            if cause is not None:
+                raise ScrapeFailed(f"{describe(exc)}; {cause}") from None
             # FreeTDS reports a failed TLS setup as a bare "Unable to connect to data source".
             if "Unable to connect to data source" not in str(exc):
                 raise
