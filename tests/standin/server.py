@@ -774,6 +774,14 @@ class StandInServer:
             droppers.append(self.drop_sessions)
         return self.port
 
+    def forget_prepared(self) -> None:
+        """Forget every session's prepared handles and keep the sessions, as SQL Server may (issue 36):
+        the next sp_execute of a handle answers error 8179 on a connection that is still good."""
+        with self._lock:
+            sessions = list(self.sessions)
+        for session in sessions:
+            session.prepared.clear()
+
     def drop_sessions(self) -> None:
         """Close every client connection at once and keep listening, as a restarting SQL Server does:
         the clients only find out when they next use their socket."""
