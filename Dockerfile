@@ -8,7 +8,7 @@
 # mssql-python-odbc: the production driver; `driver: auto` picks it), and Debian's FreeTDS (tdsodbc) as
 # the fallback and for NTLM. The Microsoft driver is Microsoft's, under its own licence (the image's
 # labels say so; docs/drivers.md). Build with `--build-arg MSODBCSQL18=skip` for a FreeTDS-only image.
-# tests/test_compose.py lints this file (hadolint is not packaged for Debian 12).
+# tests/integration/test_compose.py lints this file (hadolint is not packaged for Debian 12).
 
 # ---- build: the package and its pinned dependencies in a virtualenv, exactly as `make test` installs
 # them (pip -c requirements/constraints.txt), without the test extras.

@@ -37,7 +37,7 @@ def _group_matcher() -> str:
 def _evaluations(spec: Spec, metric: str, window: str) -> str:
     series = f"{metric}{{{spec.fleet.ruler_selector}, {_group_matcher()}}}"
     # `without`, not `by`: the labels a site's scrape config puts on the ruler (env, team) reach the alert
-    # and its routing, as every target's labels do (tests/test_rules_labelled.py).
+    # and its routing, as every target's labels do (tests/promtool/test_rules_labelled.py).
     return f"sum without ({PARTIAL_RESPONSE_LABEL}) (\n  increase({series}[{window}])\n)"
 
 

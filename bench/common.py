@@ -387,9 +387,14 @@ class Exporter:
 class HttpClient:
     """One keep-alive HTTP connection to the exporter (reopened once if the server closed it)."""
 
-    def __init__(self, port: int, timeout: float = 60.0) -> None:
+    def __init__(self, port: int, timeout: float = 60.0, scrape_timeout: float | None = None) -> None:
         self._port = port
         self._timeout = timeout
+        self._headers = (
+            SCRAPE_TIMEOUT_HEADER
+            if scrape_timeout is None
+            else {"X-Prometheus-Scrape-Timeout-Seconds": f"{scrape_timeout:g}"}
+        )
         self._conn: http.client.HTTPConnection | None = None
 
     def get(self, path: str) -> str:
@@ -397,7 +402,7 @@ class HttpClient:
             if self._conn is None:
                 self._conn = http.client.HTTPConnection("127.0.0.1", self._port, timeout=self._timeout)
             try:
-                self._conn.request("GET", path, headers=SCRAPE_TIMEOUT_HEADER)
+                self._conn.request("GET", path, headers=self._headers)
                 response = self._conn.getresponse()
                 body = response.read().decode()
                 if response.status != 200:

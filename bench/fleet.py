@@ -16,7 +16,8 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import psutil
@@ -100,9 +101,13 @@ class Fleet:
         return int((soft_limit - self.fds_idle) / per) if per > 0 else 0
 
 
-def measure(n_targets: int, interval: float = 15.0, rounds: int = 3, workers: int = 64) -> Fleet:
+def measure(
+    n_targets: int, interval: float = 15.0, rounds: int = 3, workers: int = 64, timeout: float = 10.0
+) -> Fleet:
+    """`timeout`: each target's query timeout and the scrape timeout the driver sends (Prometheus'
+    header); the tests pass a patient one, so a loaded machine slows the table down but cannot empty it."""
     with Farm(SCENARIO, n_targets) as farm:
-        targets = {f"t{i:03d}": target_yaml(port) for i, port in enumerate(farm.ports)}
+        targets = {f"t{i:03d}": target_yaml(port, query_timeout=timeout) for i, port in enumerate(farm.ports)}
         names = list(targets)
         with Exporter(targets, name=f"fleet-{n_targets}") as exporter:
             rss_idle = exporter.rss()
@@ -114,7 +119,9 @@ def measure(n_targets: int, interval: float = 15.0, rounds: int = 3, workers: in
             def run(probe: Probe) -> None:
                 client = getattr(local, "client", None)
                 if client is None:
-                    client = local.client = HttpClient(exporter.port, timeout=30)
+                    client = local.client = HttpClient(
+                        exporter.port, timeout=timeout + 30, scrape_timeout=timeout
+                    )
                     with clients_lock:
                         clients.append(client)
                 probe.start = time.monotonic()
@@ -139,10 +146,14 @@ def measure(n_targets: int, interval: float = 15.0, rounds: int = 3, workers: in
             me = psutil.Process()
             load = MachineLoad()
             snap: dict[str, object] = {}
+            warming: list[Future[None]] = []
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="driver") as pool:
                 for probe in probes:
                     if probe.round == 1 and not snap:
-                        # The measured window opens with the first probe of round 1.
+                        # The measured window opens with the first probe of round 1, once every warm-up
+                        # probe has ended: a late one (first logins on a loaded machine) would otherwise
+                        # put its round trip and CPU into the window.
+                        wait(warming)
                         _sleep_until(probe.due - 0.002)
                         load.start()
                         snap = {
@@ -153,7 +164,9 @@ def measure(n_targets: int, interval: float = 15.0, rounds: int = 3, workers: in
                             "stats": session_totals(farm.stats()),
                         }
                     _sleep_until(probe.due)
-                    pool.submit(run, probe)
+                    future = pool.submit(run, probe)
+                    if probe.round == 0:
+                        warming.append(future)
             machine = load.stop()
             window = time.monotonic() - float(snap["wall"])  # type: ignore[arg-type]
             exporter_cpu = exporter.cpu() - float(snap["exporter"])  # type: ignore[arg-type]
@@ -248,6 +261,8 @@ def summary(f: Fleet) -> dict[str, object]:
         "driver_workers": f.workers,
         "probes": probes,
         "failed": f.failures,
+        # Why, per reason: a failure says what it was (a timeout, a refused login) in the results too.
+        "errors": dict(Counter(p.error for p in f.measured if not p.ok)),
         "latency_ms": {
             "p50": statistics.median(lat) * 1000,
             "p99": pct(lat, 99) * 1000,

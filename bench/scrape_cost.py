@@ -56,17 +56,24 @@ class ScrapeCost:
 
 
 def measure(
-    scenario: str, n: int, collect: frozenset[str] | None = None, driver: str = "freetds"
+    scenario: str,
+    n: int,
+    collect: frozenset[str] | None = None,
+    driver: str = "freetds",
+    timeout: float = 10.0,
 ) -> ScrapeCost:
     """`collect` narrows every probe to those collectors, as `collect[]` does; `driver` is the target's
-    (freetds, or odbc18: Microsoft's Driver 18 from the msodbc extra)."""
+    (freetds, or odbc18: Microsoft's Driver 18 from the msodbc extra). `timeout`: the query timeout and
+    probe deadline; a first probe timing out on a loaded machine would leave session 0, the one counted,
+    dead and the table's round trips at 0 (the tests pass a patient one)."""
     with Farm(scenario) as farm:
-        config = make_config({"bench": {**target_yaml(farm.ports[0]), "driver": driver}})
+        target_fields = target_yaml(farm.ports[0], query_timeout=timeout)
+        config = make_config({"bench": {**target_fields, "driver": driver}})
         target = config.targets["bench"]
         scraper = Scraper(config)
 
         def probe() -> None:
-            render(scraper.probe(target, 10, collect))
+            render(scraper.probe(target, timeout, collect))
 
         try:
             probe()  # session 0, the scraper's; this first one is a refresh

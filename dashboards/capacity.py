@@ -9,7 +9,8 @@ from .pools import enough_instance_data, shown_after
 from .queries import m
 
 # The panel's own range: what the bundle's smallest store keeps. compose's single Prometheus keeps 30 days
-# (--storage.tsdb.retention.time=30d); tests/test_scaling.py holds every panel's range to the store behind
+# (--storage.tsdb.retention.time=30d); tests/integration/test_scaling.py holds every panel's range to the
+# store behind
 # it, so a panel never asks for weeks its store has already deleted. Longer reviews read Thanos through
 # the capacity report (docs/scaling.md).
 REVIEW_RANGE = "4w"

@@ -7,7 +7,7 @@ from .grafana import Json, Link, Panel, Query, Thresholds, override
 
 GAUGE_HEADROOM = 1.5  # the share gauge's scale ends this far past the exhaustion mark
 
-# The only threshold steps that are not spec numbers (tests/test_dashboards.py lists where each is used):
+# The only threshold steps that are not spec numbers (tests/unit/test_dashboards.py lists where each is used):
 AT_FLOOR = 1  # a value divided by its own floor is healthy from 100%, whatever the floor is
 
 ANY = 1  # a count of firing alerts or of minutes under pressure: one is already too many

@@ -2,7 +2,7 @@
 PrometheusRule resource for the Prometheus Operator, group for group.
 
     python -m deploy.prometheusrule            # rewrite the file (and optional/, one per opt-in rule file)
-    python -m deploy.prometheusrule --check    # exit 1 if it is stale (tests/test_compose.py checks too)
+    python -m deploy.prometheusrule --check    # exit 1 if stale (tests/integration/test_compose.py too)
 
 Run it after `make generate` whenever alerts/thresholds.yml changes. The groups are copied, not edited:
 the rules' job selector (alerts/thresholds.yml `selector`) must match the job the ServiceMonitor gives

@@ -1,6 +1,6 @@
 """The golden expositions (tests/golden/*.prom): what every collector exports for each of four stand-in
 scenarios at a fixed scenario time, read through the stand-in's interpreter in process (tests/offline.py:
-no socket, no driver). tests/test_collectors.py fails while one is stale.
+no socket, no driver). tests/integration/test_collectors.py fails while one is stale.
 
     python -m generators.goldens [--check]     # `make generate` runs it; review `git diff tests/golden`
 

@@ -2,7 +2,7 @@
 collector of the registry (collectors/__init__.py COLLECTORS), one column per platform of platform.py
 PLATFORMS, each cell what the exporter does there (runs, or left out and why: platform.why_left_out). A
 collector added to the registry gets its row from `make generate`; the page cannot drift from the code,
-and tests/test_platform_matrix.py scrapes a stand-in of each platform and compares with the page.
+and tests/unit/test_platform_matrix.py scrapes a stand-in of each platform and compares with the page.
 
     python -m generators.platform_table [--docs docs/platforms.md] [--check]
 

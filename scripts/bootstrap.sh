@@ -97,6 +97,15 @@ if [ ! -f "$stamp" ] && [ ! -f "$full" ]; then
 fi
 
 if [ "$mode" = test ]; then
-    bash scripts/prometheus3.sh  # Prometheus 3.13.3 for the rule tests, built once into ~/.cache
-    bash scripts/thanos.sh  # Thanos 0.42.4 for the long-term-store tests, built once into ~/.cache
+    # Prometheus 3.13.3 for the rule tests and Thanos 0.42.4 for the long-term-store tests, each built once
+    # per machine into ~/.cache from its Go module. Side by side: their build tags differ (netgo reaches
+    # every package above `net`), so they share no compiled package, and one's downloads and single-core
+    # links overlap the other's compile. Both run to the end; either failing fails the bootstrap.
+    bash scripts/thanos.sh &
+    thanos=$!
+    prometheus_status=0
+    bash scripts/prometheus3.sh || prometheus_status=$?
+    thanos_status=0
+    wait "$thanos" || thanos_status=$?
+    [ "$prometheus_status" -eq 0 ] && [ "$thanos_status" -eq 0 ]
 fi

@@ -10,14 +10,18 @@
 #     go_module_source PREFIX WHAT MINIMUM_GO MODULE VERSION CACHE
 #
 # PREFIX starts every message ("thanos: ..."), WHAT names the program in them ("Thanos 0.42.4"). On return
-# `go` names the Go command (GO overrides; /usr/local/go/bin comes first on PATH), `work` is a new
-# directory under CACHE (so a final `mv` into CACHE/bin is a rename on one filesystem; an EXIT trap removes
-# it) and `work/src` a writable copy of the module. Any failure exits the calling script with status 1,
+# GO_LINK_FLAGS holds the linker flags every build adds, `go` names the Go command (GO overrides;
+# /usr/local/go/bin comes first on PATH), `work` is a new directory under CACHE (so a final `mv` into
+# CACHE/bin is a rename on one filesystem; an EXIT trap removes it) and `work/src` a writable copy of the module. Any failure exits the calling script with status 1,
 # saying why, before anything is downloaded when Go is missing or too old.
 
 go_module_source() {
     local prefix=$1 what=$2 minimum_go=$3 module=$4 module_version=$5 cache=$6
-    export PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=local GOWORK=off GOFLAGS=-mod=mod
+    # -trimpath: no build paths in the binaries (the build directory is a temporary copy). The caller
+    # adds `-s -w` to its ldflags (GO_LINK_FLAGS): no symbol table or DWARF, which only a debugger reads
+    # and which the linker would otherwise write and compress into each 110-130 MB binary.
+    export PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=local GOWORK=off GOFLAGS="-mod=mod -trimpath"
+    GO_LINK_FLAGS="-s -w"
     go=${GO:-go}
     if ! command -v "$go" >/dev/null; then
         echo "$prefix: Go is not installed (looked in /usr/local/go/bin and PATH); it builds $what" >&2

@@ -53,7 +53,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/go-module.sh"
 go_module_source thanos "Thanos $version" "$minimum_go" "$module" "$module_version" "$cache"
 
 # The version stamped as the release builds do, so `--version` says 0.42.4.
-ldflags="-X github.com/prometheus/common/version.Version=$version"
+ldflags="$GO_LINK_FLAGS -X github.com/prometheus/common/version.Version=$version"
 echo "thanos: building thanos $version into $bin (10-20 minutes on 2 cores; once per machine)" >&2
 (cd "$work/src" && "$go" build -tags "$tags" -ldflags "$ldflags" -o "$work/thanos" ./cmd/thanos)
 if ! answers "$work/thanos"; then

@@ -1,5 +1,5 @@
 """Alertmanager's label matchers and inhibit rules, read the way Alertmanager reads them, so a test can
-tell whether the shipped config mutes one alert under another (tests/test_alert_e2e.py)."""
+tell whether the shipped config mutes one alert under another (tests/e2e/test_alert_e2e.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """What the collectors' records say they read, for the tests that cover every collector without a table of
-their own: the failure matrix (tests/test_failing_sections.py) and the whole-scrape fuzz (tests/test_fuzz.py).
+their own: the failure matrix (tests/integration/test_failing_sections.py) and the whole-scrape fuzz
+(tests/unit/test_fuzz.py).
 
 Each record names the sections it reads (`CollectorRecord.sections`) and brings their SQL (`defines`);
 generators/permissions.py finds the server objects each section's SQL reads (the same list that writes

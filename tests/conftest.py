@@ -23,6 +23,7 @@ from mssql_memory_exporter.scrape.scraper import Scraper  # noqa: E402
 
 from tests import tier_guard, tiers  # noqa: E402
 from tests.background import BACKGROUND, JobOf  # noqa: E402
+from tests.inprocess import offline_standin  # noqa: E402, F401 (a fixture: collector facts in process)
 from tests.secret_check import CAPTURED_LOG, EVIDENCE_ENV  # noqa: E402
 from tests.standin.handler import ScenarioHandler  # noqa: E402
 from tests.standin.parse_ahead import batch_variants  # noqa: E402

@@ -1,4 +1,5 @@
-"""What the failure tests (tests/test_failing_*.py, tests/test_concurrent_probes.py) check after a fault:
+"""What the failure tests (tests/integration/test_failing_*.py, tests/integration/test_concurrent_probes.py)
+check after a fault:
 (a) what the scrape returns (`mssql_up 0` in time and nothing stale), (b) what is logged (the
 `scrape failed`/`section failed` record with the target and a recognisable error), and (c) that the
 next scrape on the SAME Scraper is healthy again once the fault is cleared."""

@@ -1,5 +1,5 @@
 """The exporter's whole batch answered by the stand-in's interpreter in process (no socket, no driver):
-the rows each collector's own test module (tests/test_collector_<name>.py) feeds its collector.
+the rows each collector's own test module (tests/unit/test_collector_<name>.py) feeds its collector.
 """
 
 from __future__ import annotations

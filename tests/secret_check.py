@@ -33,21 +33,22 @@ FIXTURE_SECRETS = {
 def default_secrets() -> dict[str, str]:
     """name -> value for every distinctive secret the test suite hands the exporter."""
     from tests.conftest import TEST_PASSWORD
-    from tests.test_config import PASSWORD as CONFIG_PASSWORD
-    from tests.test_webconfig import NEW_PASSWORD, PASSWORD, WRONG_PASSWORD
-    from tests.test_windows_auth import NTLM_PASSWORD, WRONG_NTLM_PASSWORD
+    from tests.integration.test_webconfig import NEW_PASSWORD, PASSWORD, WRONG_PASSWORD
+    from tests.integration.test_windows_auth import NTLM_PASSWORD, WRONG_NTLM_PASSWORD
+    from tests.unit.test_config import PASSWORD as CONFIG_PASSWORD
 
     secrets = {
         "stand-in SQL login password (tests.conftest.TEST_PASSWORD)": TEST_PASSWORD,
-        "connection-string quoting password (tests.test_config.PASSWORD)": CONFIG_PASSWORD,
+        "connection-string quoting password (tests.unit.test_config.PASSWORD)": CONFIG_PASSWORD,
         **FIXTURE_SECRETS,
-        "NTLM login password (tests.test_windows_auth.NTLM_PASSWORD)": NTLM_PASSWORD,
-        "wrong NTLM password (tests.test_windows_auth.WRONG_NTLM_PASSWORD)": WRONG_NTLM_PASSWORD,
+        "NTLM login password (tests.integration.test_windows_auth.NTLM_PASSWORD)": NTLM_PASSWORD,
+        "wrong NTLM password (tests.integration.test_windows_auth.WRONG_NTLM_PASSWORD)": WRONG_NTLM_PASSWORD,
     }
     web = {"PASSWORD": PASSWORD, "NEW_PASSWORD": NEW_PASSWORD, "WRONG_PASSWORD": WRONG_PASSWORD}
     for name, value in web.items():
-        secrets[f"web-config basic-auth password (tests.test_webconfig.{name})"] = value
-    # Not the base64 Authorization headers: tests/test_webconfig.py uses them as test ids on purpose,
+        secrets[f"web-config basic-auth password (tests.integration.test_webconfig.{name})"] = value
+    # Not the base64 Authorization headers: tests/integration/test_webconfig.py uses them as test ids on
+    # purpose,
     # so they are in every report line of those tests.
     return secrets
 

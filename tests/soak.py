@@ -22,7 +22,7 @@ It fails on a bad answer (not a 200 with an `mssql_up` line), a final answer tha
 exactly one established connection per target at the end, any growth in threads or descriptors, a scrape
 worker still busy at rest, RSS growth of 2 MB or more after warm-up (the first half of the run and at
 least a full cycle of faults and reloads: see WARM_STRETCHES), or the test password in the exporter's log.
-A shorter run is in the test suite (tests/test_soak.py).
+A shorter run is in the test suite (tests/unit/test_soak.py).
 """
 
 from __future__ import annotations

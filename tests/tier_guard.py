@@ -61,7 +61,7 @@ def _watch(item: pytest.Item) -> Generator[None, object, object]:
     if seen:
         raise pytest.fail.Exception(
             f"{item.nodeid} is in the unit tier but did {', '.join(seen[:3])}; give its module or fixture "
-            "its tier in tests/tiers.py",
+            "its tier (tests/tiers.py: move its module into tests/integration/ or mark the test)",
             pytrace=False,
         )
     return result

@@ -1,4 +1,4 @@
-"""Whole scrapes without a socket, for the fuzz (tests/test_fuzz.py): the stand-in's interpreter answers
+"""Whole scrapes without a socket, for the fuzz (tests/unit/test_fuzz.py): the stand-in's interpreter answers
 the exporter's real batch for a scenario, each section's answer may be edited on the way, and the Scraper
 probes a target as a real scrape does; `check_scrape` is what every such scrape must satisfy."""
 

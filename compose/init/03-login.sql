@@ -1,6 +1,6 @@
 -- Step 3 of init.sh (as sa): the exporter's login, as docs/permissions.md creates it for SQL Server 2022
 -- ("SQL Server 2022 and later"): no database user, no role, two server permissions. On later runs the
--- password follows compose/.env, and is left alone when it has not changed. tests/test_compose.py
+-- password follows compose/.env, and is left alone when it has not changed. tests/integration/test_compose.py
 -- checks the login's options and grants against the doc.
 USE master;
 GO

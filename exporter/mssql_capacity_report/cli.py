@@ -28,7 +28,7 @@ __all__ = ["main", "parse_duration"]
 EXIT_OK, EXIT_INCOMPLETE, EXIT_USAGE, EXIT_NOTHING = 0, 1, 2, 3
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 # The bundle's own share for target memory moves (alerts/thresholds.yml tempdb.memory_change_target_share;
-# tests/test_capacity_report.py keeps the two equal).
+# tests/integration/test_capacity_report.py keeps the two equal).
 DEFAULT_MEMORY_CHANGE_SHARE = 0.05
 
 

@@ -1,6 +1,6 @@
 """Walking the generated dashboards: panels, their queries with Grafana's variables, and the PromQL a
-variable query stands for. Shared by the dashboard lint (tests/test_dashboards.py) and the end-to-end run
-of every query (tests/test_dashboards_e2e.py)."""
+variable query stands for. Shared by the dashboard lint (tests/unit/test_dashboards.py) and the end-to-end run
+of every query (tests/e2e/test_dashboards_e2e.py)."""
 
 from __future__ import annotations
 

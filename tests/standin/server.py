@@ -85,9 +85,9 @@ TDS 8.0 (``StandInServer(..., strict=strict_tls_context(cert, key))``)
 ----------------------------------------------------------------------
 As SQL Server 2022 with strict encryption: TLS (1.2 or 1.3) on the bare socket before any TDS packet,
 ALPN ``tds/8.0`` offered (``Session.alpn`` holds what the client agreed), then PRELOGIN, LOGIN7 and
-everything else inside TLS.  Microsoft's Driver 18 with ``Encrypt=strict`` logs in (tests/test_strict.py);
-a TDS 7.x PRELOGIN on such a port is closed, as is a TLS ClientHello on a TDS 7.x port (both noted in
-``Session.tls_error``).
+everything else inside TLS.  Microsoft's Driver 18 with ``Encrypt=strict`` logs in
+(tests/integration/test_strict.py); a TDS 7.x PRELOGIN on such a port is closed, as is a TLS ClientHello
+on a TDS 7.x port (both noted in ``Session.tls_error``).
 """
 
 from __future__ import annotations

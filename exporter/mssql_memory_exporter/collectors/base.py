@@ -134,7 +134,7 @@ class CollectorRecord:
     # sends its sections and runs it, but exports nothing of it (selection.py).
     needs: tuple[str, ...] = ()
     # Every metric it exports (declare.py): the docs' tables, the contract tests and the generators'
-    # names are read from here. Never empty (tests/test_declarations.py).
+    # names are read from here. Never empty (tests/unit/test_declarations.py).
     metrics: tuple[MetricSpec, ...] = ()
     # What the collector as a whole tells a reader, the heading of its docs table.
     summary: str = ""

@@ -86,7 +86,8 @@ def freetds_section(target: TargetConfig) -> tuple[str, str]:
     """The freetds.conf section (name, text) that makes FreeTDS check the target's certificate.
 
     FreeTDS 1.3 takes a CA file only from freetds.conf, and reads that file only for a `Servername=`
-    connection string (measured; tests/test_tds_protocol.py), so the address moves into the section.
+    connection string (measured; tests/integration/test_tds_protocol.py), so the address moves into the
+    section.
     The name carries a digest of the text: two configs never share a section, even in one process.
     """
     lines = [f"host = {target.host}"]

@@ -2,8 +2,8 @@
 
 Driver 18 passes OpenSSL's verify error through ("SSL Provider: [error:0A000086:SSL routines::certificate
 verify failed:<reason>]"); a server that does not speak TDS 8.0 shows only as a connection closed during
-the handshake. The reasons below are the ones measured against the stand-in (tests/test_strict.py); the
-driver's own text stays in front of ours.
+the handshake. The reasons below are the ones measured against the stand-in
+(tests/integration/test_strict.py); the driver's own text stays in front of ours.
 """
 
 from __future__ import annotations

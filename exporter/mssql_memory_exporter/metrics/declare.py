@@ -34,7 +34,8 @@ class MetricSpec:
     # may be absent (a feature that is off, a NULL column): the emitted-versus-declared test reads this.
     conditional: str = ""
     # The columns of its sections' answers it reads a count or a size from: never negative, so a negative
-    # one (a wrapped counter, a mangled sign) is no reading. tests/test_fuzz.py sends each of them negative
+    # one (a wrapped counter, a mangled sign) is no reading. tests/unit/test_fuzz.py sends each of them
+    # negative
     # and expects the collector to fail rather than export it. Empty for perf counters: their column is the
     # perf section's `cntr_value`, which that test takes from the perf objects among the record's `reads`.
     columns: tuple[str, ...] = ()

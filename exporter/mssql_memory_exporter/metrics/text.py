@@ -1,7 +1,7 @@
 """The pieces of the text format (0.0.4) the writer and the collectors' families share: a series' line
 prefix `name{labels} ` and a value as prometheus_client's `floatToGoString` writes it.
 
-Both must equal what `generate_latest` writes byte for byte (tests/test_exposition.py); anything they do
+Both must equal what `generate_latest` writes byte for byte (tests/unit/test_exposition.py); anything they do
 not handle raises `Unsupported`, and the writer hands the whole body to `generate_latest`.
 """
 
