@@ -695,6 +695,8 @@ class Interpreter:
             return self.data.utcnow()
         if name in ("DATEDIFF", "DATEDIFF_BIG"):
             part, start, end = values
+            if start is None or end is None:
+                return None  # SQL Server: a NULL date gives a NULL difference
             seconds = (_as_datetime(end) - _as_datetime(start)).total_seconds()
             return int(seconds / _DATEPARTS[str(part)])
         if name in ("ERROR_NUMBER", "ERROR_MESSAGE"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from . import (
     availability_groups,
+    availability_recovery,
     buffer_manager,
     buffer_node,
     buffer_pool_extension,
@@ -65,6 +66,7 @@ COLLECTORS: tuple[CollectorRecord, ...] = tuple(
         hybrid_buffer_pool,
         buffer_pool_extension,
         availability_groups,
+        availability_recovery,  # after availability_groups: it reads that one's sections
         memory_health,  # SQL Server 2025+: left out where its view is missing
     )
 )
