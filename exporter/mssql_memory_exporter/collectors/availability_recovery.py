@@ -68,7 +68,7 @@ CLUSTER_STATES_TAG = "ag_cluster_states"
 REPLICAS = "sys.availability_replicas"
 
 NO_GROUP = "on a server in no availability group"
-PRIMARY_ONLY = "only on the primary of a group with partner replicas, and where SQL Server reports NULL"
+PRIMARY_ONLY = "except on the primary of a group that has partner replicas, and where SQL Server reports NULL"
 REASON = Label(
     "reason", "`suspend_reason_desc` in lower case (`suspend_from_user`, ...), `none` when not suspended"
 )
@@ -86,7 +86,6 @@ def _spec(
     source: str,
     labels: tuple[Label, ...],
     conditional: str,
-    columns: tuple[str, ...] = (),
 ) -> MetricSpec:
     return MetricSpec(
         name=name,
@@ -97,7 +96,6 @@ def _spec(
         question=help_,
         labels=labels,
         conditional=conditional,
-        columns=columns,
     )
 
 
@@ -148,7 +146,6 @@ PARTNER_SEND_QUEUE = _spec(
     f"`{DATABASE_STATES}` `log_send_queue_size` (KB) \u00d7 1024, `is_local` 0",
     PARTNER_DB,
     PRIMARY_ONLY,
-    ("log_send_queue_size",),
 )
 PARTNER_REDO_QUEUE = _spec(
     "mssql_ag_partner_database_redo_queue_bytes",
@@ -157,7 +154,6 @@ PARTNER_REDO_QUEUE = _spec(
     f"`{DATABASE_STATES}` `redo_queue_size` (KB) \u00d7 1024, `is_local` 0",
     PARTNER_DB,
     PRIMARY_ONLY,
-    ("redo_queue_size",),
 )
 PARTNER_REDO_RATE = _spec(
     "mssql_ag_partner_database_redo_rate_bytes_per_second",
@@ -166,7 +162,6 @@ PARTNER_REDO_RATE = _spec(
     f"`{DATABASE_STATES}` `redo_rate` (KB/s) \u00d7 1024, `is_local` 0",
     PARTNER_DB,
     PRIMARY_ONLY,
-    ("redo_rate",),
 )
 PARTNER_LAG = _spec(
     "mssql_ag_partner_database_secondary_lag_seconds",
