@@ -287,6 +287,11 @@ class AvailabilityGroupsSpec(_Section):
     redo_queue_min_bytes: Positive
     send_queue_min_bytes: Positive
     queue_for: Duration
+    rpo_seconds: Positive
+    rto_seconds: Positive
+    failover_overhead_seconds: Number  # 0 allowed: the redo time alone
+    objective_for: Duration
+    redo_stuck_for: Duration
     # Paging alerts that only warn while the target is a secondary replica of an availability group (it
     # serves no writes; the primary's alerts page). Every other paging alert pages on any replica.
     secondary_warns_only: tuple[StrictStr, ...]
