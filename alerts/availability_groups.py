@@ -17,7 +17,7 @@ from mssql_memory_exporter.collectors import availability_recovery as recovery
 
 from . import names as N
 from .rule_parts import INSTANCE, alert, metric
-from .spec import Spec, SpecError, number
+from .spec import Spec, SpecError, duration_seconds, number
 
 IS_PRIMARY = ag_collector.REPLICA_IS_PRIMARY.name
 
@@ -122,7 +122,7 @@ def recovery_rules(spec: Spec) -> list[dict[str, Any]]:
     ag = spec.availability_groups
     m = partial(metric, spec)
     queue, rate = m(ag_collector.REDO_QUEUE_BYTES.name), m(ag_collector.REDO_RATE.name)
-    overhead = number(ag.failover_overhead_seconds)
+    overhead = number(duration_seconds(ag.failover_overhead))
     return [
         alert(
             spec,

@@ -289,7 +289,7 @@ class AvailabilityGroupsSpec(_Section):
     queue_for: Duration
     rpo_seconds: Positive
     rto_seconds: Positive
-    failover_overhead_seconds: Number  # 0 allowed: the redo time alone
+    failover_overhead: Duration  # added to the redo time; a duration, so 60 s is not a bare number
     objective_for: Duration
     redo_stuck_for: Duration
     # Paging alerts that only warn while the target is a secondary replica of an availability group (it
