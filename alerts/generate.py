@@ -28,6 +28,7 @@ from . import (
     fleet,
     group_names,
     memory_health,
+    resource_monitor,
     smartctl_exporter,
     thanos_ruler,
 )
@@ -459,6 +460,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     )
     rules += diagnosis.alert_rules(spec)
     rules += memory_health.alert_rules(spec)
+    rules += resource_monitor.alert_rules(spec)
     rules += tempdb_rules.alert_rules(spec)
     rules += tempdb_governance_rules.alert_rules(spec)
     rules += drives.alert_rules(spec)

@@ -181,6 +181,11 @@ class WindowOnly(_Section):
     window: Duration
 
 
+class LowNotificationsSpec(_Section):
+    window: Duration
+    min_count: Positive
+
+
 class GrantWaitsSpec(_Section):
     max_waiting_queries: Positive
     for_: Duration = Field(alias="for")
@@ -215,6 +220,8 @@ class MemorySpec(_Section):
     internal_total_at_target_share: Ratio
     target_pulled_down: TargetPulledDownSpec
     grant_timeouts: WindowOnly
+    low_notifications: LowNotificationsSpec
+    out_of_memory: WindowOnly
     grant_waits: GrantWaitsSpec
     max_server_memory_default: MaxServerMemoryDefaultSpec
     health: MemoryHealthSpec

@@ -30,7 +30,15 @@ from alerts.spec import number as num
 from .availability import memory_row_availability
 from .diagnosis import memory_row_pressure_from_outside, memory_row_who_holds
 from .empty import AZURE_SQL_DATABASE, NO_SCRAPE, off, waits
-from .frame import MEMORY_UID, TAGS, annotations, failover_annotation, header_links, variables
+from .frame import (
+    MEMORY_UID,
+    TAGS,
+    annotations,
+    failover_annotation,
+    header_links,
+    low_memory_annotation,
+    variables,
+)
 from .grafana import (
     GREEN,
     ORANGE,
@@ -580,7 +588,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         tags=[*TAGS, "memory"],
         items=items,
         variables=variables(lim, multi=False),
-        annotations=[*annotations(), failover_annotation(lim)],
+        annotations=[*annotations(), failover_annotation(lim), low_memory_annotation(lim)],
         links=header_links(lim, MEMORY_UID),
         refresh="1m",
     )

@@ -202,6 +202,14 @@ OBJECTS: tuple[ObjectPermission, ...] = (
         "own rows only; Microsoft's pages name no finer permission for 2022 (not verified on 2022)",
     ),
     ObjectPermission(
+        "sys.dm_os_ring_buffers",
+        (VSS,),
+        (VSPS,),
+        "https://techcommunity.microsoft.com/blog/sqlserversupport/how-it-works-what-are-the-ring-buffer-resource-monitor-telling-me/315837",
+        "undocumented: no reference page states a permission; it answers what the other sys.dm_os_* views"
+        " need, and a login without it gets Msg 300 for this collector alone",
+    ),
+    ObjectPermission(
         "sys.dm_hadr_availability_group_states",
         (VSS,),
         (VSPS,),

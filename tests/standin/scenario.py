@@ -47,6 +47,7 @@ from typing import Any, ClassVar
 
 from .files import FileModel, parse_databases
 from .moments import at_moments, check_moments
+from .ring_buffers import ring_buffer_rows
 from .scenario_files import read_scenario, scenario_path
 from .sql_catalog import Catalog, available, load_catalog, release_of
 
@@ -325,6 +326,7 @@ class Instance:
         "tempdb.sys.database_files",
         "tempdb.sys.dm_db_file_space_usage",
         "tempdb.sys.dm_db_log_space_usage",
+        "sys.dm_os_ring_buffers",
         *SCENARIO_VIEWS,
         MEMORY_HEALTH_VIEW,
     )
@@ -489,6 +491,9 @@ class Instance:
                 }
             ],
             "sys.dm_os_buffer_pool_extension_configuration": self._bpe_rows,
+            "sys.dm_os_ring_buffers": lambda: ring_buffer_rows(
+                self.scenario.views.get("dm_os_ring_buffers"), self._since(), now, BOOT_UPTIME_SECONDS
+            ),
             **{view: (lambda view=view: self.view_rows(view)) for view in self.SCENARIO_VIEWS},
             self.MEMORY_HEALTH_VIEW: self.memory_health_rows,
         }[name]
