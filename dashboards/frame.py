@@ -140,7 +140,7 @@ def low_memory_annotation(lim: Limits) -> Json:
     notifications = m(resource_monitor.NOTIFICATIONS_TOTAL.name, 'notification=~"physical_low|virtual_low"')
     return prometheus_annotation(
         "Low memory notifications",
-        f"sum by (job, instance, source, node) (increase({notifications}[{lim.window}])) > 0",
+        f"sum by (job, instance, source, node) (increase({notifications}[$__rate_interval])) > 0",
         RED,
         "LOW memory ({{source}}), node {{node}}",
         "{{instance}}: SQL Server's resource monitor broadcast LOW memory on node {{node}}; source: process ="
