@@ -26,9 +26,11 @@ test-fast:
 	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose generators
 	$(PY) -m pytest -q -m "unit and not slow" --durations=10
 
+## lint: ruff on everything, mypy on the package and the generators (its settings: pyproject.toml)
 lint:
 	@bash scripts/bootstrap.sh test
 	$(VENV)/bin/ruff check exporter tests bench alerts dashboards deploy compose generators
+	$(VENV)/bin/mypy
 
 ## bench: benchmarks that print tables (not timed tests)
 bench:
@@ -38,15 +40,19 @@ bench:
 	# bash scripts/thanos.sh, which the test bootstrap runs)
 	PYTHONPATH=. $(PY) -m bench.capacity_report --targets 500
 
-## generate: rules, dashboards and the Kubernetes PrometheusRule from the one thresholds spec
+## generate: rules, dashboards and the Kubernetes PrometheusRule from the one thresholds spec, the docs
+## tables from the collectors' declarations, and the golden expositions from the stand-in's scenarios
+## (which is why it needs the stand-in's packages). Each prints the files it rewrote: review `git diff`
+## before committing, the goldens above all (a changed golden is a change of what Prometheus receives).
 generate:
-	@bash scripts/bootstrap.sh runtime
+	@bash scripts/bootstrap.sh standin
 	$(PY) -m alerts.generate
 	$(PY) -m dashboards.generate
 	$(PY) -m deploy.prometheusrule
 	$(PY) -m generators.reference
 	$(PY) -m generators.platform_table
-	$(PY) -m alerts.where_rules_run
+	$(PY) -m generators.where_rules_run
+	$(PY) -m generators.goldens
 
 ## mixin: a site's copy of the rules, dashboards and PrometheusRules in OUT, from the spec with the site's
 ## partial OVERRIDES file merged over it (docs/mixin.md); a bad key exits 2 naming it, leaving OUT as it was
@@ -66,4 +72,4 @@ dashboards-look:
 	bash scripts/dashboards-look.sh
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .ruff_cache
+	rm -rf $(VENV) build .pytest_cache .ruff_cache .mypy_cache

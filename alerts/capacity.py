@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mssql_memory_exporter.collectors import memory_config, os_memory
+from mssql_memory_exporter.collectors import memory_config, memory_manager, os_memory
 
 from .names import RuleNames
 from .rule_parts import metric
@@ -21,7 +21,7 @@ from .spec import Spec, number
 SIZING = {
     "max_server_memory": memory_config.MAX_SERVER_MEMORY.name,
     "physical": os_memory.OS_PHYSICAL_MEMORY_BYTES.name,
-    "target": "mssql_memory_target_bytes",
+    "target": memory_manager.TARGET.name,
 }
 
 
@@ -58,7 +58,7 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # pair a capacity review plots over weeks.
             "record": names.buffer_pool_long,
             "expr": (
-                f"avg_over_time({metric(spec, 'mssql_memory_database_cache_bytes')}"
+                f"avg_over_time({metric(spec, memory_manager.DATABASE_CACHE.name)}"
                 f"[{spec.window(spec.tempdb.long_rate_window)}])"
             ),
         },

@@ -13,6 +13,7 @@ from typing import Any
 
 from mssql_memory_exporter.collectors import (
     memory_config,
+    memory_manager,
     os_memory,
     resource_semaphores,
     sql_statistics,
@@ -57,8 +58,8 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             "record": N.PRESSURE_INTERNAL,
             "expr": (
                 f"(\n  {churn} > bool 0\n)\n"
-                f"* ({m('mssql_memory_total_bytes')}"
-                f" >= bool {m('mssql_memory_target_bytes')} * {number(mem.internal_total_at_target_share)})\n"
+                f"* ({m(memory_manager.TOTAL.name)}"
+                f" >= bool {m(memory_manager.TARGET.name)} * {number(mem.internal_total_at_target_share)})\n"
                 f"* ({N.PRESSURE_EXTERNAL} == bool 0)"
             ),
         },
@@ -92,8 +93,8 @@ def recording_rules(spec: Spec) -> list[dict[str, Any]]:
             # Workspace memory granted to queries over the most the memory manager will grant.
             "record": N.WORKSPACE_GRANTED,
             "expr": (
-                f"{m('mssql_memory_workspace_granted_bytes')}\n"
-                f"/ ({m('mssql_memory_workspace_maximum_bytes')} > 0)"
+                f"{m(memory_manager.WORKSPACE_GRANTED.name)}\n"
+                f"/ ({m(memory_manager.WORKSPACE_MAXIMUM.name)} > 0)"
             ),
         },
         {
@@ -124,7 +125,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     mem = spec.memory
     m = partial(metric, spec)
     pulled = mem.target_pulled_down
-    target = m("mssql_memory_target_bytes")
+    target = m(memory_manager.TARGET.name)
     max_memory = m(memory_config.MAX_SERVER_MEMORY.name)
     physical = m(os_memory.OS_PHYSICAL_MEMORY_BYTES.name)
     default = mem.max_server_memory_default

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from mssql_memory_exporter.collectors import endurance, ssd_pools
+from mssql_memory_exporter.host import drive_metrics
 
 from . import names as N
 from .names import RuleNames
@@ -88,7 +89,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         alert(
             spec,
             N.DRIVE_WEAR_HIGH,
-            f"{x('mssql_drive_life_used_ratio')} >= {number(d.life_used_warning)}",
+            f"{x(drive_metrics.LIFE_USED)} >= {number(d.life_used_warning)}",
             d.wear_for,
             "warning",
             f"Drive {drive} has used {{{{ $value | humanizePercentage }}}} of its rated life",
@@ -99,7 +100,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         alert(
             spec,
             N.DRIVE_SPARE_LOW,
-            f"{x('mssql_drive_available_spare_ratio')}\n< {x('mssql_drive_available_spare_threshold_ratio')}",
+            f"{x(drive_metrics.AVAILABLE_SPARE)}\n< {x(drive_metrics.AVAILABLE_SPARE_THRESHOLD)}",
             d.critical_for,
             "critical",
             f"Drive {drive} is out of spare blocks",
@@ -109,7 +110,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         alert(
             spec,
             N.DRIVE_CRITICAL_WARNING,
-            f"{x('mssql_drive_critical_warning')} > 0\nor {x('mssql_drive_smart_passed')} == 0",
+            f"{x(drive_metrics.CRITICAL_WARNING)} > 0\nor {x(drive_metrics.SMART_PASSED)} == 0",
             d.critical_for,
             "critical",
             f"Drive {drive} reports a critical warning",
@@ -119,8 +120,8 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
         alert(
             spec,
             N.DRIVE_HEALTH_UNREAD,
-            f"{x('mssql_drive_read_success')} == 0\n"
-            f"or {x('mssql_drive_reading_age_seconds')} > {number(d.reading_stale_seconds)}",
+            f"{x(drive_metrics.READ_SUCCESS)} == 0\n"
+            f"or {x(drive_metrics.READING_AGE)} > {number(d.reading_stale_seconds)}",
             d.unread_for,
             "warning",
             f"Drive {drive}: no health reading",

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mssql_memory_exporter.scrape import scrape_metrics
+
 from . import group_names
 from . import names as N
 from .rule_parts import INSTANCE, metric
@@ -43,7 +45,7 @@ def _pools(spec: Spec, condition: str = "") -> str:
 
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     shard = spec.fleet.shard_label
-    up, mssql_up = metric(spec, "up"), metric(spec, "mssql_up")
+    up, mssql_up = metric(spec, "up"), metric(spec, scrape_metrics.UP.name)
     pressure = (
         f"{metric(spec, N.PRESSURE_EXTERNAL)} == 1\n    or {metric(spec, N.PRESSURE_INTERNAL)} == 1"
     )

@@ -23,6 +23,7 @@ import re
 from typing import Any
 
 from mssql_memory_exporter.collectors import endurance, ssd_pools
+from mssql_memory_exporter.host import drive_metrics
 
 from .names import SMARTCTL_EXPORTER_GROUP
 from .spec import Spec, SpecError
@@ -100,16 +101,16 @@ def _figures(spec: Spec) -> dict[str, str]:
     )
     return {
         # NVMe percentage used, or on SATA the Device Statistics endurance indicator; percent to ratio.
-        "mssql_drive_life_used_ratio": (
+        drive_metrics.LIFE_USED: (
             f"{x['percentage_used']} / 100\n"
             f"or\n{_statistic(spec, 'Percentage Used Endurance Indicator')} / 100"
         ),
-        "mssql_drive_available_spare_ratio": f"{x['available_spare']} / 100",
-        "mssql_drive_available_spare_threshold_ratio": f"{x['available_spare_threshold']} / 100",
-        "mssql_drive_critical_warning": x["critical_warning"],
+        drive_metrics.AVAILABLE_SPARE: f"{x['available_spare']} / 100",
+        drive_metrics.AVAILABLE_SPARE_THRESHOLD: f"{x['available_spare_threshold']} / 100",
+        drive_metrics.CRITICAL_WARNING: x["critical_warning"],
         # smart_status is smartctl's smart_status.passed: 1 passed, 0 failing, as the bundle's.
-        "mssql_drive_smart_passed": x["smart_status"],
-        "mssql_drive_host_written_bytes_total": f"(\n{_indent(nvme_bytes)}\n)\nor\n{ata_bytes}",
+        drive_metrics.SMART_PASSED: x["smart_status"],
+        drive_metrics.HOST_WRITTEN: f"(\n{_indent(nvme_bytes)}\n)\nor\n{ata_bytes}",
     }
 
 
@@ -123,7 +124,7 @@ def _per_drive(spec: Spec, figure: str) -> str:
     expr = _set(_set(expr, "job", own_job), "reader", READER)
     # The exporter's own reading of the same drive wins (a redacted serial cannot be matched: see the
     # docs); an empty serial on either side says nothing about which drive it is.
-    return f'{expr}\nunless on (serial) mssql_drive_info{{{spec.exporter_selector}, serial!=""}}'
+    return f'{expr}\nunless on (serial) {drive_metrics.INFO}{{{spec.exporter_selector}, serial!=""}}'
 
 
 def _per_pool_drive(spec: Spec, drive_series: str) -> str:
@@ -144,8 +145,8 @@ def _per_pool_drive(spec: Spec, drive_series: str) -> str:
 def recording_rules(spec: Spec) -> list[dict[str, Any]]:
     rules = [{"record": name, "expr": _per_drive(spec, figure)} for name, figure in _figures(spec).items()]
     pool = {
-        ssd_pools.DRIVE_LIFE_USED.name: "mssql_drive_life_used_ratio",
-        ssd_pools.DRIVE_HOST_WRITTEN.name: "mssql_drive_host_written_bytes_total",
+        ssd_pools.DRIVE_LIFE_USED.name: drive_metrics.LIFE_USED,
+        ssd_pools.DRIVE_HOST_WRITTEN.name: drive_metrics.HOST_WRITTEN,
     }
     rules += [{"record": name, "expr": _per_pool_drive(spec, drive)} for name, drive in pool.items()]
     return rules

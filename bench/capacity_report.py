@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tests import tools
 from tests.capacity_backfill import BLOCK_DURATION, report
-from tests.capacity_history import GB, HOUR, History, Instance, Pool
+from tests.capacity_history import GIB, HOUR, History, Instance, Pool
 from tests.e2e_stack import Stack, free_port
 
 FETCHED = re.compile(r"^thanos_bucket_store_series_data_size_fetched_bytes_sum\{[^}]*\} (\S+)$", re.M)
@@ -40,8 +40,8 @@ def fleet_history(targets: int, last: int) -> History:
             Instance(
                 f"sql-{i:04d}",
                 "0",
-                [(365 * 24, 256 * GB), (182 * 24, 512 * GB)],
-                [Pool("tempdb", 28e15, {256 * GB: 50e6 + i, 512 * GB: 80e6 + i})],
+                [(365 * 24, 256 * GIB), (182 * 24, 512 * GIB)],
+                [Pool("tempdb", 28e15, {256 * GIB: 50e6 + i, 512 * GIB: 80e6 + i})],
             )
             for i in range(targets)
         ],

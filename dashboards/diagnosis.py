@@ -35,13 +35,13 @@ from .queries import m, rate
 def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
     """The memory dashboard's row "Who holds the memory"."""
     parts = {
-        "database cache": "mssql_memory_database_cache_bytes",
-        "plan cache (SQL cache)": "mssql_memory_sql_cache_bytes",
-        "locks": "mssql_memory_lock_bytes",
-        "log pool": "mssql_memory_log_pool_bytes",
-        "optimizer": "mssql_memory_optimizer_bytes",
-        "connections": "mssql_memory_connection_bytes",
-        "free": "mssql_memory_free_bytes",
+        "database cache": memory_manager.DATABASE_CACHE.name,
+        "plan cache (SQL cache)": memory_manager.SQL_CACHE.name,
+        "locks": memory_manager.LOCK.name,
+        "log pool": memory_manager.LOG_POOL.name,
+        "optimizer": memory_manager.OPTIMIZER.name,
+        "connections": memory_manager.CONNECTION.name,
+        "free": memory_manager.FREE.name,
     }
     # Stolen memory is everything but database pages and free memory; what the named parts of it leave.
     # Query workspace is not one of them: a grant is memory promised, stolen only as the query uses it
@@ -62,12 +62,12 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             [
                 *(Query(m(metric), name) for name, metric in parts.items() if name != "free"),
                 Query(
-                    f"clamp_min(\n  {m('mssql_memory_stolen_bytes')}\n  - ({named_stolen}),\n  0\n)",
+                    f"clamp_min(\n  {m(memory_manager.STOLEN.name)}\n  - ({named_stolen}),\n  0\n)",
                     "other stolen",
                 ),
                 Query(m(parts["free"]), "free"),
-                Query(m("mssql_memory_target_bytes"), "target"),
-                Query(m("mssql_memory_total_bytes"), "total"),
+                Query(m(memory_manager.TARGET.name), "target"),
+                Query(m(memory_manager.TOTAL.name), "total"),
             ],
             width=24,
             min=0,
@@ -87,7 +87,7 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "bytes",
             [
                 Query(f"{m(memory_clerks.CLERK_BYTES.name)} > 0", "{{clerk}}"),
-                Query(m("mssql_memory_total_bytes"), "Total Server Memory"),
+                Query(m(memory_manager.TOTAL.name), "Total Server Memory"),
             ],
             width=24,
             height=10,  # sixteen clerk names: the legend needs three lines
@@ -150,8 +150,8 @@ def memory_row_who_holds(lim: Limits) -> list[Panel | Row]:
             "RESOURCE_SEMAPHORE waits) and may time out.",
             "bytes",
             [
-                Query(m("mssql_memory_workspace_granted_bytes"), "granted"),
-                Query(m("mssql_memory_workspace_maximum_bytes"), "maximum"),
+                Query(m(memory_manager.WORKSPACE_GRANTED.name), "granted"),
+                Query(m(memory_manager.WORKSPACE_MAXIMUM.name), "maximum"),
             ],
             width=8,
             min=0,
@@ -259,8 +259,8 @@ def memory_row_pressure_from_outside(lim: Limits) -> list[Panel | Row]:
             "maximum or of max server memory.",
             "bytes",
             [
-                Query(m("mssql_memory_target_bytes"), "target"),
-                Query(m("mssql_memory_total_bytes"), "total"),
+                Query(m(memory_manager.TARGET.name), "target"),
+                Query(m(memory_manager.TOTAL.name), "total"),
                 Query(m(memory_config.COMMITTED_TARGET.name), "committed target"),
                 Query(
                     f"{m(memory_config.MAX_SERVER_MEMORY.name)}\n"

@@ -4,6 +4,7 @@ drive alerts (alerts/drives.py)."""
 from __future__ import annotations
 
 from mssql_memory_exporter.collectors import ssd_pools
+from mssql_memory_exporter.host import drive_metrics
 
 from alerts import names as names_
 from alerts.spec import number as num
@@ -46,13 +47,13 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
         f"or collector {ssd_pools.COLLECTOR.name} off"
     )
     columns = [
-        ("Life used", "mssql_drive_life_used_ratio", "percentunit"),
-        ("Spare", "mssql_drive_available_spare_ratio", "percentunit"),
-        ("Spare min", "mssql_drive_available_spare_threshold_ratio", "percentunit"),
-        ("Critical bits", "mssql_drive_critical_warning", "none"),
-        ("SMART ok", "mssql_drive_smart_passed", "none"),
-        ("Temp", "mssql_drive_temperature_celsius", "celsius"),
-        ("Write ampl.", "mssql_drive_write_amplification_ratio", "none"),
+        ("Life used", drive_metrics.LIFE_USED, "percentunit"),
+        ("Spare", drive_metrics.AVAILABLE_SPARE, "percentunit"),
+        ("Spare min", drive_metrics.AVAILABLE_SPARE_THRESHOLD, "percentunit"),
+        ("Critical bits", drive_metrics.CRITICAL_WARNING, "none"),
+        ("SMART ok", drive_metrics.SMART_PASSED, "none"),
+        ("Temp", drive_metrics.TEMPERATURE, "celsius"),
+        ("Write ampl.", drive_metrics.WRITE_AMPLIFICATION, "none"),
     ]
     renames = {f"Value #{chr(ord('A') + i)}": name for i, (name, _, _) in enumerate(columns)}
     wear = Thresholds.healthy_below(lim.endurance.exhaustion_share, warn=d.life_used_warning)
@@ -131,7 +132,7 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
             f"{pct(d.life_used_warning)} (orange from there: order the replacement; red past "
             f"{pct(lim.endurance.exhaustion_share)}: past its rating). Not capped at the rating.",
             "percentunit",
-            [Query(f"mssql_drive_life_used_ratio{{{own}}}", "{{device}} {{model}}", instant=True)],
+            [Query(f"{drive_metrics.LIFE_USED}{{{own}}}", "{{device}} {{model}}", instant=True)],
             width=8,
             min=0,
             max=lim.endurance.exhaustion_share,
@@ -145,7 +146,7 @@ def endurance_row_drives(lim: Limits) -> list[Panel | Row]:
             "Seconds since each drive's last good smartctl reading. Healthy: under the read interval (10 "
             f"minutes by default); the alert fires past {duration(d.reading_stale_seconds)}.",
             "s",
-            [Query(f"mssql_drive_reading_age_seconds{{{own}}}", "{{device}}")],
+            [Query(f"{drive_metrics.READING_AGE}{{{own}}}", "{{device}}")],
             width=16,
             min=0,
             thresholds=Thresholds.healthy_below(d.reading_stale_seconds),

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from mssql_memory_exporter.collectors import endurance as pool_endurance
 from mssql_memory_exporter.collectors import tempdb
+from mssql_memory_exporter.host import collector as host_collector
+from mssql_memory_exporter.host import drive_metrics
 
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, ENDURANCE_REMAINING
 
 from .capacity import endurance_row_capacity, memory_change_annotation
 from .drives import endurance_row_drives
 from .empty import waits
-from .frame import ENDURANCE_UID, TAGS, annotations, failover_annotation, header_links, variables
+from .frame import ENDURANCE_UID, TAGS, alert_annotations, failover_annotation, header_links, variables
 from .grafana import Dashboard, Panel, Query, Row, query_variable
 from .limits import Limits, pct
 from .pools import (
@@ -146,7 +148,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
     # Host disk counters (--collector.host) or drive readings (drive_health, or smartctl_exporter through
     # the optional rules): either makes the source worth offering.
     sel = lim.spec.exporter_selector
-    host_metric = f"(mssql_host_disk_written_bytes_total{{{sel}}} or mssql_drive_smart_passed{{{sel}}})"
+    host_metric = f"({host_collector.DISK_WRITTEN}{{{sel}}} or {drive_metrics.SMART_PASSED}{{{sel}}})"
     host_variable = query_variable(
         "host",
         "Host (exporter)",
@@ -167,7 +169,7 @@ def endurance_dashboard(lim: Limits) -> Dashboard:
         tags=[*TAGS, "endurance"],
         items=items,
         variables=variables(lim, multi=False, extra=[pool_variable, host_variable], pools_first=True),
-        annotations=[*annotations(), memory_change_annotation(lim), failover_annotation(lim)],
+        annotations=[*alert_annotations(), memory_change_annotation(lim), failover_annotation(lim)],
         links=header_links(lim, ENDURANCE_UID),
         time_from="now-7d",
     )

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from mssql_memory_exporter.collectors import buffer_manager, buffer_node, server_properties
 from mssql_memory_exporter.collectors.server_properties import BUILD_INFO
+from mssql_memory_exporter.scrape import scrape_metrics
 
 from alerts.names import ENDURANCE_BUDGET, ENDURANCE_EXHAUSTION, LAZY_WRITES, MEMORY_PRESSURE, PLE_LOW
 from alerts.spec import number as num
 
 from .empty import off, waits
-from .frame import FLEET_UID, TAGS, annotations, header_links, instance_links, variables
+from .frame import FLEET_UID, TAGS, alert_annotations, header_links, instance_links, variables
 from .grafana import (
     GREEN,
     HIDDEN_COLUMN,
@@ -63,11 +64,11 @@ def fleet_columns(lim: Limits) -> list[FleetColumn]:
     pressure = (
         f'count_over_time(\n  (max by (job, instance) (ALERTS{{alertname="{MEMORY_PRESSURE}", '
         f'alertstate="firing", {instance()}}}))[$__range:$__interval]\n)\n* $__interval_ms / 60000\n'
-        f"or on (job, instance) 0 * {by} ({m('mssql_up')})"
+        f"or on (job, instance) 0 * {by} ({m(scrape_metrics.UP.name)})"
     )
     oltp_targets = m(server_properties.TARGET_INFO.name, 'workload="oltp"')
     return [
-        ("Up", f"{by} ({m('mssql_up')})", "bool_yes_no", None),
+        ("Up", f"{by} ({m(scrape_metrics.UP.name)})", "bool_yes_no", None),
         (
             "Build",
             f"max by (job, instance, version, edition, update_level) ({m(BUILD_INFO.name)})",
@@ -248,7 +249,7 @@ def fleet_dashboard(lim: Limits) -> Dashboard:
         tags=[*TAGS, "capacity"],
         items=items,
         variables=variables(lim, multi=True),
-        annotations=annotations(),
+        annotations=alert_annotations(),
         links=header_links(lim, FLEET_UID),
         time_from="now-7d",
     )

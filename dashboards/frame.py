@@ -4,6 +4,7 @@ the dashboards."""
 from __future__ import annotations
 
 from mssql_memory_exporter.collectors import availability_groups, endurance, resource_monitor, sys_info
+from mssql_memory_exporter.scrape import scrape_metrics
 
 from .grafana import (
     BLUE,
@@ -47,7 +48,7 @@ def variables(
     instance = query_variable(
         "instance",
         "Instance",
-        f'label_values(mssql_up{{{selector}, job=~"$job"}}, instance)',
+        f'label_values({scrape_metrics.UP.name}{{{selector}, job=~"$job"}}, instance)',
         "SQL Server targets, as the scrape job labels them (the exporter's target names).",
         multi=multi,
         all_value=all_value,
@@ -60,7 +61,7 @@ def variables(
             "Instance",
             "query_result(sort_desc(count by (instance) "
             f'({endurance.RATED_ENDURANCE.name}{{{selector}, job=~"$job"}}) + 1'
-            f' or 0 * count by (instance) (mssql_up{{{selector}, job=~"$job"}})))',
+            f' or 0 * count by (instance) ({scrape_metrics.UP.name}{{{selector}, job=~"$job"}})))',
             "SQL Server targets, as the scrape job labels them; those with SSD pools (ssd_pools in the "
             "exporter's config) are listed first.",
             regex='/instance="([^"]+)"/',
@@ -71,7 +72,7 @@ def variables(
         query_variable(
             "job",
             "Job",
-            f"label_values(mssql_up{{{selector}}}, job)",
+            f"label_values({scrape_metrics.UP.name}{{{selector}}}, job)",
             "The Prometheus job(s) scraping the exporter (those the recording rules' selector matches).",
             multi=multi,
             all_value=all_value,
@@ -81,7 +82,7 @@ def variables(
     ]
 
 
-def annotations() -> list[Json]:
+def alert_annotations() -> list[Json]:
     return [
         prometheus_annotation(
             "Firing alerts",

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from alerts.generated import generator_main
 from alerts.spec import GRAFANA_UID_MAX, Spec, SpecError, load
+from generators.generated_section import generator_main
 
 from .endurance import endurance_dashboard
 from .fleet import fleet_dashboard

@@ -12,6 +12,7 @@ from mssql_memory_exporter.collectors import (
     sql_statistics,
     sys_info,
 )
+from mssql_memory_exporter.scrape import scrape_metrics
 
 from alerts.names import (
     COLLECTOR_FAILING,
@@ -33,7 +34,7 @@ from .empty import AZURE_SQL_DATABASE, NO_SCRAPE, off, waits
 from .frame import (
     MEMORY_UID,
     TAGS,
-    annotations,
+    alert_annotations,
     failover_annotation,
     header_links,
     low_memory_annotation,
@@ -97,7 +98,7 @@ def ple_ratio_expr(lim: Limits) -> str:
 
 
 def lookups_per_batch_expr() -> str:
-    return f"{rate('mssql_page_lookups_total')}\n/ ({rate(sql_statistics.BATCH_REQUESTS.name)} > 0)"
+    return f"{rate(buffer_manager.PAGE_LOOKUPS.name)}\n/ ({rate(sql_statistics.BATCH_REQUESTS.name)} > 0)"
 
 
 # Alerts of an instance: orange while some are pending and none fires, red from the first firing one.
@@ -118,10 +119,11 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
         Panel(
             "stat",
             "Target up",
-            "Whether the exporter could read this SQL Server at the last scrape (mssql_up). Healthy: up. "
+            f"Whether the exporter could read this SQL Server at the last scrape ({scrape_metrics.UP.name})."
+            " Healthy: up. "
             "While it is down no other panel gets new data, and every other alert of the target is silenced.",
             "bool_yes_no",
-            [Query(m("mssql_up"), instant=True)],
+            [Query(m(scrape_metrics.UP.name), instant=True)],
             width=NOW_WIDTH,
             height=4,
             mappings=value_map({0: ("down", RED), 1: ("up", GREEN)}),
@@ -130,10 +132,10 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
         ),
         now_stat(
             "Uptime",
-            "Time since SQL Server started (from mssql_start_time_seconds). Right after a start the buffer "
-            "pool is empty: page life expectancy can be no higher than the uptime, so the PLE alerts wait "
-            "until the instance has been up longer than each node's floor. Healthy: steady growth; a reset "
-            "is a restart (marked on the time series).",
+            f"Time since SQL Server started (from {sys_info.START_TIME.name}). Right after a start the"
+            " buffer pool is empty: page life expectancy can be no higher than the uptime, so the PLE alerts"
+            " wait until the instance has been up longer than each node's floor. Healthy: steady growth; a"
+            " reset is a restart (marked on the time series).",
             "s",
             m(lim.rule("uptime")),
             no_value=off(sys_info),
@@ -207,7 +209,7 @@ def memory_row_now(lim: Limits) -> list[Panel | Row]:
             f"fires when more than {num(lim.memory.memory_grants_pending.max)} wait for "
             f"{lim.memory.memory_grants_pending.for_}.",
             "short",
-            m("mssql_memory_grants_pending"),
+            m(memory_manager.GRANTS_PENDING.name),
             thresholds=Thresholds.healthy_below(lim.grants_alarm),
             links=[lim.runbook(GRANTS_PENDING)],
             no_value=off(memory_manager),
@@ -255,7 +257,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             f"fires after {lim.memory.free_list_stalls_per_second.for_} over it. Stalls with low page "
             "life expectancy are memory pressure.",
             UNIT_STALLS,
-            ("mssql_free_list_stalls_total", "stalls/s"),
+            (buffer_manager.FREE_LIST_STALLS.name, "stalls/s"),
             "stalls",
             lim.memory.free_list_stalls_per_second.max,
             FREE_LIST_STALLS,
@@ -270,7 +272,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             f"{lim.memory.lazy_writes_per_second.for_} over it. Checkpoints, not the lazy writer, "
             "should do most writing.",
             UNIT_PAGES,
-            ("mssql_lazy_writes_total", "lazy writes/s"),
+            (buffer_manager.LAZY_WRITES.name, "lazy writes/s"),
             "lazy",
             lim.memory.lazy_writes_per_second.max,
             LAZY_WRITES,
@@ -288,7 +290,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             [
                 Query(m(buffer_node.PLE.name), "node {{node}}"),
                 Query(m(lim.rule("ple_floor")), "node {{node}} floor"),
-                Query(m("mssql_page_life_expectancy_seconds"), "instance (harmonic mean of the nodes)"),
+                Query(m(buffer_manager.PAGE_LIFE_EXPECTANCY.name), "instance (harmonic mean of the nodes)"),
             ],
             thresholds=Thresholds.healthy_above(lim.memory.page_life_expectancy.floor_seconds),
             min=0,
@@ -346,8 +348,8 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "small for the working set shows here first, as reads.",
             UNIT_PAGES,
             [
-                Query(rate("mssql_page_reads_total"), "reads/s"),
-                Query(rate("mssql_page_writes_total"), "writes/s"),
+                Query(rate(buffer_manager.PAGE_READS.name), "reads/s"),
+                Query(rate(buffer_manager.PAGE_WRITES.name), "writes/s"),
                 Query(m(lim.rule("page_io")), f"reads + writes, {w} average"),
             ],
             thresholds=Thresholds.healthy_below(lim.memory.page_io_per_second.max),
@@ -363,7 +365,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             f"{num(lim.memory.free_memory_bytes.min / 2**20)} MiB; the red area is under it. "
             "Near zero is common on a server at its memory target: read it with stalls and PLE.",
             "bytes",
-            [Query(m("mssql_memory_free_bytes"), "free memory")],
+            [Query(m(memory_manager.FREE.name), "free memory")],
             thresholds=Thresholds.healthy_above(lim.memory.free_memory_bytes.min),
             min=0,
             links=[lim.runbook(FREE_MEMORY_LOW)],
@@ -378,7 +380,7 @@ def memory_row_dell_table_4(lim: Limits) -> list[Panel | Row]:
             "coloured by its own target's workload (the legend names it). Read-ahead counts as hits, so this "
             "stays high under real pressure: never judge memory by it alone.",
             "percentunit",
-            [Query(with_workload(m("mssql_buffer_cache_hit_ratio")), "hit ratio ({{workload}} target)")],
+            [Query(with_workload(m(buffer_manager.HIT_RATIO.name)), "hit ratio ({{workload}} target)")],
             # The default only shows before a series' workload is known; each workload has its own floor.
             thresholds=Thresholds.healthy_above(
                 lim.memory.buffer_cache_hit_ratio.olap, warn=lim.memory.buffer_cache_hit_ratio.oltp
@@ -426,10 +428,10 @@ def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
             "busy means SQL Server cannot get the memory it wants (max server memory, OS pressure).",
             "bytes",
             [
-                Query(m("mssql_memory_target_bytes"), "target"),
-                Query(m("mssql_memory_total_bytes"), "total"),
-                Query(m("mssql_memory_database_cache_bytes"), "database cache"),
-                Query(m("mssql_memory_stolen_bytes"), "stolen"),
+                Query(m(memory_manager.TARGET.name), "target"),
+                Query(m(memory_manager.TOTAL.name), "total"),
+                Query(m(memory_manager.DATABASE_CACHE.name), "database cache"),
+                Query(m(memory_manager.STOLEN.name), "stolen"),
             ],
             min=0,
             no_value=off(memory_manager),
@@ -443,8 +445,8 @@ def memory_row_memory_manager(lim: Limits) -> list[Panel | Row]:
             "wait for memory before they can even start.",
             "suffix: queries",
             [
-                Query(m("mssql_memory_grants_pending"), "pending"),
-                Query(m("mssql_memory_grants_outstanding"), "outstanding"),
+                Query(m(memory_manager.GRANTS_PENDING.name), "pending"),
+                Query(m(memory_manager.GRANTS_OUTSTANDING.name), "outstanding"),
             ],
             thresholds=Thresholds.healthy_below(lim.grants_alarm),
             min=0,
@@ -504,9 +506,9 @@ def memory_row_hybrid_buffer_pool(lim: Limits) -> list[Panel | Row]:
             "so usually nearly all). Healthy: configured and enabled agree; off before SQL Server 2019.",
             "bool_on_off",
             [
-                Query(m("mssql_hybrid_buffer_pool_configured"), "configured", instant=True),
-                Query(m("mssql_hybrid_buffer_pool_enabled"), "in effect", instant=True),
-                Query(m("mssql_hybrid_buffer_pool_databases"), "databases with it on", instant=True),
+                Query(m(hybrid_buffer_pool.CONFIGURED.name), "configured", instant=True),
+                Query(m(hybrid_buffer_pool.ENABLED.name), "in effect", instant=True),
+                Query(m(hybrid_buffer_pool.DATABASES.name), "databases with it on", instant=True),
             ],
             width=8,
             overrides=[override("databases with it on", ("unit", "short"))],
@@ -522,10 +524,10 @@ def memory_row_hybrid_buffer_pool(lim: Limits) -> list[Panel | Row]:
             "healthy range: it shows what PMEM can serve; empty when no PMEM volume is known.",
             "bytes",
             [
-                Query(m("mssql_hybrid_buffer_pool_eligible_bytes"), "{{volume}}: eligible", instant=True),
+                Query(m(hybrid_buffer_pool.ELIGIBLE_BYTES.name), "{{volume}}: eligible", instant=True),
                 Query(
-                    f"{m('mssql_hybrid_buffer_pool_eligible_bytes')}\n"
-                    f"* on (job, instance) group_left () {m('mssql_hybrid_buffer_pool_enabled')}",
+                    f"{m(hybrid_buffer_pool.ELIGIBLE_BYTES.name)}\n"
+                    f"* on (job, instance) group_left () {m(hybrid_buffer_pool.ENABLED.name)}",
                     "{{volume}}: eligible while in effect",
                     instant=True,
                 ),
@@ -547,18 +549,19 @@ def memory_row_exporter(lim: Limits) -> list[Panel | Row]:
             "Wall time of each scrape of this target: login when needed, the one T-SQL batch and parsing. "
             "Healthy: well under the scrape timeout; a scrape that runs into it reads as the target down.",
             "s",
-            [Query(m("mssql_scrape_duration_seconds"), "scrape")],
+            [Query(m(scrape_metrics.SCRAPE_DURATION.name), "scrape")],
             min=0,
             no_value=NO_SCRAPE,
         ),
         Panel(
             "stat",
             "Collectors",
-            "Whether each section of the last scrape succeeded (mssql_exporter_collector_success). Healthy: "
+            f"Whether each section of the last scrape succeeded ({scrape_metrics.COLLECTOR_SUCCESS.name})."
+            " Healthy: "
             "all ok. A failing collector's metrics are missing (often a permission); the others still "
             "export.",
             "bool_yes_no",
-            [Query(m("mssql_exporter_collector_success"), "{{collector}}", instant=True)],
+            [Query(m(scrape_metrics.COLLECTOR_SUCCESS.name), "{{collector}}", instant=True)],
             mappings=value_map({0: ("failing", RED), 1: ("ok", GREEN)}),
             options={"textMode": "value_and_name", "colorMode": "background"},
             links=[lim.runbook(COLLECTOR_FAILING)],
@@ -588,7 +591,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         tags=[*TAGS, "memory"],
         items=items,
         variables=variables(lim, multi=False),
-        annotations=[*annotations(), failover_annotation(lim), low_memory_annotation(lim)],
+        annotations=[*alert_annotations(), failover_annotation(lim), low_memory_annotation(lim)],
         links=header_links(lim, MEMORY_UID),
         refresh="1m",
     )

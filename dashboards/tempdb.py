@@ -12,6 +12,7 @@ from mssql_memory_exporter.collectors import (
     tempdb_usage,
     volumes,
 )
+from mssql_memory_exporter.host import collector as host_collector
 
 from alerts import names as names_
 from alerts.spec import number as num
@@ -119,7 +120,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "timeseries",
             "Host disk writes",
             "Bytes per second written to each physical disk of the host whose exporter is chosen as Host "
-            "(mssql_host_disk_written_bytes_total, exporter started with --collector.host on the SQL Server "
+            f"({host_collector.DISK_WRITTEN}, exporter started with --collector.host on the SQL Server "
             "host). The Host variable is not tied to the chosen instance, since no metric says which "
             f"exporter runs on its host: it starts at {NO_HOST} (this panel empty); choose the exporter on "
             "this instance's host. Counts every writer and each mirror member; compare with the database "
@@ -129,7 +130,7 @@ def endurance_row_tempdb(lim: Limits) -> list[Panel | Row]:
             "Bps",
             [
                 Query(
-                    f"sum by (instance, device) (rate(mssql_host_disk_written_bytes_total"
+                    f"sum by (instance, device) (rate({host_collector.DISK_WRITTEN}"
                     f"{{{lim.spec.exporter_selector}, {HOST}}}"
                     "[$__rate_interval]))",
                     "{{device}} ({{instance}})",

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from alerts import evaluators
-from alerts.generated import generator_main
+from generators.generated_section import generator_main
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES_DIR = ROOT / "alerts" / "rules"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.collectors.base import CollectorRecord
+from mssql_memory_exporter.collectors.perf import objects_named
 
 from .generated_section import replace_between
 from .permissions import (
@@ -51,8 +52,9 @@ def _reads(record: CollectorRecord, collectors: Sequence[CollectorRecord]) -> st
     cells = []
     for name in own:
         text = f"`{name}`"
-        if name == "sys.dm_os_performance_counters" and record.perf_object is not None:
-            text += f" (object `{record.perf_object.name}`)"
+        objects = objects_named(record.reads)
+        if name == "sys.dm_os_performance_counters" and objects:
+            text += f" (object {', '.join(f'`{o}`' for o in objects)})"
         cells.append(text)
     reads = ", ".join(cells) or "no view (`SERVERPROPERTY()`)"
     through = [o for o in objects_read(record, collectors, lookups=False) if o not in own]
@@ -123,6 +125,6 @@ def render(text: str, collectors: Sequence[CollectorRecord] = COLLECTORS) -> str
         (DENIED_LIST, denied_list),
     )
     for name, body in tables:
-        missing = f"docs/permissions.md has no markers for its {name} table: add\n{begin(name)}\n{end(name)}"
-        text = replace_between(text, begin(name), end(name), body(collectors), missing)
+        hint = f"docs/permissions.md has no markers for its {name} table: add\n{begin(name)}\n{end(name)}"
+        text = replace_between(text, begin(name), end(name), body(collectors), hint)
     return text

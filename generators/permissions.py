@@ -3,7 +3,8 @@ collector reads, found in its sections' own SQL.
 
 docs/permissions.md's per-collector and per-object tables are written from here
 (`python -m generators.reference`), so a new collector that reads objects already listed
-below needs no edit of the page or of this module: its row follows from its sections or its perf object.
+below needs no edit of the page or of this module: its row follows from its sections or the objects it
+reads of a shared section (its perf object).
 A collector reading an object not listed here fails the tests until the object's permission is added.
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from mssql_memory_exporter.collectors import files
 from mssql_memory_exporter.collectors.base import CollectorRecord, Section
-from mssql_memory_exporter.collectors.perf import perf_section
+from mssql_memory_exporter.connection.batch import shared_sections
 
 VSS = "VIEW SERVER STATE"
 VSPS = "VIEW SERVER PERFORMANCE STATE"
@@ -257,8 +258,7 @@ def sections_read(
     for tag in record.sections:
         if tag in brought:
             wanted.setdefault(tag, brought[tag])
-    if record.perf_object is not None:
-        wanted["perf"] = perf_section([record.perf_object])
+    wanted.update(shared_sections(record.reads))
     if lookups and files.FILES_TAG in wanted:
         wanted[files.VOLUMES_TAG] = VOLUME_LOOKUP
     return list(wanted.values())

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.collectors.base import CollectorRecord
+from mssql_memory_exporter.collectors.perf import objects_named
 from mssql_memory_exporter.scrape.platform import PLATFORMS, Platform, reads, sql_by_tag, why_left_out
 
 from .generated_section import refresh, replace_between
@@ -56,7 +57,7 @@ def _reads_cell(record: CollectorRecord, sql_of: dict[str, str]) -> str:
     perf = "sys.dm_os_performance_counters"
     names = [
         f"`{o}`"
-        + (f" ({record.perf_object.name})" if o == perf and record.perf_object else "")
+        + (f" ({', '.join(objects)})" if o == perf and (objects := objects_named(record.reads)) else "")
         + (" (if present)" if o in optional else "")
         for o in objects
     ]

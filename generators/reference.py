@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.collectors.base import CollectorRecord
-from mssql_memory_exporter.collectors.declare import MetricSpec
+from mssql_memory_exporter.metrics.declare import MetricSpec
 from mssql_memory_exporter.scrape.scrape_metrics import TARGET_SERIES_LABELS
 
 from . import permission_reference

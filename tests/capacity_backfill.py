@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.capacity_history import DAY, GB, HOUR, PLANNED, History
+from tests.capacity_history import DAY, GIB, HOUR, PLANNED, History
 
 # Long blocks (promtool cuts them at about 20 days within this limit): few blocks for a year, each long
 # enough for the compactor to downsample (raw blocks longer than 40 h to 5 m, 5 m blocks longer than
@@ -75,12 +75,12 @@ def expected_rows(history: History, stamp_delay: float = 0) -> list[dict[str, ob
         }
 
     return [
-        row("sql-a", "tempdb", first + 1800, change_a - 5400, 256 * GB, 50e6, 28e15),
-        row("sql-a", "tempdb", change_a + 1800, end, 512 * GB, 80e6, 28e15),
-        row("sql-b", "data", first + 1800, end, 128 * GB, 10e6, 7.008e15),
-        row("sql-b", "scratch", first + 1800, end, 128 * GB, 1e6, None, "pool has no rating"),
-        row("sql-c", "tempdb", first + 1800, change_c - 5400, 64 * GB, 20e6, 7.008e15),
-        row("sql-c", "tempdb", change_c + 1800, end, 96 * GB, 30e6, 7.008e15),
-        row("sql-d", "tempdb", first_d + 1800, change_d - 5400, 32 * GB, 5e6, 3.5e15),
-        row("sql-d", "tempdb", change_d + 1800, end, 24 * GB, None, None, "shorter than the 5h"),
+        row("sql-a", "tempdb", first + 1800, change_a - 5400, 256 * GIB, 50e6, 28e15),
+        row("sql-a", "tempdb", change_a + 1800, end, 512 * GIB, 80e6, 28e15),
+        row("sql-b", "data", first + 1800, end, 128 * GIB, 10e6, 7.008e15),
+        row("sql-b", "scratch", first + 1800, end, 128 * GIB, 1e6, None, "pool has no rating"),
+        row("sql-c", "tempdb", first + 1800, change_c - 5400, 64 * GIB, 20e6, 7.008e15),
+        row("sql-c", "tempdb", change_c + 1800, end, 96 * GIB, 30e6, 7.008e15),
+        row("sql-d", "tempdb", first_d + 1800, change_d - 5400, 32 * GIB, 5e6, 3.5e15),
+        row("sql-d", "tempdb", change_d + 1800, end, 24 * GIB, None, None, "shorter than the 5h"),
     ]

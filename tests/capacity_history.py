@@ -122,7 +122,8 @@ class History:
                 yield f"{family}{{{labels}{extra}}} {fixed:g} {t}\n"
 
 
-GB = 1e9
+# SQL Server memory is set in MB of 2^20 bytes: the history keeps to whole GiB, as DBAs size it.
+GIB = 2**30
 
 
 def fleet(last_sample: int) -> History:
@@ -134,32 +135,32 @@ def fleet(last_sample: int) -> History:
             Instance(
                 "sql-a",
                 "0",
-                [(365 * 24, 256 * GB), (182 * 24, 512 * GB)],
-                [Pool("tempdb", 28e15, {256 * GB: 50e6, 512 * GB: 80e6})],
+                [(365 * 24, 256 * GIB), (182 * 24, 512 * GIB)],
+                [Pool("tempdb", 28e15, {256 * GIB: 50e6, 512 * GIB: 80e6})],
             ),
             # Steady; a second pool without a rating; drives read and the implied endurance recorded.
             Instance(
                 "sql-b",
                 "0",
-                [(365 * 24, 128 * GB)],
+                [(365 * 24, 128 * GIB)],
                 [
-                    Pool("data", 7.008e15, {128 * GB: 10e6}, life_used=0.2, implied_endurance_bytes=5e16),
-                    Pool("scratch", None, {128 * GB: 1e6}),
+                    Pool("data", 7.008e15, {128 * GIB: 10e6}, life_used=0.2, implied_endurance_bytes=5e16),
+                    Pool("scratch", None, {128 * GIB: 1e6}),
                 ],
             ),
             Instance(
                 "sql-c",
                 "1",
-                [(365 * 24, 64 * GB), (100 * 24, 96 * GB)],
-                [Pool("tempdb", 7.008e15, {64 * GB: 20e6, 96 * GB: 30e6})],
+                [(365 * 24, 64 * GIB), (100 * 24, 96 * GIB)],
+                [Pool("tempdb", 7.008e15, {64 * GIB: 20e6, 96 * GIB: 30e6})],
             ),
             # In service for the last 30 days only; memory cut two hours before the end: the last period
             # is too short for a figure.
             Instance(
                 "sql-d",
                 "1",
-                [(365 * 24, 32 * GB), (2, 24 * GB)],
-                [Pool("tempdb", 3.5e15, {32 * GB: 5e6, 24 * GB: 7e6})],
+                [(365 * 24, 32 * GIB), (2, 24 * GIB)],
+                [Pool("tempdb", 3.5e15, {32 * GIB: 5e6, 24 * GIB: 7e6})],
                 first_hours_before_end=30 * 24,
             ),
         ],

@@ -1,4 +1,4 @@
-"""Checks of what a collector emits against what it declares (collectors/declare.py), for the per-collector
+"""Checks of what a collector emits against what it declares (metrics/declare.py), for the per-collector
 test modules and test_declarations.py."""
 
 from __future__ import annotations

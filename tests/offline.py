@@ -5,8 +5,9 @@ the rows each collector's own test module (tests/test_collector_<name>.py) feeds
 from __future__ import annotations
 
 from mssql_memory_exporter.collectors import COLLECTORS
-from mssql_memory_exporter.collectors.base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from mssql_memory_exporter.collectors.base import CollectorRecord, ScrapeContext, SectionResult
 from mssql_memory_exporter.connection.batch import ResultSet, render_batch, route, sections_of
+from mssql_memory_exporter.metrics.builder import FamilyBuilder
 
 from tests.conftest import exposition, samples_of
 from tests.standin.scenario import Clock, Instance, Scenario

@@ -12,8 +12,9 @@ import re
 
 import pytest
 from mssql_memory_exporter.collectors import COLLECTORS, availability_groups
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext, SectionResult
+from mssql_memory_exporter.collectors.base import ScrapeContext, SectionResult
 from mssql_memory_exporter.connection.batch import ResultSet, render_batch, route, sections_of
+from mssql_memory_exporter.metrics.builder import FamilyBuilder
 
 from tests.conftest import exposition, make_config, scrape, value
 from tests.standin.scenario import Clock, Instance, Scenario

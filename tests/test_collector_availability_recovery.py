@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 from mssql_memory_exporter.collectors import availability_groups, availability_recovery
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ImpossibleValue, ScrapeContext
+from mssql_memory_exporter.collectors.base import ScrapeContext
+from mssql_memory_exporter.metrics.builder import FamilyBuilder, ImpossibleValue
 
 from tests.conftest import value
 from tests.offline import results_for, run_with, samples_offline

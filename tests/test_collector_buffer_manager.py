@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 from mssql_memory_exporter.collectors import buffer_manager
-from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, ScrapeContext, SectionResult
+from mssql_memory_exporter.collectors.base import ScrapeContext, SectionResult
 from mssql_memory_exporter.collectors.perfcounters import CounterKind
+from mssql_memory_exporter.metrics.builder import FamilyBuilder, MissingData
 
 from tests.conftest import exposition
 from tests.offline import (

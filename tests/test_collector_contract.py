@@ -50,6 +50,79 @@ def test_the_import_check_can_see_a_relative_config_import(tmp_path: Path):
     assert {"mssql_memory_exporter.config.SsdPool", "mssql_memory_exporter.config"} <= _imports(probe)
 
 
+def _package_graph() -> dict[str, set[str]]:
+    """Each module of the installed package, to the modules of the package it imports."""
+    root = PACKAGE.parent
+    names: dict[Path, str] = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        names[path] = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    known = set(names.values())
+    graph: dict[str, set[str]] = {}
+    for path, name in names.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        found = graph[name] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+                for alias in node.names:
+                    # `from . import perf` imports the submodule, not the package it sits in
+                    found.add(f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        found &= known - {name}
+    return graph
+
+
+def _a_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle (its modules, the first repeated at the end), or None."""
+    done: set[str] = set()
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        if node in path:
+            return [*path[path.index(node) :], node]
+        if node in done:
+            return None
+        for nxt in sorted(graph.get(node, ())):
+            circle = visit(nxt, [*path, node])
+            if circle:
+                return circle
+        done.add(node)
+        return None
+
+    for start in sorted(graph):
+        circle = visit(start, [])
+        if circle:
+            return circle
+    return None
+
+
+def test_the_package_has_no_import_circle_not_even_for_types():
+    """Data goes down the stages: a module never needs, even for a type hint under TYPE_CHECKING, one that
+    imports it back (collectors/base and perf met through a perf-only field; web/connections, handler and
+    server through the server's members)."""
+    circle = _a_circle(_package_graph())
+    assert circle is None, " -> ".join(circle or [])
+
+
+def test_the_circle_check_finds_a_type_only_circle():
+    assert _a_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _a_circle({"a": {"b"}, "b": set()}) is None
+
+
+def test_metrics_import_nothing_of_the_stages_that_use_them():
+    """The family builder, the declarations and the exposition are the bottom stage: collectors, host and
+    app build on them, so they import nothing of the package but each other."""
+    graph = _package_graph()
+    outside = {
+        module: sorted(i for i in imports if not i.startswith("mssql_memory_exporter.metrics"))
+        for module, imports in graph.items()
+        if module.startswith("mssql_memory_exporter.metrics")
+    }
+    assert not {module: imports for module, imports in outside.items() if imports}
+
+
 def test_every_module_with_a_record_is_listed_once():
     records = {}
     for info in pkgutil.iter_modules([str(PACKAGE)]):
@@ -91,3 +164,16 @@ def test_the_host_collector_offers_what_the_host_view_reads():
 
 def test_the_default_view_has_every_field():
     assert _members(view.TargetView) <= set(vars(view.NO_TARGET)) | set(view.TargetFacts.__dataclass_fields__)
+
+
+def test_the_package_imports_nothing_private_of_prometheus_client():
+    """A private function may change or vanish in any release (the dependency allows every 0.x)."""
+    private = [
+        f"{path.relative_to(PACKAGE.parent)}: {node.module}.{alias.name}"
+        for path in sorted(PACKAGE.parent.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("prometheus_client")
+        for alias in node.names
+        if alias.name.startswith("_") or any(part.startswith("_") for part in (node.module or "").split("."))
+    ]
+    assert not private

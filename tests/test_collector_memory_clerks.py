@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from mssql_memory_exporter.collectors import memory_clerks
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ImpossibleValue, ScrapeContext, SectionResult
+from mssql_memory_exporter.collectors.base import ScrapeContext, SectionResult
+from mssql_memory_exporter.metrics.builder import FamilyBuilder, ImpossibleValue
 
 from tests.conftest import exposition, samples_of, value
 from tests.offline import (

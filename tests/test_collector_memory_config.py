@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from mssql_memory_exporter.collectors import memory_config
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext, SectionResult
+from mssql_memory_exporter.collectors.base import ScrapeContext, SectionResult
+from mssql_memory_exporter.metrics.builder import FamilyBuilder
 
 from tests.conftest import exposition, samples_of, value
 from tests.offline import results_for, samples_offline

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 from mssql_memory_exporter.collectors import os_memory
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ImpossibleValue, ScrapeContext
+from mssql_memory_exporter.collectors.base import ScrapeContext
+from mssql_memory_exporter.metrics.builder import FamilyBuilder, ImpossibleValue
 
 from tests.conftest import exposition, samples_of, value
 from tests.offline import results_for, samples_offline

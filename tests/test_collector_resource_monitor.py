@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 from mssql_memory_exporter.collectors import resource_monitor
-from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, ScrapeContext
+from mssql_memory_exporter.collectors.base import ScrapeContext
 from mssql_memory_exporter.connection.batch import ResultSet, route
+from mssql_memory_exporter.metrics.builder import FamilyBuilder, MissingData
 
 from tests.conftest import exposition, samples_of
 from tests.offline import BATCH, SECTIONS, results_for

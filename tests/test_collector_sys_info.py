@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from mssql_memory_exporter.collectors import sys_info
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext, SectionResult
+from mssql_memory_exporter.collectors.base import ScrapeContext, SectionResult
+from mssql_memory_exporter.metrics.builder import FamilyBuilder
 
 DAY = 86_400
 

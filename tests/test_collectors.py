@@ -2,20 +2,18 @@
 every collector shares (the golden expositions, perf-counter parsing, routing, impossible values) is here;
 each collector's own facts are in tests/test_collector_<name>.py.
 
-Golden files pin the whole exposition of each scenario at a fixed scenario time; regenerate them with
-`UPDATE_GOLDEN=1 pytest tests/test_collectors.py` after a deliberate change, and review the diff.
+Golden files pin the whole exposition of each scenario at a fixed scenario time; `make generate` rewrites
+them (generators/goldens.py) after a deliberate change: review the diff before committing it.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sys
-from pathlib import Path
 
 import pytest
 from mssql_memory_exporter.collectors import COLLECTORS, perf
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ImpossibleValue, MissingData, ScrapeContext
+from mssql_memory_exporter.collectors.base import ScrapeContext
 from mssql_memory_exporter.collectors.perfcounters import CounterKind, kind_of, object_suffix, parse_perf_rows
 from mssql_memory_exporter.connection.batch import (
     BatchShapeError,
@@ -24,26 +22,19 @@ from mssql_memory_exporter.connection.batch import (
     route,
     sections_of,
 )
+from mssql_memory_exporter.metrics.builder import FamilyBuilder, ImpossibleValue, MissingData
 
-from tests.offline import BATCH, SECTIONS, NamedTarget, collect, results_for
-
-GOLDEN = Path(__file__).parent / "golden"
-SCENARIOS = ["healthy-oltp", "memory-pressure", "named-instance-padded", "numa-4-nodes"]
+from generators import goldens
+from tests.offline import BATCH, SECTIONS, NamedTarget, results_for
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("scenario", goldens.SCENARIOS)
 def test_exposition_matches_golden(scenario):
-    text = collect(results_for(scenario))
-    # The start time depends on the wall clock at which the test runs; everything else is exact.
-    text = (
-        "\n".join(line for line in text.splitlines() if not line.startswith("mssql_start_time_seconds "))
-        + "\n"
+    path = goldens.GOLDEN / f"{scenario}.prom"
+    assert goldens.exposition(scenario) == path.read_text(), (
+        f"exposition of {scenario} changed: run `make generate` (python -m generators.goldens) and review"
+        " the diff of tests/golden before committing it"
     )
-    path = GOLDEN / f"{scenario}.prom"
-    if os.environ.get("UPDATE_GOLDEN"):
-        path.parent.mkdir(exist_ok=True)
-        path.write_text(text)
-    assert text == path.read_text(), f"exposition of {scenario} changed; see the diff above"
 
 
 def test_padding_and_named_instance_prefix_are_stripped():
@@ -82,7 +73,7 @@ def test_cntr_type_meaning(cntr_type, kind):
 
 # The module of every collector that reads a perf object, from the registry: a new one is pinned below
 # without an edit here.
-PERF_MODULES = tuple(sys.modules[r.collect.__module__] for r in COLLECTORS if r.perf_object is not None)
+PERF_MODULES = tuple(sys.modules[r.collect.__module__] for r in COLLECTORS if perf.objects_named(r.reads))
 
 
 def test_only_the_buffer_pool_extension_counters_are_optional():

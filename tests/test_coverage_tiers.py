@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from alerts.generate import _coverage
+from alerts.endurance import coverage as _coverage
 from alerts.spec import duration_seconds, load
 from tests import tools
 from tests.test_alerting import output, run

@@ -556,9 +556,18 @@ def test_every_dashboards_module_stays_small():
     assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
 
 
+def test_every_alerts_module_stays_small():
+    """alerts/generate.py had grown to 609 lines (issue 34): the rules are split by area as the dashboards
+    are, and no module of either passes the same size."""
+    sizes = {path.name: len(path.read_text().splitlines()) for path in (ROOT / "alerts").glob("*.py")}
+    assert {"generate.py", "endurance.py", "diagnosis.py", "tempdb.py"} <= set(sizes)
+    assert {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES} == {}
+
+
 # Unit and scale constants of the alerts package that happen to equal a spec number, per file.
 ALERTS_UNIT_CONSTANTS = {
-    "generate.py": {100: "ratio to percent", 86400: "seconds per day"},
+    "generate.py": {100: "ratio to percent"},
+    "endurance.py": {100: "ratio to percent", 86400: "seconds per day"},
     "diagnosis.py": {100: "ratio to percent"},
     "smartctl_exporter.py": {100: "smartctl_exporter's percentages to ratios"},
     "tempdb.py": {3600: "seconds per hour", 1000: "seconds to milliseconds"},

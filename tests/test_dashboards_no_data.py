@@ -32,7 +32,7 @@ from tests.lint.dashboards import BOARDS, panels
 # The panel types whose no-data text 12.4 shows, and where it reads it.
 SHOWS_NO_VALUE = {"timeseries", "stat", "bargauge", "table"}
 GRAFANA_DEFAULT = "no data"
-# Each raw metric name, to the collector that exports it (its declaration, collectors/declare.py).
+# Each raw metric name, to the collector that exports it (its declaration, metrics/declare.py).
 COLLECTOR_OF = {spec.name: record.name for record in COLLECTORS for spec in record.metrics}
 # A raw metric name; not the middle of a recording rule's name (level:metric:operations).
 # Metrics a query joins for a label (the target's workload), not for data: they never empty a panel.

@@ -1,8 +1,10 @@
-"""Each collector declares its metrics once (CollectorRecord.metrics, collectors/declare.py): what it emits
+"""Each collector declares its metrics once (CollectorRecord.metrics, metrics/declare.py): what it emits
 on the stand-in's scenarios is what it declares, and docs/metrics.md's tables are written from it."""
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,54 @@ def test_emits_exactly_what_it_declares(standin, scraper_for, name):
         seen |= set(emitted(mine))
     never = [s.name for s in record.metrics if s.family not in seen and not s.conditional]
     assert not never, f"declared, emitted by no scenario and not marked conditional: {never}"
+
+
+# Issue 34: the rule and dashboard generators import every name this exporter exports from where it is
+# declared; only other exporters' names (smartctl_exporter's, translated in one module) stay spelt there.
+GENERATOR_SOURCES = sorted(p for folder in ("alerts", "dashboards") for p in (ROOT / folder).glob("*.py"))
+NAME = re.compile(r"(?<![:\w])mssql_[a-z0-9_]+(?![:\w])")  # recording rules' names carry colons
+
+
+def exported_names() -> frozenset[str]:
+    """Every metric name of the exporter: the collectors' and the probe's declarations, and the names the
+    host, drive and exporter-self modules write."""
+    names = {spec.name for record in COLLECTORS for spec in record.metrics} | {s.name for s in SCRAPE_METRICS}
+    for path in (ROOT / "exporter" / "mssql_memory_exporter").rglob("*.py"):
+        names |= set(re.findall(r'"(mssql_[a-z0-9_]+)"', path.read_text(encoding="utf-8")))
+    return frozenset(names)
+
+
+def spelt_names(path: Path, names: frozenset[str]) -> list[str]:
+    """The exporter's metric names written as string literals in `path` (docstrings aside: not output)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        f"{path.name}:{node.lineno}: {name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        for name in NAME.findall(node.value)
+        if name in names or f"{name}_total" in names
+    ]
+
+
+def test_the_generators_import_every_metric_name_of_the_exporter():
+    names = exported_names()
+    spelt = [problem for path in GENERATOR_SOURCES for problem in spelt_names(path, names)]
+    assert not spelt, "import the name from its declaration instead:\n" + "\n".join(spelt)
+
+
+def test_the_name_scan_finds_a_spelt_name_and_skips_docstrings_and_rule_names(tmp_path: Path):
+    source = tmp_path / "rules.py"
+    source.write_text(
+        '"""Reads mssql_up."""\n'
+        'def f():\n    """mssql_up too."""\n'
+        '    return f"rate(mssql_lazy_writes_total[5m])", "instance:mssql_up:avg", "smartctl_device"\n'
+    )
+    assert spelt_names(source, exported_names()) == ["rules.py:4: mssql_lazy_writes_total"]

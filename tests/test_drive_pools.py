@@ -7,12 +7,13 @@ import logging
 
 import pytest
 from mssql_memory_exporter.collectors import ssd_pools
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext
+from mssql_memory_exporter.collectors.base import ScrapeContext
 from mssql_memory_exporter.collectors.endurance import counting_metrics, pool_metrics
 from mssql_memory_exporter.config import DriveHealthConfig, SsdPool
 from mssql_memory_exporter.host import smartctl
 from mssql_memory_exporter.host.collector import HostCollector
 from mssql_memory_exporter.host.drive_health import DriveMonitor
+from mssql_memory_exporter.metrics.builder import FamilyBuilder
 
 from tests.conftest import exposition, samples_of, value
 from tests.fake_smartctl import fixture

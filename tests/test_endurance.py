@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from mssql_memory_exporter.collectors.base import FamilyBuilder, ScrapeContext
+from mssql_memory_exporter.collectors.base import ScrapeContext
 from mssql_memory_exporter.collectors.endurance import (
     COUNTING_MEMO_KEY,
     TB,
@@ -30,6 +30,7 @@ from mssql_memory_exporter.collectors.endurance import (
     written_so_far,
 )
 from mssql_memory_exporter.config import ConfigError, SsdDrives, SsdPool, parse_config
+from mssql_memory_exporter.metrics.builder import FamilyBuilder
 
 from tests.conftest import exposition, scrape, value
 

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mssql_memory_exporter.collectors import COLLECTORS
-from mssql_memory_exporter.collectors.base import FamilyBuilder
 from mssql_memory_exporter.connection.batch import ResultSet, render_batch, route, sections_of
 from mssql_memory_exporter.metrics import exposition
+from mssql_memory_exporter.metrics.builder import FamilyBuilder
 from mssql_memory_exporter.metrics.families import SeriesFamily
 from mssql_memory_exporter.web.pages import PROCESS_METRICS
 from prometheus_client.core import (
@@ -180,3 +180,19 @@ def test_numbers_are_written_as_prometheus_reads_them(value):
         assert written == "NaN"
     else:
         assert parsed == float(value)
+
+
+
+@pytest.mark.parametrize("name", ["", "mssql_\udc80"])
+def test_a_family_refuses_a_name_that_is_no_text(name):
+    """Empty or not UTF-8 (a lone surrogate): what prometheus_client's private check refused, checked by
+    the package itself since it no longer imports that function."""
+    with pytest.raises(ValueError, match="invalid metric name"):
+        SeriesFamily(name, "help", "gauge")
+
+
+def test_a_family_takes_any_other_name_and_the_writer_quotes_what_needs_it():
+    assert SeriesFamily("level:mssql_x:rate5m", "help", "counter").sample_name == "level:mssql_x:rate5m_total"
+    family = SeriesFamily("with space", "help", "gauge")
+    family.series.append(({}, 1.0))
+    assert exposition.render([family]).decode() == reference([family])

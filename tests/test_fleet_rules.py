@@ -16,10 +16,11 @@ from typing import Any, get_args
 import pytest
 import yaml
 
-from alerts import evaluators, fleet, generate, group_names, where_rules_run
+from alerts import evaluators, fleet, generate, group_names
 from alerts import names as N
 from alerts.spec import Evaluator, SpecError, load, load_site
 from deploy import prometheusrule
+from generators import where_rules_run
 from tests import tools
 
 RULER_FILE = generate.RULES_DIR / evaluators.RULER_DIR / fleet.FILE_NAME

@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mssql_memory_exporter.collectors import COLLECTORS
-from mssql_memory_exporter.collectors.base import FamilyBuilder, MissingData, ScrapeContext
+from mssql_memory_exporter.collectors.base import ScrapeContext
+from mssql_memory_exporter.collectors.perf import objects_named
 from mssql_memory_exporter.collectors.perfcounters import parse_perf_rows, parse_perf_table
 from mssql_memory_exporter.connection.batch import (
     ERROR_TAG,
@@ -27,6 +28,7 @@ from mssql_memory_exporter.connection.batch import (
     route,
     sections_of,
 )
+from mssql_memory_exporter.metrics.builder import FamilyBuilder, MissingData
 from mssql_memory_exporter.web import BadRequest, probe_target
 from mssql_memory_exporter.web.requests import MAX_QUERY_FIELDS
 from prometheus_client.parser import text_string_to_metric_families
@@ -40,7 +42,7 @@ PERF_COLUMNS = ("section", "object_name", "counter_name", "instance_name", "cntr
 KNOWN_TYPES = [65792, 272696576, 537003264, 1073939712, 1073874176, 1073939458]
 # The perf objects the collectors' records read, and one no collector reads; the counters and instances
 # the stand-in's base scenario serves them with (where a new collector's counters are added).
-OBJECTS = sorted({r.perf_object.name for r in COLLECTORS if r.perf_object is not None} | {"Locks"})
+OBJECTS = sorted({name for r in COLLECTORS for name in objects_named(r.reads)} | {"Locks"})
 BASE_PERF_ROWS = Instance(Scenario.load("healthy-oltp"), Clock(manual=True)).perf_rows()
 COUNTERS = sorted({str(row["counter_name"]).strip() for row in BASE_PERF_ROWS})
 PERF_INSTANCES = sorted({str(row["instance_name"]).strip() for row in BASE_PERF_ROWS} | {"tempdb"})
@@ -386,7 +388,7 @@ def test_the_base_scenarios_give_every_collector_rows_to_fuzz():
 # every perf counter's value is the perf section's cntr_value.
 READINGS = {
     record.name: {c for spec in record.metrics for c in spec.columns}
-    | ({"cntr_value"} if record.perf_object is not None else set())
+    | ({"cntr_value"} if objects_named(record.reads) else set())
     for record in COLLECTORS
 }
 NEVER_NEGATIVE = {spec.family for record in COLLECTORS for spec in record.metrics if spec.columns}

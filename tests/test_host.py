@@ -15,7 +15,6 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mssql_memory_exporter.collectors.base import FamilyBuilder
 from mssql_memory_exporter.host import blockdev
 from mssql_memory_exporter.host.blockdev import (
     device_for_devnum,
@@ -36,6 +35,7 @@ from mssql_memory_exporter.host.mounts import (
     read_mounts,
     unescape,
 )
+from mssql_memory_exporter.metrics.builder import FamilyBuilder
 
 from tests.conftest import exposition, samples_of, value
 

@@ -56,7 +56,8 @@ VERIFYING = {"host": "tls.example.net", "driver": "freetds", "encryption": "requ
 
 
 def launch(start, config: Path) -> tuple[Run, int]:
-    run = start(config, hooked=False, **{PASSWORD_ENV: TEST_PASSWORD})
+    # --web.enable-lifecycle: these tests reload over HTTP too (test_web_flags checks it is off by default).
+    run = start(config, hooked=False, args=("--web.enable-lifecycle",), **{PASSWORD_ENV: TEST_PASSWORD})
     match = run.wait_for(r"msg=listening address=\S*:(\d+)", timeout=SLOW)
     return run, int(match.group(1))
 

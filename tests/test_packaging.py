@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import tomllib
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -458,3 +459,23 @@ def test_quickstart_names_every_bundled_dashboard() -> None:
         assert title in text, (
             f"docs/quickstart.md does not say what the dashboard {title!r} ({path.name}) shows"
         )
+
+
+# ------------------------------------------------------------------------------------------ the version
+
+
+def test_the_version_is_written_once_and_every_image_tag_follows_it() -> None:
+    """pyproject.toml reads the version from the package (issue 34: it was written twice); the manifests'
+    image tags and the docs' build and log examples are copies a test can hold to it."""
+    from mssql_memory_exporter import __version__
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
+    attr = project["tool"]["setuptools"]["dynamic"]["version"]["attr"]
+    assert attr == "mssql_memory_exporter.__version__"
+    pages = [*sorted((ROOT / "deploy" / "kubernetes").rglob("*.yaml")), ROOT / "docs" / "deploy.md"]
+    pages.append(ROOT / "docs" / "configuration.md")
+    tag = re.compile(r"(?:mssql-memory-exporter(?:-smartctl)?:|newTag: |starting version=)(\d+\.\d+\.\d+)")
+    found = {(page.relative_to(ROOT).as_posix(), v) for page in pages for v in tag.findall(page.read_text())}
+    assert found, "no image tag found: the pattern no longer matches the manifests"
+    assert {v for _, v in found} == {__version__}, sorted(f for f in found if f[1] != __version__)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from mssql_memory_exporter.collectors import COLLECTORS, plan_cache
 from mssql_memory_exporter.collectors.base import CollectorRecord, Section
-from mssql_memory_exporter.collectors.perf import PerfObject
+from mssql_memory_exporter.collectors.perf import perf_object
 
 from generators import permission_reference, reference
 from generators.permissions import (
@@ -84,7 +84,7 @@ def test_a_collector_reading_an_undeclared_object_fails_naming_both():
 def test_a_new_perf_collector_gets_its_row_and_its_place_in_the_lists_without_an_edit():
     """What adding plan_cache needed by hand before: its perf row and its name under `VIEW SERVER STATE`."""
     new = replace(
-        plan_cache.COLLECTOR, name="latches", perf_object=PerfObject("Latches", ("Latch Waits/sec",))
+        plan_cache.COLLECTOR, name="latches", reads=(perf_object("Latches", ("Latch Waits/sec",)),)
     )
     collectors = (*COLLECTORS, new)
     table = permission_reference.collectors_table(collectors)

@@ -33,6 +33,8 @@ MODULE_TIERS: dict[str, str] = {
     # unit: parsers, config, generators, rules and dashboards read as data
     "test_collector_contract": "unit",
     "test_config": "unit",
+    "test_custom_collectors": "unit",  # load-time refusals; scrapes answered in process
+    "test_shipped_collectors": "unit",  # the shipped collector files on scenarios, in process
     "test_dashboard_verdicts": "unit",
     "test_dashboards": "unit",
     "test_dashboards_no_data": "unit",  # every panel says why it is empty, where 12.4 shows it
@@ -58,6 +60,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_secret_file": "unit",
     # integration: the stand-in over TDS, real sockets and subprocesses
     "test_bench": "integration",
+    "test_check_target": "integration",  # --check-target against stand-in scenarios over TDS
     "test_bootstrap": "integration",
     "test_cli": "integration",
     "test_prepared_batch": "integration",  # prepared batches against stand-ins over TDS
@@ -101,6 +104,12 @@ MODULE_TIERS: dict[str, str] = {
     "test_mixin": "integration",  # make mixin and its checks as subprocesses
     "test_web_bursts": "integration",
     "test_web_protocol": "integration",
+    "test_web_framing": "integration",
+    "test_web_auth_flood": "integration",
+    "test_web_limits": "integration",
+    "test_web_stop": "integration",
+    "test_log_quoting": "unit",
+    "test_web_flags": "integration",
     "test_windows_auth": "integration",  # a KDC, Kerberos logins to the stand-in
     "test_capacity_report": "integration",  # the console script over real HTTP; its Prometheus runs below
     "test_scaling": "integration",  # scripts/thanos.sh against a stand-in go
@@ -128,6 +137,11 @@ TEST_TIERS: dict[str, str] = {
     "test_endurance_config.py::test_bad_known_written_exits_2_naming_the_field": "integration",
     "test_capacity_report.py::test_backfilled_year_in_prometheus": "e2e",
     "test_capacity_report.py::test_drives_read_without_the_recording_rule_say_so": "e2e",
+    "test_capacity_report.py::test_five_years_in_prometheus": "e2e",
+    "test_capacity_report.py::test_memory_shown_in_sql_servers_mb_and_unlimited_named": "unit",
+    "test_capacity_report.py::test_end_takes_unix_seconds_or_an_iso_date": "unit",
+    "test_capacity_report.py::test_partial_response_warning_read_as_which_store_and_why": "unit",
+    "test_capacity_report.py::test_title_says_where_the_data_starts": "unit",
     "test_capacity_report.py::test_default_memory_share_is_the_rules_share": "unit",
     "test_capacity_report.py::test_csv_header_starts_with_the_review_columns": "unit",
     "test_capacity_report.py::test_micron_row_in_decimal_units": "unit",
@@ -173,6 +187,7 @@ INTEGRATION_FIXTURES = frozenset(
 SLOW_TESTS = frozenset(
     {
         "test_soak.py::test_short_soak_with_faults",
+        "test_web_auth_flood.py::test_the_right_password_is_answered_200_while_40_clients_guess",
     }
 )
 

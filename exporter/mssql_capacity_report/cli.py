@@ -11,6 +11,8 @@ computed (endpoint unreachable or too slow, no pool wrote anything in the range)
 from __future__ import annotations
 
 import argparse
+import datetime
+import math
 import re
 import sys
 import time
@@ -44,6 +46,44 @@ def _resolution(text: str) -> float:
     return parse_duration(text)
 
 
+def parse_end(text: str) -> float:
+    """Unix seconds, or an ISO 8601 date or time (UTC unless it names its zone): 2026-11-01,
+    2026-11-01T06:00, 2026-11-01T06:00:00+01:00."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--end {text!r} is neither unix seconds nor an ISO 8601 date or time like 2026-11-01T06:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    return moment.timestamp()
+
+
+def _concurrency(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"--concurrency {text} is not a whole number from 1 to 64")
+    return value
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"--timeout {text} is not a positive number of seconds")
+    return value
+
+
 def _regex(text: str) -> str:
     try:
         re.compile(text)
@@ -53,7 +93,10 @@ def _regex(text: str) -> str:
 
 
 def _share(text: str) -> float:
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"--memory-change-share {text} is not a share in [0, 1)")
     return value
@@ -64,22 +107,43 @@ def build_parser() -> argparse.ArgumentParser:
         prog="mssql-capacity-report",
         description="SSD endurance per period of one memory size, from Prometheus or Thanos Query.",
     )
-    parser.add_argument("--prometheus", required=True, help="PromQL endpoint base URL")
-    parser.add_argument("--since", type=parse_duration, default=parse_duration("365d"))
-    parser.add_argument("--end", type=float, default=None, help="unix time the range ends (default: now)")
-    parser.add_argument("--instance", type=_regex, default=".+", help="regular expression on instance")
-    parser.add_argument("--format", choices=["markdown", "csv", "html"], default="markdown")
-    parser.add_argument("--selector", default='job="mssql"', help="matchers of the SQL Server targets")
-    parser.add_argument("--source", default="sqlserver", help="pool byte count: sqlserver, host or drive")
+    parser.add_argument(
+        "--prometheus", required=True, help="PromQL endpoint base URL (Prometheus or Thanos Query)"
+    )
+    parser.add_argument(
+        "--since", type=parse_duration, default=parse_duration("365d"), metavar="DURATION",
+        help="how far back the review reaches, e.g. 365d or 1825d for five years (default 365d)",
+    )
+    parser.add_argument(
+        "--end", type=parse_end, default=None, metavar="TIME",
+        help="where the range ends: unix seconds or an ISO 8601 date/time, UTC unless zoned (default now)",
+    )
+    parser.add_argument(
+        "--instance", type=_regex, default=".+", help="regular expression on instance (default all)"
+    )
+    parser.add_argument("--format", choices=["markdown", "csv", "html"], default="markdown",
+                        help="markdown (default), csv (base units) or html (one page with charts)")
+    parser.add_argument("--selector", default='job="mssql"',
+                        help='matchers of the SQL Server targets (default job="mssql")')
+    parser.add_argument("--source", default="sqlserver",
+                        help="pool byte count: sqlserver (default), host or drive")
     parser.add_argument(
         "--resolution",
         type=_resolution,
         default=parse_duration("1h"),
-        help="coarsest data the endpoint may answer from (raw, 5m, 1h); also the grid periods are cut on",
+        help="coarsest data the endpoint may answer from: raw, 5m or 1h (default 1h; Thanos' "
+        "max_source_resolution). Periods are cut on an hourly grid, or on the resolution's if coarser: "
+        "raw and 5m let Thanos read finer data, they do not make the grid finer",
     )
-    parser.add_argument("--memory-change-share", type=_share, default=DEFAULT_MEMORY_CHANGE_SHARE)
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per query")
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument(
+        "--memory-change-share", type=_share, default=DEFAULT_MEMORY_CHANGE_SHARE, metavar="SHARE",
+        help="a move of max server memory or target memory by more than this share starts a new period "
+        f"(default {DEFAULT_MEMORY_CHANGE_SHARE}, the share the dashboards mark)",
+    )
+    parser.add_argument("--timeout", type=_timeout, default=60.0,
+                        help="seconds each query may take, whole answer included (default 60)")
+    parser.add_argument("--concurrency", type=_concurrency, default=4,
+                        help="instances queried at once (default 4)")
     return parser
 
 
@@ -114,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_NOTHING
     render = {"markdown": to_markdown, "csv": to_csv, "html": to_html}[args.format]
     sys.stdout.write(render(report))
-    for warning in report.warnings:
+    for warning in report.warnings:  # as the endpoint wrote it: the rows carry the readable form
         print(f"mssql-capacity-report: partial response: {warning}", file=sys.stderr)
     if not report.anything_computed:
         print("mssql-capacity-report: nothing computed: no row has a write rate", file=sys.stderr)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from .arithmetic import duration, projected_life_bytes, share
 from .periods import Break, MemoryPeriod, periods_between
-from .promql import Answer, EndpointError, PromQLClient
+from .promql import Answer, EndpointError, PromQLClient, finite, readable_warning
 
 __all__ = ["Options", "Report", "Row", "build"]
 
@@ -35,6 +35,7 @@ WRITTEN = "mssql_ssd_pool_written_bytes_total"
 RATED = "mssql_ssd_pool_rated_endurance_bytes"
 PLANNED = "mssql_ssd_pool_planned_lifetime_seconds"
 MAX_SERVER_MEMORY = "mssql_config_max_server_memory_bytes"
+UP = "mssql_up"
 TARGET_MEMORY = "mssql_memory_target_bytes"
 DRIVE_LIFE_USED = "mssql_ssd_pool_drive_life_used_ratio"
 IMPLIED_ENDURANCE_RULE = "pool:mssql_ssd_drive_implied_endurance_bytes:sum"
@@ -83,7 +84,15 @@ class Row:
 class Report:
     options: Options
     rows: list[Row]
-    warnings: list[str]  # endpoint warnings (partial responses), each once
+    warnings: list[str]  # endpoint warnings (partial responses), each once, as the endpoint wrote them
+    # Instances scraped in the range with no pool counted from `options.source`: listed, not dropped, so
+    # "no pools" is never read as "no such instance".
+    unpooled: list[str] = field(default_factory=list)
+
+    @property
+    def data_start(self) -> float | None:
+        """Where the first period begins: later than the requested range when the data is younger."""
+        return min((row.start for row in self.rows if row.start is not None), default=None)
 
     @property
     def anything_computed(self) -> bool:
@@ -135,6 +144,18 @@ def _pools(reader: _Reader, selector: str) -> dict[tuple[str, str], None]:
     )
     answer = reader.instant(expr, o.end)
     return {(s.labels.get("instance", ""), s.labels.get("pool", "")): None for s in answer.series}
+
+
+def _unpooled(reader: _Reader, selector: str, pooled: set[str]) -> list[str]:
+    """Instances with any exporter series in the range (mssql_up, or max server memory for backfilled
+    history without it) but no pool counted from the report's source."""
+    o = reader.options
+    expr = (
+        f'count by (instance) (count_over_time({{__name__=~"{UP}|{MAX_SERVER_MEMORY}", {selector}}}'
+        f"[{_window(o.since_seconds)}]))"
+    )
+    seen = {s.labels.get("instance", "") for s in reader.instant(expr, o.end).series}
+    return sorted(seen - pooled)
 
 
 def _breaks(reader: _Reader, selector: str) -> dict[str, list[Break]]:
@@ -221,14 +242,22 @@ def _rows_for_instance(
 
 def _fill(rows: dict[str, Row], period: MemoryPeriod, answer: Answer, rule_seen: bool) -> None:
     values: dict[tuple[str, str], float] = {}
+    not_numbers: dict[str, list[str]] = {}  # pool ("" for the instance's own) -> what came back NaN/Inf
     for series in answer.series:
-        values[(series.labels.get("q", ""), series.labels.get("pool", ""))] = series.points[-1][1]
+        key = (series.labels.get("q", ""), series.labels.get("pool", ""))
+        value = finite(series.points[-1][1])
+        if value is None:
+            not_numbers.setdefault(key[1], []).append(key[0])
+        else:
+            values[key] = value
     length = period.end - period.start
     memory = values.get(("msm_max", ""))
     target = values.get(("target_max", ""))
     for pool, row in rows.items():
         for warning in answer.warnings:
-            row.notes.append(f"partial response: {warning}")
+            row.notes.append(f"partial response: {readable_warning(warning)}")
+        for name in not_numbers.get(pool, []) + not_numbers.get("", []):
+            row.notes.append(f"the endpoint answered no number (NaN or infinity) for {name}")
         row.max_server_memory_bytes = memory
         row.target_memory_bytes = target
         if memory is None:
@@ -284,4 +313,5 @@ def build(client: PromQLClient, options: Options) -> Report:
             for instance, names in by_instance.items()
         ]
         rows = [row for future in futures for row in future.result()]
-    return Report(options, rows, reader.warnings)
+    unpooled = _unpooled(reader, selector, set(by_instance))
+    return Report(options, rows, reader.warnings, unpooled)

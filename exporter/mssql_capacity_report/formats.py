@@ -1,7 +1,10 @@
 """The report as CSV (base units, for a spreadsheet) and as a markdown table (decimal units, for people).
 
-CSV's first nine columns are the review's contract, in this order; the drives' own wear and the row's
-notes follow them. An empty cell is a figure the report could not compute; the `note` column says why.
+CSV's first nine columns are the review's contract, in this order; target memory, the drives' own wear
+(the highest reading in the period) and the row's notes follow them. An empty cell is a figure the report
+could not compute; the `note` column says why. Text from the endpoint (labels, notes) is data, never a
+formula: a CSV cell that a spreadsheet would evaluate (=, +, -, @, tab, CR first) gets a leading quote,
+and a markdown cell keeps to one line.
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ import csv
 import io
 import time
 
-from .arithmetic import decimal_bytes, decimal_rate
+from .arithmetic import decimal_bytes, decimal_rate, sql_memory
 from .collect import Report, Row
+from .promql import readable_warning
 
 __all__ = ["CSV_HEADER", "to_csv", "to_markdown", "when"]
 
@@ -26,7 +30,10 @@ CSV_HEADER = [
     "rated_bytes",
     "share",
 ]
-CSV_EXTRA = ["drive_life_used_ratio", "drive_implied_endurance_bytes", "note"]
+CSV_EXTRA = ["target_memory_bytes", "drive_life_used_ratio", "drive_implied_endurance_bytes", "note"]
+# Instances listed after the rows, with no figures: they were scraped but count no pool from the source.
+NO_POOLS = "no SSD pools configured (none counted from source {source!r})"
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def when(seconds: float | None) -> str:
@@ -43,6 +50,11 @@ def _note(row: Row) -> str:
     return "; ".join(row.notes)
 
 
+def _cell(text: str) -> str:
+    """A text cell a spreadsheet shows as text: OWASP's advice for CSV injection."""
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
 def to_csv(report: Report) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -50,8 +62,8 @@ def to_csv(report: Report) -> str:
     for row in report.rows:
         writer.writerow(
             [
-                row.instance,
-                row.pool,
+                _cell(row.instance),
+                _cell(row.pool),
                 when(row.start),
                 when(row.end),
                 _number(row.max_server_memory_bytes),
@@ -59,11 +71,15 @@ def to_csv(report: Report) -> str:
                 _number(row.projected_life_bytes),
                 _number(row.rated_bytes),
                 "" if row.share is None else f"{row.share:.4f}",
+                _number(row.target_memory_bytes),
                 "" if row.drive_life_used is None else f"{row.drive_life_used:.4f}",
                 _number(row.drive_implied_endurance_bytes),
-                _note(row),
+                _cell(_note(row)),
             ]
         )
+    for instance in report.unpooled:
+        note = NO_POOLS.format(source=report.options.source)
+        writer.writerow([_cell(instance)] + [""] * (len(CSV_HEADER) + len(CSV_EXTRA) - 2) + [note])
     return out.getvalue()
 
 
@@ -76,8 +92,8 @@ def _date(seconds: float | None) -> str:
 
 
 MARKDOWN_HEADER = [
-    "Instance", "Pool", "From", "To", "Max server memory", "Write rate", "Projected life", "Rated", "Share",
-    "Drives' life used", "Drives' implied endurance", "Note",
+    "Instance", "Pool", "From", "To", "Max server memory", "Target memory", "Write rate", "Projected life",
+    "Rated", "Share", "Drives' life used (period max)", "Drives' implied endurance (period max)", "Note",
 ]
 
 
@@ -88,7 +104,8 @@ def text_cells(row: Row) -> list[str]:
         row.pool,
         _date(row.start),
         _date(row.end),
-        _text(row.max_server_memory_bytes),
+        _text(row.max_server_memory_bytes, sql_memory),
+        _text(row.target_memory_bytes, sql_memory),
         _text(row.write_rate_bytes_per_second, decimal_rate),
         _text(row.projected_life_bytes),
         _text(row.rated_bytes),
@@ -101,7 +118,17 @@ def text_cells(row: Row) -> list[str]:
 
 def title(report: Report) -> str:
     o = report.options
-    return f"SSD endurance by memory size, {_date(o.end - o.since_seconds)} to {_date(o.end)} UTC"
+    asked = o.end - o.since_seconds
+    text = f"SSD endurance by memory size, {_date(asked)} to {_date(o.end)} UTC"
+    start = report.data_start
+    if start is not None and start > asked + 86400:
+        text += f" (data from {_date(start)})"
+    return text
+
+
+def one_line(text: str) -> str:
+    """A table cell on one line: a newline in a label would end the row."""
+    return " ".join(text.splitlines()).replace("|", "\\|")
 
 
 def to_markdown(report: Report) -> str:
@@ -110,14 +137,18 @@ def to_markdown(report: Report) -> str:
         f"# {title(report)}",
         "",
         f"Write rate of `source=\"{o.source}\"` per period of one memory size; projected over each pool's "
-        "planned life and set against its rating. Decimal units (1 TB = 10^12 bytes).",
+        "planned life and set against its rating. Drives in decimal units (1 TB = 10^12 bytes); memory in "
+        "SQL Server's MB (2^20 bytes), as max server memory is set.",
         "",
         "| " + " | ".join(MARKDOWN_HEADER) + " |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in report.rows:
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in text_cells(row)) + " |")
+        lines.append("| " + " | ".join(one_line(c) for c in text_cells(row)) + " |")
+    if report.unpooled:
+        lines += ["", f"Instances scraped in the range with {NO_POOLS.format(source=o.source)}:", ""]
+        lines += [f"- {one_line(instance)}" for instance in report.unpooled]
     if report.warnings:
         lines += ["", "**Partial response.** The endpoint answered without some of its stores:", ""]
-        lines += [f"- {warning}" for warning in report.warnings]
+        lines += [f"- {one_line(readable_warning(warning))}" for warning in report.warnings]
     return "\n".join(lines) + "\n"

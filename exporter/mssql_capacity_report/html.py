@@ -7,9 +7,10 @@ from __future__ import annotations
 import html
 import time
 
-from .arithmetic import decimal_bytes, decimal_rate
+from .arithmetic import decimal_rate, sql_memory
 from .collect import Report, Row
-from .formats import MARKDOWN_HEADER, text_cells, title
+from .formats import MARKDOWN_HEADER, NO_POOLS, text_cells, title
+from .promql import readable_warning
 
 __all__ = ["to_html"]
 
@@ -32,7 +33,7 @@ def _bars(rows: list[Row], start: float, end: float) -> str:
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" role="img">',
         f'<text x="4" y="{TOP + 10}" font-size="11">{html.escape(decimal_rate(top_rate))}</text>',
-        f'<text x="4" y="{TOP + half + 22}" font-size="11">{html.escape(decimal_bytes(top_memory))}</text>',
+        f'<text x="4" y="{TOP + half + 22}" font-size="11">{html.escape(sql_memory(top_memory))}</text>',
         f'<text x="{LEFT}" y="{TOP - 6}" font-size="11">write rate</text>',
         f'<text x="{LEFT}" y="{TOP + half + 12}" font-size="11">max server memory</text>',
     ]
@@ -63,7 +64,7 @@ def _bars(rows: list[Row], start: float, end: float) -> str:
             h = row.max_server_memory_bytes / top_memory * (half - 16)
             parts.append(
                 f'<rect x="{x0:.1f}" y="{base - h:.1f}" width="{max(x1 - x0, 1):.1f}" height="{h:.1f}" '
-                f'fill="#8f3bb8"><title>{html.escape(decimal_bytes(row.max_server_memory_bytes))}</title></rect>'
+                f'fill="#8f3bb8"><title>{html.escape(sql_memory(row.max_server_memory_bytes))}</title></rect>'
             )
     axis_y = HEIGHT - BOTTOM + 24
     parts.append(f'<line x1="{LEFT}" y1="{axis_y - 12}" x2="{WIDTH - 10}" y2="{axis_y - 12}" stroke="#444"/>')
@@ -82,14 +83,18 @@ def _table(report: Report) -> str:
         "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in text_cells(row)) + "</tr>"
         for row in report.rows
     )
-    warnings = "".join(f"<li>{html.escape(w)}</li>" for w in report.warnings)
+    warnings = "".join(f"<li>{html.escape(readable_warning(w))}</li>" for w in report.warnings)
+    unpooled = "".join(f"<li>{html.escape(i)}</li>" for i in report.unpooled)
+    if unpooled:
+        no_pools = html.escape(NO_POOLS.format(source=report.options.source))
+        unpooled = f"<p>Instances scraped in the range with {no_pools}:</p><ul>{unpooled}</ul>"
     partial = (
         f"<p><strong>Partial response.</strong> The endpoint answered without some of its stores:</p>"
         f"<ul>{warnings}</ul>"
         if warnings
         else ""
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>{partial}"
+    return f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>{unpooled}{partial}"
 
 
 def to_html(report: Report) -> str:
@@ -109,5 +114,6 @@ def to_html(report: Report) -> str:
         "td:last-child{text-align:left}</style></head><body>\n"
         f"<h1>{html.escape(title(report))}</h1>\n"
         + "\n".join(body)
-        + f"\n<h2>All periods (decimal units)</h2>\n{_table(report)}\n</body></html>\n"
+        + "\n<h2>All periods (drives in decimal units, memory in SQL Server's MB)</h2>\n"
+        + f"{_table(report)}\n</body></html>\n"
     )

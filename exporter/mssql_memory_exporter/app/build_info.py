@@ -21,7 +21,7 @@ from pathlib import Path
 from prometheus_client.core import Metric
 
 from .. import __version__
-from ..collectors.base import FamilyBuilder
+from ..metrics.builder import FamilyBuilder
 
 REVISION_ENV = "MSSQL_EXPORTER_REVISION"
 REVISION_FILE = Path(__file__).with_name("REVISION")

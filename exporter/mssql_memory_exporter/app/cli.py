@@ -9,17 +9,19 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import Metric
 
 from mssql_memory_exporter import __version__
 from mssql_memory_exporter.app.build_info import revision
 from mssql_memory_exporter.app.logsetup import LEVELS, setup_logging
-from mssql_memory_exporter.app.reload import ConfigReloader, ReloadRefused
+from mssql_memory_exporter.app.reload import ConfigReloader
+from mssql_memory_exporter.app.webflags import SystemdSocketError, add_web_flags, listen, web_flag_problems
 from mssql_memory_exporter.config import (
     ConfigError,
     ExporterConfig,
+    ReloadRefused,
     driver_kind,
     freetds_verifies,
     load_config,
@@ -27,14 +29,12 @@ from mssql_memory_exporter.config import (
 )
 from mssql_memory_exporter.connection import freetds
 from mssql_memory_exporter.connection.driver_version import unsendable_password_reason
-from mssql_memory_exporter.web import (
-    ExporterHTTPServer,
-    OwnMetricsFn,
-    ProbeFn,
-    make_server,
-    parse_listen_address,
-)
+from mssql_memory_exporter.web import ExporterHTTPServer, OwnMetricsFn, ProbeFn
 from mssql_memory_exporter.webconfig import WebConfigSource
+
+if TYPE_CHECKING:  # imported when a probe is made: --version and --config.check start without them
+    from mssql_memory_exporter.collectors.view import HostView
+    from mssql_memory_exporter.scrape.scraper import Scraper
 
 __all__ = ["build_parser", "main"]
 
@@ -47,6 +47,9 @@ DEFAULT_LISTEN = ":9399"
 
 # How soon a stop signal that landed on another thread is acted on (Python runs handlers on the main one).
 STOP_POLL_SECONDS = 0.2
+# On SIGTERM, requests already accepted are answered if they finish within this long; a probe stuck on a
+# silent server is abandoned then, so the exporter stops within a second or two whatever the timeouts.
+STOP_GRACE_SECONDS = 1.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -67,9 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--web.listen-address",
         dest="listen_address",
         metavar="ADDRESS",
+        action="append",
         default=None,  # resolved in main(): --healthcheck must tell "not given" from the default
-        help=f"host:port, :port for all interfaces, or [v6addr]:port (default: {DEFAULT_LISTEN})",
+        help=f"host:port, :port for all interfaces, or [v6addr]:port; repeat it to listen on several "
+        f"(default: {DEFAULT_LISTEN})",
     )
+    add_web_flags(parser)
     parser.add_argument(
         "--web.config.file",
         dest="web_config_file",
@@ -101,6 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="validate --config.file (and --web.config.file if given) as start-up would, print the "
         "result and exit: 0 valid, 2 not; nothing listens (for CI and systemd's ExecStartPre)",
+    )
+    parser.add_argument(
+        "--check-target",
+        dest="check_target",
+        metavar="NAME",
+        default=None,
+        help="log in to target NAME of --config.file, run the batch once and print each collector's "
+        "outcome (ok with rows and series, left out, or failed with the reason and the GRANT that fixes a "
+        "refused permission); exit 0 only if every collector that is on is ok; nothing listens",
     )
     parser.add_argument(
         "--healthcheck",
@@ -201,7 +216,7 @@ def _start_up_refusals(config: ExporterConfig) -> list[str]:
     return _unsendable_passwords(config) + _kerberos_unavailable(config)
 
 
-def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, object]:
+def _make_probe(config: ExporterConfig, host: HostView | None) -> tuple[ProbeFn, Scraper]:
     # Imported here so the CLI, the config and the web layer stay usable on their own (tests, --version).
     from mssql_memory_exporter.scrape.scraper import Scraper
 
@@ -209,7 +224,7 @@ def _make_probe(config: ExporterConfig, host: object | None) -> tuple[ProbeFn, o
     return scraper.probe, scraper
 
 
-def _make_host(config: ExporterConfig, export: bool) -> tuple[object | None, OwnMetricsFn | None]:
+def _make_host(config: ExporterConfig, export: bool) -> tuple[HostView | None, OwnMetricsFn | None]:
     """The host collector, when asked for or when a target runs on this host (its mounts and disks
     resolve that target's volumes and SSD pools), and the drive-health reader when drives are configured
     (started here: it reads in a thread of its own, never inside a scrape)."""
@@ -344,6 +359,7 @@ def _serve_until(
             with contextlib.suppress(ReloadRefused):  # logged by the reloader; the old config serves on
                 reloader.reload("SIGHUP")
     server.shutdown()
+    server.drain(STOP_GRACE_SECONDS)  # requests already accepted are answered, within the grace
     server.server_close()
     thread.join()
 
@@ -376,11 +392,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.healthcheck:
         from mssql_memory_exporter.app import healthcheck
 
-        return healthcheck.main(args.listen_address)
-    args.listen_address = args.listen_address or DEFAULT_LISTEN
+        return healthcheck.main(args.listen_address[0] if args.listen_address else None)
+    args.listen_address = args.listen_address or [DEFAULT_LISTEN]
     setup_logging(args.log_level, args.log_format)
     if args.config_check:
         return _check_config(args)
+    if args.check_target is not None:
+        return _check_target(args)
     previous = _abort_start_on_signals()
     if hasattr(signal, "SIGHUP"):
         previous[signal.SIGHUP] = signal.getsignal(signal.SIGHUP)
@@ -408,10 +426,7 @@ def _validated(args: argparse.Namespace) -> tuple[ExporterConfig, WebConfigSourc
         config = load_config(args.config_file)
     except ConfigError as exc:
         problems += exc.lines
-    try:
-        parse_listen_address(args.listen_address)
-    except ValueError as exc:
-        problems.append(f"--web.listen-address: {exc}")
+    problems += web_flag_problems(args)
     web = None
     if args.web_config_file:
         # Loaded (certificates and keys included) before listening: a bad file stops start-up, it never
@@ -442,6 +457,19 @@ def _check_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_target(args: argparse.Namespace) -> int:
+    """--check-target: one batch against one target, each collector's outcome printed (check_target.py)."""
+    from mssql_memory_exporter.app import check_target
+
+    checked = _validated(args)
+    if checked is None:
+        return EXIT_USAGE
+    try:
+        return check_target.check(checked[0], args.check_target)
+    finally:
+        freetds.remove_directory()  # the scraper may have written a private freetds.conf
+
+
 def _run(args: argparse.Namespace) -> int:
     checked = _validated(args)
     if checked is None:
@@ -467,9 +495,9 @@ def _run(args: argparse.Namespace) -> int:
 
     reloader = ConfigReloader(args.config_file, config, apply, _start_up_refusals)
     try:
-        server = make_server(config, probe, args.listen_address, _own_metrics(own_metrics, reloader), web=web)
-    except OSError as exc:
-        log.error("cannot listen", extra={"address": args.listen_address, "err": str(exc)})
+        server = listen(args, config, probe, _own_metrics(own_metrics, reloader), web)
+    except (OSError, SystemdSocketError) as exc:
+        log.error("cannot listen", extra={"address": ",".join(args.listen_address), "err": str(exc)})
         return EXIT_FAILURE
     server.reload = reloader.reload
     stop = _stop_on_signals()

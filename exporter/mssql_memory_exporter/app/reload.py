@@ -21,22 +21,14 @@ from collections.abc import Callable
 
 from prometheus_client.core import Metric
 
-from ..collectors.base import FamilyBuilder
-from ..config import ConfigError, ExporterConfig, load_config
+from ..config import ConfigError, ExporterConfig, ReloadRefused, load_config
+from ..metrics.builder import FamilyBuilder
 
 log = logging.getLogger(__name__)
 
 # Checks beyond the config file's own validation that start-up refuses to serve with (the CLI's list of
 # passwords the driver cannot send); returns one error line per problem.
 ExtraChecks = Callable[[ExporterConfig], list[str]]
-
-
-class ReloadRefused(Exception):
-    """The new config was refused; `lines` are the start-up error lines, safe to log and answer."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-        super().__init__("\n".join(lines))
 
 
 class ConfigReloader:

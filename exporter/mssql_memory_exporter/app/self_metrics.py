@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client.core import Metric
 
-from ..collectors.base import FamilyBuilder
 from ..connection.workers import WorkerPool
+from ..metrics.builder import FamilyBuilder
 
 
 def worker_families(pool: WorkerPool) -> list[Metric]:

@@ -1,6 +1,6 @@
 """The collector modules, in the order their sections appear in the batch.
 
-To add a metric: declare it in one module here (its `metrics`, collectors/declare.py), give the stand-in
+To add a metric: declare it in one module here (its `metrics`, metrics/declare.py), give the stand-in
 its rows, and run `make generate` for its docs table. To add a module: give it a
 `COLLECTOR = CollectorRecord(...)` with its declarations and list it below.
 """

@@ -33,8 +33,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import Label, MetricSpec
+from .base import KIB, CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of
 
 REPLICA_STATES = "sys.dm_hadr_availability_replica_states"
 DATABASE_STATES = "sys.dm_hadr_database_replica_states"

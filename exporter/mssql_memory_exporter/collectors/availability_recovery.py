@@ -34,6 +34,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder, ImpossibleValue
+from ..metrics.declare import Label, MetricSpec
 from .availability_groups import (
     DATABASE,
     DATABASE_STATES,
@@ -50,8 +52,6 @@ from .availability_groups import (
 from .base import (
     KIB,
     CollectorRecord,
-    FamilyBuilder,
-    ImpossibleValue,
     Row,
     ScrapeContext,
     Section,
@@ -59,7 +59,6 @@ from .base import (
     number,
     rows_of,
 )
-from .declare import Label, MetricSpec
 
 GROUP_STATES = "sys.dm_hadr_availability_group_states"
 CLUSTER_STATES = "sys.dm_hadr_database_replica_cluster_states"

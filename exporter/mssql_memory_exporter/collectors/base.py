@@ -5,16 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from prometheus_client.core import Metric
-
-from ..metrics.families import SeriesFamily
-from .declare import MetricSpec
+from ..metrics.builder import FamilyBuilder, ImpossibleValue
+from ..metrics.declare import MetricSpec
 from .view import NO_TARGET, HostView, TargetView
-
-if TYPE_CHECKING:  # perf builds on this module
-    from .perf import PerfObject
 
 Row = Mapping[str, object]
 # SQL Server reports sizes in KB (KiB): every *_kb column and (KB) counter times this is bytes.
@@ -51,6 +45,17 @@ class Section:
     # Slow sections (file names, volume lookups) are sent only every `volume_refresh_seconds`; their
     # collectors keep what they learnt between refreshes.
     slow: bool = False
+
+
+@dataclass(frozen=True)
+class ObjectRead:
+    """One object a collector reads out of a section it shares with other collectors: the batch builds
+    that section once, from every collector's objects. The performance counters are such a section (one
+    scan of sys.dm_os_performance_counters for all their objects: perf.py)."""
+
+    section: str  # the shared section's tag
+    name: str  # the object in it, e.g. "Buffer Manager" (without an instance prefix)
+    items: tuple[str, ...] = ()  # the rows wanted, when only a few are (counter names); empty: all
 
 
 @dataclass(frozen=True)
@@ -105,74 +110,6 @@ class ScrapeContext:
     host: HostView | None = None  # the exporter's host when it is the target's host, else None
 
 
-class FamilyBuilder:
-    """Collects series by metric name and returns one family per name.
-
-    Every series gets the target's constant labels first, so collectors never have to remember them.
-    """
-
-    def __init__(self, const_labels: Mapping[str, str]) -> None:
-        self._const = dict(const_labels)
-        self._families: dict[str, SeriesFamily] = {}
-
-    def emit(self, spec: MetricSpec, value: float, labels: Mapping[str, str] | None = None) -> None:
-        """A series of a declared metric: its name, type and HELP come from the declaration."""
-        if spec.type == "counter":
-            self.counter(spec.name, spec.help, value, labels)
-        else:
-            self.gauge(spec.name, spec.help, value, labels)
-
-    def gauge(self, name: str, doc: str, value: float, labels: Mapping[str, str] | None = None) -> None:
-        # No DMV reads as infinite or not a number (a huge KB count times 1024 can overflow to inf).
-        if not -math.inf < value < math.inf:
-            raise ImpossibleValue(f"{name} would be {value!r}: readings are finite numbers")
-        if value < 0 and name.endswith("_bytes"):
-            raise ImpossibleValue(f"{name} would be {value!r}: a size in bytes is never negative")
-        family = self._families.get(name)
-        if family is None:
-            family = self._families[name] = SeriesFamily(name, doc, "gauge")
-        # Series without labels of their own share the constant labels' dict (nothing mutates it).
-        family.series.append(({**self._const, **labels} if labels else self._const, value))
-
-    def counter(self, name: str, doc: str, value: float, labels: Mapping[str, str] | None = None) -> None:
-        # A counter below zero or not a number would make rate() invent writes or reads; no SQL Server
-        # reports one, so the reading is wrong and the collector must fail rather than pass it on.
-        if not value >= 0 or value == math.inf:
-            raise ImpossibleValue(f"{name} would be {value!r}: counters are finite and never negative")
-        family = self._families.get(name)
-        if family is None:
-            # The family is named without _total; its samples carry it (as prometheus_client does).
-            family = self._families[name] = SeriesFamily(name.removesuffix("_total"), doc, "counter")
-        family.series.append(({**self._const, **labels} if labels else self._const, value))
-
-    def families(self) -> list[Metric]:
-        return list(self._families.values())
-
-    def child(self) -> FamilyBuilder:
-        """An empty builder with the same constant labels, to be merged back only on success."""
-        child = FamilyBuilder.__new__(FamilyBuilder)
-        child._const = self._const  # shared, never mutated: saves a copy per collector
-        child._families = {}
-        return child
-
-    def merge(self, other: FamilyBuilder) -> None:
-        for name, family in other._families.items():
-            mine = self._families.get(name)
-            if mine is None:
-                self._families[name] = family
-            else:
-                mine.series.extend(family.series)
-
-
-class MissingData(Exception):
-    """A collector's section answered, but without what every SQL Server reports: the collector fails
-    (its success metric goes to 0) instead of exporting nothing while claiming success."""
-
-
-class ImpossibleValue(MissingData):
-    """A reading no SQL Server can give (a negative counter or size): the collector fails, naming it."""
-
-
 CollectFn = Callable[[Mapping[str, "SectionResult"], ScrapeContext, FamilyBuilder], None]
 
 
@@ -190,8 +127,8 @@ class CollectorRecord:
     collect: CollectFn
     # SQL sections it brings to the batch; two collectors may bring the same one (first one wins).
     defines: tuple[Section, ...] = ()
-    # Its object in the one shared performance-counter section, if it reads perf counters.
-    perf_object: PerfObject | None = None
+    # Objects it reads out of sections several collectors share (its perf object, if it reads counters).
+    reads: tuple[ObjectRead, ...] = ()
     # Collectors whose work this one reads (their sections' rows, or what they left in the memo this
     # scrape); each must come earlier in COLLECTORS. When a needed collector is off, the scrape still
     # sends its sections and runs it, but exports nothing of it (selection.py).
@@ -205,6 +142,12 @@ class CollectorRecord:
     # release, a platform option that is off), the scrape leaves it out, logged once, as it does for what
     # an engine edition lacks (platform.py), until SQL Server restarts (an upgrade does) and it looks again.
     left_out_when_missing: bool = False
+    # Where it runs (platform.py names: sql_server, azure_sql_managed_instance, azure_sql_database);
+    # empty: everywhere. Elsewhere the scrape leaves it out, as it does what a platform lacks.
+    platforms: frozenset[str] = frozenset()
+    # SQL Server's major version it needs (13 is 2016, 17 is 2025); 0: any. Checked on SQL Server only
+    # (Azure reports a fixed 12.x whatever its engine).
+    min_major_version: int = 0
 
 
 def number(value: object, what: str) -> float | None:

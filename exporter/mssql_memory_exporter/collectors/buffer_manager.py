@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import MetricSpec
 from . import perf
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
-from .declare import MetricSpec
+from .base import CollectorRecord, ScrapeContext, SectionResult
 from .perfcounters import CounterKind, PerfIndex
 
-OBJECT = perf.PerfObject("Buffer Manager")
+OBJECT = perf.perf_object("Buffer Manager")
 
 G, C = CounterKind.GAUGE, CounterKind.CUMULATIVE
 METRICS = (
@@ -105,6 +106,22 @@ METRICS = (
         required=False,
     ),
 )
+# By name, for the rule and dashboard generators (the order of METRICS).
+(
+    PAGE_LIFE_EXPECTANCY,
+    FREE_LIST_STALLS,
+    LAZY_WRITES,
+    PAGE_LOOKUPS,
+    PAGE_READS,
+    PAGE_WRITES,
+    CHECKPOINT_PAGES,
+    READAHEAD_PAGES,
+    BACKGROUND_WRITER_PAGES,
+    DATABASE_PAGES,
+    EXTENSION_PAGE_READS,
+    EXTENSION_PAGE_WRITES,
+    EXTENSION_ALLOCATED_PAGES,
+) = METRICS
 
 HIT_RATIO = MetricSpec(
     name="mssql_buffer_cache_hit_ratio",
@@ -131,6 +148,6 @@ COLLECTOR = CollectorRecord(
     name="buffer_manager",
     sections=(perf.PERF_TAG,),
     collect=collect,
-    perf_object=OBJECT,
+    reads=(OBJECT,),
     metrics=(*perf.declare(OBJECT.name, METRICS), HIT_RATIO),
 )

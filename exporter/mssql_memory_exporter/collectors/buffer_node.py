@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder
 from . import perf
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from .base import CollectorRecord, ScrapeContext, SectionResult
 from .perfcounters import CounterKind
 
-OBJECT = perf.PerfObject("Buffer Node")
+OBJECT = perf.perf_object("Buffer Node")
 
 G, C = CounterKind.GAUGE, CounterKind.CUMULATIVE
 METRICS = (
@@ -57,6 +58,6 @@ COLLECTOR = CollectorRecord(
     name="buffer_node",
     sections=(perf.PERF_TAG,),
     collect=collect,
-    perf_object=OBJECT,
+    reads=(OBJECT,),
     metrics=perf.declare(OBJECT.name, METRICS, labels=(perf.NODE,)),
 )

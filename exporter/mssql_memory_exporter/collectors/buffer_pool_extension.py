@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
-from .declare import MetricSpec
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import MetricSpec
+from .base import KIB, CollectorRecord, ScrapeContext, Section, SectionResult, rows_of
 
 TAG = "bpe"
 ENABLED_STATE = 5  # "BUFFER POOL EXTENSION ENABLED"

@@ -16,8 +16,9 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
-from .base import FamilyBuilder, ScrapeContext
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import Label, MetricSpec
+from .base import ScrapeContext
 from .view import DrivesView, PoolView
 
 __all__ = [

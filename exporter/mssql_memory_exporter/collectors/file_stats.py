@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 
-from .base import ImpossibleValue, Section, SectionResult
+from ..metrics.builder import ImpossibleValue
+from .base import Section, SectionResult
 
 TAG = "file_stats"
 RESOURCE_DATABASE_ID = 32767

@@ -21,7 +21,8 @@ import weakref
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from .base import EXTRA_SECTIONS, FORCE_SLOW, MissingData, ScrapeContext, Section, SectionResult
+from ..metrics.builder import MissingData
+from .base import EXTRA_SECTIONS, FORCE_SLOW, ScrapeContext, Section, SectionResult
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import Label, MetricSpec
 from . import files
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
-from .declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, Section, SectionResult, rows_of
 
 CONFIG_TAG = "hbp"
 DATABASES_TAG = "hbp_databases"

@@ -16,20 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import (
-    KIB,
-    CollectorRecord,
-    FamilyBuilder,
-    ImpossibleValue,
-    MissingData,
-    ScrapeContext,
-    Section,
-    SectionResult,
-    number,
-    rows_of,
-    sql_literal,
-)
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder, ImpossibleValue, MissingData
+from ..metrics.declare import Label, MetricSpec
+from .base import KIB, CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of, sql_literal
 
 TAG = "memory_clerks"
 OTHER = "other"

@@ -14,19 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder, MissingData
+from ..metrics.declare import Label, MetricSpec
 from . import sys_info
-from .base import (
-    KIB,
-    CollectorRecord,
-    FamilyBuilder,
-    MissingData,
-    ScrapeContext,
-    Section,
-    SectionResult,
-    number,
-    rows_of,
-)
-from .declare import Label, MetricSpec
+from .base import KIB, CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of
 
 CONFIG_TAG = "memory_config"
 MODEL_TAG = "memory_model"

@@ -38,8 +38,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder
 from . import perf
-from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from .base import KIB, CollectorRecord, ScrapeContext, SectionResult
 from .perfcounters import CounterKind, PerfIndex
 
 G = CounterKind.GAUGE
@@ -112,7 +113,25 @@ METRICS = (
         KIB,
     ),
 )
-OBJECT = perf.PerfObject("Memory Manager", tuple(m.counter for m in METRICS))
+# By name, for the rule and dashboard generators (the order of METRICS).
+(
+    GRANTS_PENDING,
+    GRANTS_OUTSTANDING,
+    TARGET,
+    TOTAL,
+    FREE,
+    STOLEN,
+    DATABASE_CACHE,
+    WORKSPACE_GRANTED,
+    WORKSPACE_MAXIMUM,
+    RESERVED,
+    SQL_CACHE,
+    LOCK,
+    LOG_POOL,
+    OPTIMIZER,
+    CONNECTION,
+) = METRICS
+OBJECT = perf.perf_object("Memory Manager", tuple(m.counter for m in METRICS))
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
@@ -123,6 +142,6 @@ COLLECTOR = CollectorRecord(
     name="memory_manager",
     sections=(perf.PERF_TAG,),
     collect=collect,
-    perf_object=OBJECT,
+    reads=(OBJECT,),
     metrics=perf.declare(OBJECT.name, METRICS),
 )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder
 from . import perf
-from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from .base import KIB, CollectorRecord, ScrapeContext, SectionResult
 from .perfcounters import CounterKind
 
 G = CounterKind.GAUGE
@@ -65,8 +66,10 @@ METRICS = (
         "the node ran short.",
     ),
 )
+# By name, for the rule and dashboard generators.
+TOTAL, TARGET, FREE, STOLEN, DATABASE, FOREIGN = METRICS
 TOTAL, TARGET, FREE, STOLEN, DATABASE, FOREIGN = METRICS  # by name, for the generators
-OBJECT = perf.PerfObject("Memory Node", tuple(m.counter for m in METRICS))
+OBJECT = perf.perf_object("Memory Node", tuple(m.counter for m in METRICS))
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
@@ -77,6 +80,6 @@ COLLECTOR = CollectorRecord(
     name="memory_node",
     sections=(perf.PERF_TAG,),
     collect=collect,
-    perf_object=OBJECT,
+    reads=(OBJECT,),
     metrics=perf.declare(OBJECT.name, METRICS, labels=(perf.NODE,)),
 )

@@ -10,18 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import (
-    KIB,
-    CollectorRecord,
-    FamilyBuilder,
-    MissingData,
-    ScrapeContext,
-    Section,
-    SectionResult,
-    number,
-    rows_of,
-)
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder, MissingData
+from ..metrics.declare import Label, MetricSpec
+from .base import KIB, CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of
 
 SYS_TAG = "os_sys_memory"
 PROCESS_TAG = "os_process_memory"

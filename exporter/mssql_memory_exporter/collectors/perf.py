@@ -10,8 +10,9 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .base import FamilyBuilder, MissingData, ScrapeContext, Section, SectionResult, sql_literal
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder, MissingData
+from ..metrics.declare import Label, MetricSpec
+from .base import ObjectRead, ScrapeContext, Section, SectionResult, sql_literal
 from .perfcounters import CounterKind, PerfIndex, PerfRow, parse_perf_rows, parse_perf_table
 
 log = logging.getLogger(__name__)
@@ -19,12 +20,15 @@ log = logging.getLogger(__name__)
 PERF_TAG = "perf"
 
 
-@dataclass(frozen=True)
-class PerfObject:
-    """A perf object a collector reads; `counters` limits the rows sent when only a few are wanted."""
+def perf_object(name: str, counters: tuple[str, ...] = ()) -> ObjectRead:
+    """A perf object a collector reads (its record's `reads`), e.g. "Buffer Manager" without the instance
+    prefix; `counters` limits the rows sent when only a few are wanted."""
+    return ObjectRead(PERF_TAG, name, counters)
 
-    name: str  # without the instance prefix, e.g. "Buffer Manager"
-    counters: tuple[str, ...] = ()
+
+def objects_named(reads: Iterable[ObjectRead]) -> list[str]:
+    """The names of the perf objects among a record's reads (for the docs tables)."""
+    return [obj.name for obj in reads if obj.section == PERF_TAG]
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ def declare(
     )
 
 
-def perf_section(objects: Iterable[PerfObject]) -> Section:
+def perf_section(objects: Iterable[ObjectRead]) -> Section:
     """One SELECT for all declared objects.
 
     The object filter is a LIKE with a trailing `%`: object_name is nchar(128), blank-padded, and LIKE
@@ -97,7 +101,7 @@ def perf_section(objects: Iterable[PerfObject]) -> Section:
     for obj in objects:
         if obj.name in merged and merged[obj.name] is None:
             continue
-        merged[obj.name] = None if not obj.counters else (merged.get(obj.name) or set()) | set(obj.counters)
+        merged[obj.name] = None if not obj.items else (merged.get(obj.name) or set()) | set(obj.items)
     clauses = []
     for name in sorted(merged):
         like = f"pc.object_name LIKE {sql_literal('%:' + name + '%')}"
@@ -132,13 +136,14 @@ def _by_object(results: Mapping[str, SectionResult]) -> dict[str, list[PerfRow]]
     result = results.get(PERF_TAG)
     if result is None:
         return {}
-    grouped = result.parsed.get("perf_by_object")
-    if not isinstance(grouped, dict):
-        grouped = {}
-        rows = parse_perf_table(result.columns, result.raw) if result.raw else parse_perf_rows(result.rows)
-        for row in rows:
-            grouped.setdefault(row.object.casefold(), []).append(row)
-        result.parsed["perf_by_object"] = grouped
+    parsed = result.parsed.get("perf_by_object")
+    if isinstance(parsed, dict):
+        return parsed
+    grouped: dict[str, list[PerfRow]] = {}
+    rows = parse_perf_table(result.columns, result.raw) if result.raw else parse_perf_rows(result.rows)
+    for row in rows:
+        grouped.setdefault(row.object.casefold(), []).append(row)
+    result.parsed["perf_by_object"] = grouped
     return grouped
 
 
@@ -204,7 +209,7 @@ def export_per_node(
     out: FamilyBuilder,
     ctx: ScrapeContext,
     results: Mapping[str, SectionResult],
-    obj: PerfObject,
+    obj: ObjectRead,
     metrics: Sequence[PerfMetric],
 ) -> None:
     """Export an object with one instance per NUMA node (Buffer Node, Memory Node), labelled `node`."""

@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import Label, MetricSpec
 from . import perf
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
-from .declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, SectionResult
 from .perfcounters import CounterKind, PerfIndex
 
 PAGE = 8192.0  # Cache Pages counts 8 KB pages
@@ -64,7 +65,7 @@ HIT_RATIO = MetricSpec(
     labels=(CACHE,),
     conditional="while a cache type has had no lookups (its base is 0)",
 )
-OBJECT = perf.PerfObject(
+OBJECT = perf.perf_object(
     "Plan Cache", (*(m.counter for m in METRICS), "Cache Hit Ratio", "Cache Hit Ratio Base")
 )
 
@@ -91,7 +92,7 @@ COLLECTOR = CollectorRecord(
     name="plan_cache",
     sections=(perf.PERF_TAG,),
     collect=collect,
-    perf_object=OBJECT,
+    reads=(OBJECT,),
     summary="perf object `Plan Cache`, one series per cache type",
     metrics=(*perf.declare("Plan Cache", METRICS, labels=(CACHE,)), HIT_RATIO),
 )

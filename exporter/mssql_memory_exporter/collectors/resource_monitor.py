@@ -32,17 +32,9 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .base import (
-    CollectorRecord,
-    FamilyBuilder,
-    MissingData,
-    ScrapeContext,
-    Section,
-    SectionResult,
-    number,
-    rows_of,
-)
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder, MissingData
+from ..metrics.declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of
 
 log = logging.getLogger(__name__)
 

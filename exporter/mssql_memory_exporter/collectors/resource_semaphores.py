@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import Label, MetricSpec
+from .base import KIB, CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of
 
 TAG = "resource_semaphores"
 

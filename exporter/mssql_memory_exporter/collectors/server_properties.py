@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, rows_of
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, Section, SectionResult, rows_of
 
 TAG = "server"
 ENGINE_EDITION_KEY = "engine_edition"  # ctx.memo; read by the scrape (platform.py)
+PRODUCT_VERSION_KEY = "product_version"  # ctx.memo; a collector's min_major_version is checked on it
 
 PROPERTIES = {
     "version": "ProductVersion",
@@ -65,6 +67,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         out.emit(BUILD_INFO, 1.0, labels)
         # The platform (platform.py) is decided from it once per target, by the scrape.
         ctx.memo[ENGINE_EDITION_KEY] = labels["engine_edition"]
+        ctx.memo[PRODUCT_VERSION_KEY] = labels["version"]
         break
     # Alert thresholds that depend on the workload (hit ratio 0.95 OLTP, 0.90 OLAP) join on this.
     out.emit(TARGET_INFO, 1.0, {"workload": ctx.workload})

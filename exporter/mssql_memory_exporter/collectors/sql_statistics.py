@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder
 from . import perf
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, SectionResult
+from .base import CollectorRecord, ScrapeContext, SectionResult
 from .perfcounters import CounterKind, PerfIndex
 
 METRICS = (
@@ -41,7 +42,7 @@ METRICS = (
     ),
 )
 BATCH_REQUESTS, COMPILATIONS, RECOMPILATIONS = METRICS  # by name, for the rule and dashboard generators
-OBJECT = perf.PerfObject("SQL Statistics", tuple(m.counter for m in METRICS))
+OBJECT = perf.perf_object("SQL Statistics", tuple(m.counter for m in METRICS))
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
@@ -52,6 +53,6 @@ COLLECTOR = CollectorRecord(
     name="sql_statistics",
     sections=(perf.PERF_TAG,),
     collect=collect,
-    perf_object=OBJECT,
+    reads=(OBJECT,),
     metrics=perf.declare(OBJECT.name, METRICS),
 )

@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder, MissingData
+from ..metrics.declare import Label, MetricSpec
 from . import endurance, file_stats, files, volumes
-from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, SectionResult
-from .declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, SectionResult
 from .view import PoolView
 
 log = logging.getLogger(__name__)

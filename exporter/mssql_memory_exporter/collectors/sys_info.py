@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
-from .declare import MetricSpec
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import MetricSpec
+from .base import CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of
 
 TAG = "sys_info"
 

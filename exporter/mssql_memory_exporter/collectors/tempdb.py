@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder, MissingData
+from ..metrics.declare import Label, MetricSpec
 from . import file_stats, files
-from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, SectionResult
-from .declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, SectionResult
 
 SECTIONS = (file_stats.SECTION, files.FILES_SECTION)
 TEMPDB_ID = 2

@@ -16,20 +16,10 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..metrics.builder import FamilyBuilder, ImpossibleValue, MissingData
+from ..metrics.declare import Label, MetricSpec
 from . import files
-from .base import (
-    FORCE_SLOW,
-    CollectorRecord,
-    FamilyBuilder,
-    ImpossibleValue,
-    MissingData,
-    ScrapeContext,
-    Section,
-    SectionResult,
-    number,
-    rows_of,
-)
-from .declare import Label, MetricSpec
+from .base import FORCE_SLOW, CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of
 
 log = logging.getLogger(__name__)
 
@@ -221,15 +211,15 @@ def _settings(results: Mapping[str, SectionResult], ctx: ScrapeContext) -> dict[
     result = results.get(SETTINGS_TAG)
     kept = ctx.memo.get(SETTINGS_KEY)
     if result is not None and result.error is None:
-        kept = {}
+        read: dict[int, Growth] = {}
         for row in result.rows:
             file_id = _whole(row.get("file_id"), "file_id")
             max_size = _whole(row.get("max_size"), f"max_size of tempdb file {file_id}")
             growth = _whole(row.get("growth"), f"growth of tempdb file {file_id}")
             if max_size < UNLIMITED or growth < 0:
                 raise ImpossibleValue(f"tempdb file {file_id}: max_size {max_size}, growth {growth}")
-            kept[file_id] = Growth(max_size, growth, bool(_whole(row.get("is_percent_growth"), "percent")))
-        ctx.memo[SETTINGS_KEY] = kept
+            read[file_id] = Growth(max_size, growth, bool(_whole(row.get("is_percent_growth"), "percent")))
+        ctx.memo[SETTINGS_KEY] = kept = read
     elif result is not None and result.error is not None:
         why = f"{result.error.number}: {result.error.message}"
         if not isinstance(kept, dict):

@@ -31,8 +31,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from .base import KIB, CollectorRecord, FamilyBuilder, ScrapeContext, Section, SectionResult, number, rows_of
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import Label, MetricSpec
+from .base import KIB, CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of
 
 log = logging.getLogger(__name__)
 

@@ -14,19 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder, ImpossibleValue
+from ..metrics.declare import Label, MetricSpec
 from . import tempdb_files
-from .base import (
-    CollectorRecord,
-    FamilyBuilder,
-    ImpossibleValue,
-    Row,
-    ScrapeContext,
-    Section,
-    SectionResult,
-    number,
-    rows_of,
-)
-from .declare import Label, MetricSpec
+from .base import CollectorRecord, Row, ScrapeContext, Section, SectionResult, number, rows_of
 
 SPACE_TAG = "tempdb_log_space"
 REUSE_TAG = "tempdb_log_reuse"

@@ -11,17 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..metrics.builder import FamilyBuilder, ImpossibleValue
+from ..metrics.declare import Label, MetricSpec
 from . import files, tempdb_files
-from .base import (
-    CollectorRecord,
-    FamilyBuilder,
-    ImpossibleValue,
-    ScrapeContext,
-    Section,
-    SectionResult,
-    number,
-)
-from .declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, Section, SectionResult, number
 
 TAG = "tempdb_volumes"
 

@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from operator import add, ge, itemgetter, sub
 
+from ..metrics.builder import FamilyBuilder, MissingData
+from ..metrics.declare import Label, MetricSpec
 from . import file_stats, files, sys_info
-from .base import CollectorRecord, FamilyBuilder, MissingData, ScrapeContext, SectionResult, rows_of
-from .declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, SectionResult, rows_of
 
 SECTIONS = (file_stats.SECTION, files.FILES_SECTION)
 MEMO_KEY = "volume_io"

@@ -14,17 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .base import (
-    CollectorRecord,
-    FamilyBuilder,
-    ScrapeContext,
-    Section,
-    SectionResult,
-    number,
-    rows_of,
-    sql_literal,
-)
-from .declare import Label, MetricSpec
+from ..metrics.builder import FamilyBuilder
+from ..metrics.declare import Label, MetricSpec
+from .base import CollectorRecord, ScrapeContext, Section, SectionResult, number, rows_of, sql_literal
 
 TAG = "wait_stats"
 MS = 1000.0

@@ -25,6 +25,15 @@ class ConfigError(Exception):
         super().__init__("\n".join(self.lines))
 
 
+class ReloadRefused(Exception):
+    """A new config refused while serving (app/reload.py raises it, the web's `POST /-/reload` answers it);
+    `lines` are the start-up error lines, safe to log and answer."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__("\n".join(lines))
+
+
 class CredentialError(ConfigError):
     """A password source that could not be read at connect time (names the source, never the value)."""
 

@@ -17,8 +17,12 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ..collectors import COLLECTORS
+from ..collectors.base import CollectorRecord
+from ..collectors.custom import CustomQuery
 from .auth import AuthModule, Credentials
-from .collectors import ALL_COLLECTORS, CollectorsConfig
+from .collectors import COLLECTOR_NAMES, CollectorsConfig
+from .custom import DEFAULT_PREFIX, label_clashes, load_custom, records_of
 from .drives import DriveHealthConfig
 from .errors import ConfigError, CredentialError, error_at, to_config_error
 from .fields import (
@@ -100,6 +104,8 @@ class TargetConfig(Strict):
     _auth: AuthModule | None = PrivateAttr(default=None)
     # Set by ExporterConfig from the top-level `collectors` when the target has none of its own.
     _default_collectors: CollectorsConfig | None = PrivateAttr(default=None)
+    # Every collector of the config, its custom ones included (set by parse_config).
+    _all_collectors: tuple[CollectorRecord, ...] = PrivateAttr(default=COLLECTORS)
 
     @model_validator(mode="before")
     @classmethod
@@ -229,7 +235,8 @@ class TargetConfig(Strict):
     def enabled_collectors(self) -> frozenset[str]:
         """The names of the collectors this target runs: its own setting, else the top-level one."""
         chosen = self.collectors if self.collectors is not None else self._default_collectors
-        return chosen.enabled() if chosen is not None else ALL_COLLECTORS
+        every = self._all_collectors
+        return chosen.enabled(every) if chosen is not None else frozenset(r.name for r in every)
 
     def credentials(self) -> Credentials:
         """Username and password from this target's own auth module, reading the password now. A probe
@@ -241,7 +248,7 @@ class TargetConfig(Strict):
     def connection_key(self) -> tuple[object, ...]:
         """Everything that decides which server is logged in to, as whom, and how: a reload that changes
         any of it drops the target's connection and its state; other changes keep the connection."""
-        fields = self.model_dump(include=CONNECTION_FIELDS)
+        fields = self.model_dump(include=set(CONNECTION_FIELDS))
         auth = self._auth.model_dump() if self._auth is not None else None
         return (tuple(sorted(fields.items())), tuple(sorted(auth.items())) if auth else None)
 
@@ -254,6 +261,21 @@ class ExporterConfig(Strict):
     drive_health: DriveHealthConfig | None = None
     # Every target's collectors unless it sets its own.
     collectors: CollectorsConfig | None = None
+    # A site's own queries (config/custom.py reads and checks them before the rest of the file).
+    custom_collectors: list[Any] | None = None
+    collector_files: list[Any] = Field(default_factory=list)
+    custom_metric_prefix: str = DEFAULT_PREFIX
+    _custom: tuple[CustomQuery, ...] = PrivateAttr(default=())
+    _custom_records: tuple[CollectorRecord, ...] = PrivateAttr(default=())
+
+    @property
+    def custom_queries(self) -> tuple[CustomQuery, ...]:
+        return self._custom
+
+    @property
+    def collector_records(self) -> tuple[CollectorRecord, ...]:
+        """The built-in collectors and the config's custom ones, in batch order."""
+        return (*COLLECTORS, *self._custom_records)
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -385,10 +407,22 @@ def parse_config(
         raise ConfigError(f"{source}: the config is empty; at least one target is required")
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping (key: value)")
+    custom = load_custom(data, source, str(base_dir))
+    names = COLLECTOR_NAMES | {query.name for query in custom}
     try:
-        return ExporterConfig.model_validate(data, context={"base_dir": str(base_dir)})
+        config = ExporterConfig.model_validate(
+            data, context={"base_dir": str(base_dir), "collector_names": names}
+        )
     except ValidationError as exc:
         raise to_config_error(source, exc) from None
+    clashes = label_clashes(custom, {key: t.labels for key, t in config.targets.items()})
+    if clashes:
+        raise ConfigError(clashes)
+    config._custom = custom
+    config._custom_records = records_of(custom)
+    for target in config.targets.values():
+        target._all_collectors = config.collector_records
+    return config
 
 
 def load_config(path: str) -> ExporterConfig:

@@ -31,7 +31,8 @@ class UniqueKeyLoader(yaml.SafeLoader):
         # An unquoted 2023-02-30 looks like a date to YAML, and the base class lets datetime's ValueError
         # escape; report it like any other YAML error, with its position.
         try:
-            return super().construct_yaml_timestamp(node)  # type: ignore[misc]
+            assert isinstance(node, yaml.ScalarNode)  # the resolver tags only scalars as timestamps
+            return super().construct_yaml_timestamp(node)
         except ValueError as exc:
             raise yaml.constructor.ConstructorError(
                 None, None, f"invalid date: {exc}", node.start_mark

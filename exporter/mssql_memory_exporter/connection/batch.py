@@ -8,13 +8,24 @@ result set and every other section still answers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ..collectors.base import CollectorRecord, Row, Section, SectionError, SectionResult, sql_literal
-from ..collectors.perf import PerfObject, perf_section
+from ..collectors.base import (
+    CollectorRecord,
+    ObjectRead,
+    Row,
+    Section,
+    SectionError,
+    SectionResult,
+    sql_literal,
+)
+from ..collectors.custom import BEGIN_TAG, END_TAG, TAG_PREFIX
+from ..collectors.perf import PERF_TAG, perf_section
 
 ERROR_TAG = "section_error"
+# The sections several collectors share, each built once from the objects every collector reads of it.
+SHARED_SECTIONS: dict[str, Callable[[Iterable[ObjectRead]], Section]] = {PERF_TAG: perf_section}
 UNAVAILABLE_TAG = "section_unavailable"
 
 
@@ -44,18 +55,26 @@ def render_section(section: Section) -> str:
 
 
 def sections_of(collectors: Iterable[CollectorRecord]) -> list[Section]:
-    """Sections in collector order; all perf objects share one perf section where the first needs it."""
+    """Sections in collector order; a shared section (all perf objects share one) sits where the first
+    collector that reads it needs it."""
     sections: dict[str, Section] = {}
-    perf_objects: list[PerfObject] = []
+    reads: list[ObjectRead] = []
     for record in collectors:
-        if record.perf_object is not None:
-            perf_objects.append(record.perf_object)
-            sections.setdefault("perf", Section(tag="perf", sql=""))  # placeholder keeps the order
+        for obj in record.reads:
+            reads.append(obj)
+            sections.setdefault(obj.section, Section(tag=obj.section, sql=""))  # placeholder keeps the order
         for section in record.defines:
             sections.setdefault(section.tag, section)
-    if perf_objects:
-        sections["perf"] = perf_section(perf_objects)
+    sections.update(shared_sections(reads))
     return list(sections.values())
+
+
+def shared_sections(reads: Iterable[ObjectRead]) -> dict[str, Section]:
+    """The shared sections these objects are read from, by tag, each built once from all its objects."""
+    grouped: dict[str, list[ObjectRead]] = {}
+    for obj in reads:
+        grouped.setdefault(obj.section, []).append(obj)
+    return {tag: SHARED_SECTIONS[tag](objects) for tag, objects in grouped.items()}
 
 
 def render_batch(sections: Sequence[Section]) -> str:
@@ -78,7 +97,28 @@ def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict
     is given an error of its own (unless it may be empty): silence must not read as success."""
     by_tag = {s.tag: s for s in sections}
     results: dict[str, SectionResult] = {}
+    custom: str | None = None  # the custom section whose answer the result sets now are (custom.py)
     for rs in result_sets:
+        if custom is not None:
+            if _marker(rs, END_TAG) == custom:
+                if custom not in results:
+                    results[custom] = SectionResult(error=SectionError(0, "the query returned no result set"))
+                custom = None
+                continue
+            if _marker(rs, ERROR_TAG) is None:  # the site's own result set, whatever its columns
+                if custom in results:
+                    results[custom].error = SectionError(0, "the query returned more than one result set")
+                    results[custom].clear()
+                else:
+                    results[custom] = SectionResult(columns=rs.columns)
+                    results[custom].raw.extend(rs.rows)
+                continue
+            custom = None  # the query failed: its CATCH row ends its answer
+        if (began := _marker(rs, BEGIN_TAG)) is not None:
+            if began not in by_tag:
+                raise BatchShapeError(f"result set for unknown section {began!r}")
+            custom = began
+            continue
         if not rs.columns or rs.columns[0] != "section":
             raise BatchShapeError(f"result set without a leading section column: {list(rs.columns)[:3]}")
         if not rs.rows:
@@ -104,10 +144,17 @@ def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict
             not result.has_rows()
             and result.error is None
             and not result.unavailable
-            and not section.may_be_empty
+            and (not section.may_be_empty or (tag.startswith(TAG_PREFIX) and not result.columns))
         ):
             result.error = SectionError(0, "section returned no rows")
     return results
+
+
+def _marker(rs: ResultSet, marker: str) -> str | None:
+    """The section a custom marker row (or, for ERROR_TAG, an error row) names, else None."""
+    if len(rs.columns) < 2 or rs.columns[0] != "section" or len(rs.rows) != 1 or rs.rows[0][0] != marker:
+        return None
+    return str(rs.rows[0][1])
 
 
 def _route_failure(row: Row, by_tag: dict[str, Section], results: dict[str, SectionResult]) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from ..collectors.base import FamilyBuilder
+from ..metrics.builder import FamilyBuilder
 from .blockdev import (
     DEFAULT_DEV,
     DEFAULT_SYS,
@@ -81,6 +81,10 @@ def psutil_partitions() -> Sequence[PartitionLike]:
 
 def _stat_dev(path: str) -> int:
     return os.stat(path).st_dev
+
+
+# The name the rule and dashboard generators import.
+DISK_WRITTEN = "mssql_host_disk_written_bytes_total"
 
 
 class HostCollector:
@@ -240,7 +244,7 @@ class HostCollector:
         for device, io in sorted(self._disk_figures().items()):
             labels = {"device": device}
             out.counter(
-                "mssql_host_disk_written_bytes_total",
+                DISK_WRITTEN,
                 "Bytes written to a physical disk since boot, as the host OS counts them.",
                 io.written_bytes,
                 labels,

@@ -11,37 +11,50 @@ from collections.abc import Mapping
 
 from prometheus_client.core import Metric
 
-from ..collectors.base import FamilyBuilder
+from ..metrics.builder import FamilyBuilder
 from .drive_health import DriveMonitor, DriveView
 from .drive_parse import DriveReading
 from .metrics import collector_families
 
 COLLECTOR = "drive_health"
 
+# The names the rule and dashboard generators import (alerts/drives.py, smartctl_exporter.py, dashboards/).
+LIFE_USED = "mssql_drive_life_used_ratio"
+AVAILABLE_SPARE = "mssql_drive_available_spare_ratio"
+AVAILABLE_SPARE_THRESHOLD = "mssql_drive_available_spare_threshold_ratio"
+CRITICAL_WARNING = "mssql_drive_critical_warning"
+TEMPERATURE = "mssql_drive_temperature_celsius"
+WRITE_AMPLIFICATION = "mssql_drive_write_amplification_ratio"
+READ_SUCCESS = "mssql_drive_read_success"
+READING_AGE = "mssql_drive_reading_age_seconds"
+SMART_PASSED = "mssql_drive_smart_passed"
+HOST_WRITTEN = "mssql_drive_host_written_bytes_total"
+INFO = "mssql_drive_info"
+
 # (attribute of DriveReading, metric, kind, help)
 _FIGURES = (
     (
         "life_used_ratio",
-        "mssql_drive_life_used_ratio",
+        LIFE_USED,
         "gauge",
         "Share of the drive's rated life used, as the drive reports it (NVMe percentage_used, SCSI endurance "
         "indicator, ATA per family) / 100. 1 = rated life reached; may exceed 1.",
     ),
     (
         "spare_ratio",
-        "mssql_drive_available_spare_ratio",
+        AVAILABLE_SPARE,
         "gauge",
         "Spare capacity left, as a ratio of the full spare.",
     ),
     (
         "spare_threshold_ratio",
-        "mssql_drive_available_spare_threshold_ratio",
+        AVAILABLE_SPARE_THRESHOLD,
         "gauge",
         "The drive's own threshold for available spare (below it the drive warns), as a ratio.",
     ),
     (
         "critical_warning",
-        "mssql_drive_critical_warning",
+        CRITICAL_WARNING,
         "gauge",
         "NVMe critical warning bits as a number (0 = none): 1 spare, 2 temperature, 4 reliability, "
         "8 read-only, 16 volatile memory backup, 32 persistent memory region.",
@@ -60,13 +73,13 @@ _FIGURES = (
     ),
     (
         "temperature_celsius",
-        "mssql_drive_temperature_celsius",
+        TEMPERATURE,
         "gauge",
         "Drive temperature at the last reading.",
     ),
     (
         "host_written_bytes",
-        "mssql_drive_host_written_bytes_total",
+        HOST_WRITTEN,
         "counter",
         "Bytes the host has written to the drive in its life, as the drive counts them (only for drive "
         "families whose unit is known).",
@@ -79,7 +92,7 @@ _FIGURES = (
     ),
     (
         "write_amplification",
-        "mssql_drive_write_amplification_ratio",
+        WRITE_AMPLIFICATION,
         "gauge",
         "Lifetime write amplification the drive reports: flash writes / host writes (Micron: "
         "(host + background program pages) / host program pages).",
@@ -111,7 +124,7 @@ def collect(monitor: DriveMonitor, pools: Mapping[str, str], out: FamilyBuilder)
         status = _status_labels(view, pools)
         ok = ok and view.ok
         out.gauge(
-            "mssql_drive_read_success",
+            READ_SUCCESS,
             "1 if the last smartctl read of the drive gave a reading (or found it asleep), 0 if it failed.",
             1.0 if view.ok else 0.0,
             status,
@@ -120,14 +133,14 @@ def collect(monitor: DriveMonitor, pools: Mapping[str, str], out: FamilyBuilder)
         if reading is None or view.age_seconds is None:
             continue
         out.gauge(
-            "mssql_drive_reading_age_seconds",
+            READING_AGE,
             "Seconds since the drive's last good reading; every other mssql_drive_ figure is from then.",
             view.age_seconds,
             status,
         )
         labels = _base_labels(view, reading, pools, monitor.redact_serial)
         out.gauge(
-            "mssql_drive_info",
+            INFO,
             "A drive smartctl reads: family is the exporter's SATA family row its model_family matched ('' "
             "for NVMe, SCSI, disks and SATA drives of no row), kind ssd, hdd or unknown.",
             1.0,
@@ -141,7 +154,7 @@ def collect(monitor: DriveMonitor, pools: Mapping[str, str], out: FamilyBuilder)
         )
         if reading.smart_passed is not None:
             out.gauge(
-                "mssql_drive_smart_passed",
+                SMART_PASSED,
                 "1 if the drive's SMART health self-assessment passed, 0 if the drive says it is failing.",
                 1.0 if reading.smart_passed else 0.0,
                 labels,

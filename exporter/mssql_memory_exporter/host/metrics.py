@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from prometheus_client.core import Metric
 
-from ..collectors.base import FamilyBuilder
+from ..metrics.builder import FamilyBuilder
 
 log = logging.getLogger(__name__)
 

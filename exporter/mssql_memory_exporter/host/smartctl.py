@@ -127,8 +127,8 @@ def interpret(status: int, out: bytes, err: bytes = b"") -> Outcome:
         what = "no output" if not out.strip() else f"output that is not JSON ({len(out)} bytes; {exc})"
         # smartctl --json writes nothing to stderr; what is there comes from around it (sudo's "a password
         # is required", the loader), and says why.
-        said = err.decode(errors="replace").strip().splitlines()
-        why = f"; stderr: {said[0][:200]}" if said else ""
+        lines = err.decode(errors="replace").strip().splitlines()
+        why = f"; stderr: {lines[0][:200]}" if lines else ""
         return Outcome(status, error=f"smartctl exited with status {status} and {what}{why}")
     if not isinstance(doc, Mapping):
         return Outcome(status, error=f"smartctl exited with status {status} and JSON that is not an object")

@@ -133,7 +133,7 @@ def _header(family: Metric) -> tuple[str, str]:
         if len(_headers) >= _CACHE_MAX:
             _headers.clear()
         _headers[key] = cached
-    if cached is None:
+    if not isinstance(cached, tuple):  # None: a family the fast path does not write
         raise _Unsupported
     return cached
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
-from prometheus_client.validation import _validate_metric_name
 
 Labels = dict[str, str]
 
@@ -32,7 +31,7 @@ class SeriesFamily(Metric):
         if kind not in ("gauge", "counter"):
             raise ValueError(f"a series family is a gauge or a counter, not {kind!r}")
         if name not in _checked:
-            _validate_metric_name(name)  # what Metric.__init__ does on every call
+            check_name(name)
             if len(_checked) >= _CHECKED_MAX:
                 _checked.clear()
             _checked.add(name)
@@ -45,6 +44,18 @@ class SeriesFamily(Metric):
         self.sample_name = name + "_total" if kind == "counter" else name
         self.series: list[tuple[Labels, float]] = []
 
-    @property  # type: ignore[override]
-    def samples(self) -> list[Sample]:
+    @property
+    def samples(self) -> list[Sample]:  # type: ignore[override]  # Metric's is a plain list attribute
         return [Sample(self.sample_name, dict(labels), value) for labels, value in self.series]
+
+
+def check_name(name: str) -> None:
+    """What Metric.__init__ checks on every call, by default: a name is any non-empty UTF-8 text (the
+    exposition writer hands one outside Prometheus' classic names to generate_latest, which quotes it).
+    prometheus_client's own check is private, so it is written here."""
+    if not name:
+        raise ValueError("invalid metric name: empty")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"invalid metric name {name!r}: not UTF-8 text") from None

@@ -1,4 +1,4 @@
-"""What a probe exports besides its collectors' metrics, declared like theirs (collectors/declare.py), and
+"""What a probe exports besides its collectors' metrics, declared like theirs (metrics/declare.py), and
 the label names a target's series carry: every collector's declared labels and these.
 
 A target's constant labels (`labels:` in the config) go on exactly these series, so a constant label may
@@ -8,7 +8,7 @@ take none of these names (config/fields.py refuses them): the series would carry
 from __future__ import annotations
 
 from ..collectors import COLLECTORS
-from ..collectors.declare import Label, MetricSpec
+from ..metrics.declare import Label, MetricSpec
 
 _COLLECTOR = (Label("collector", "the collector's name (`buffer_manager`, `wait_stats`, ...)"),)
 

@@ -2,7 +2,7 @@
 `rule_groups.evaluators` and the generated rule files between markers, so the pages cannot drift from
 what `make generate` and `make mixin` write.
 
-    python -m alerts.where_rules_run [--check]     # `make generate` runs it; --check exits 1 when stale
+    python -m generators.where_rules_run [--check]     # `make generate` runs it; --check exits 1 when stale
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from pathlib import Path
 
 import yaml
 
-from generators.generated_section import refresh, replace_between
+from alerts import generate, group_names
+from alerts.spec import Spec, load
 
-from . import generate, group_names
-from .spec import Spec, load
+from .generated_section import refresh, replace_between
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = (ROOT / "docs" / "scaling.md", ROOT / "docs" / "mixin.md")
-BEGIN = "<!-- BEGIN generated table where-rules-run: alerts/where_rules_run.py, `make generate` -->"
+BEGIN = "<!-- BEGIN generated table where-rules-run: generators/where_rules_run.py, `make generate` -->"
 END = "<!-- END generated table where-rules-run -->"
 
 EVALUATED_BY = {
@@ -36,6 +36,10 @@ READS = {
     group_names.FLEET: "every shard: counts and sums across the fleet, per shard and in total",
     group_names.THANOS_RULER_WATCH: (
         "Thanos Ruler's own /metrics, on the shard that scrapes it (opt-in: the fleet group failing)"
+    ),
+    group_names.SHIPPED_COLLECTORS: (
+        "one target's shipped collector series (opt-in: Agent jobs, backups, blocking;"
+        " docs/custom-collectors.md)"
     ),
 }
 
@@ -67,7 +71,7 @@ def render(text: str, spec: Spec) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m alerts.where_rules_run", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m generators.where_rules_run", description=__doc__)
     parser.add_argument("--check", action="store_true", help="exit 1 if a page is stale; write nothing")
     args = parser.parse_args(argv)
     spec = load()

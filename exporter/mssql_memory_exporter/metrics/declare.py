@@ -36,7 +36,7 @@ class MetricSpec:
     # The columns of its sections' answers it reads a count or a size from: never negative, so a negative
     # one (a wrapped counter, a mangled sign) is no reading. tests/test_fuzz.py sends each of them negative
     # and expects the collector to fail rather than export it. Empty for perf counters: their column is the
-    # perf section's `cntr_value`, which that test takes from the record's perf_object.
+    # perf section's `cntr_value`, which that test takes from the perf objects among the record's `reads`.
     columns: tuple[str, ...] = ()
 
     @property
