@@ -64,9 +64,13 @@ MODULE_TIERS: dict[str, str] = {
     "test_bootstrap": "integration",
     "test_cli": "integration",
     "test_prepared_batch": "integration",  # prepared batches against stand-ins over TDS
+    "test_odbc18": "integration",  # Microsoft's ODBC Driver 18 (msodbc extra) against stand-ins
+    "test_entra": "integration",  # Entra ID tokens from a loopback endpoint through Driver 18 to stand-ins
+    "test_strict": "integration",  # TDS 8.0 (strict) and TLS failures through Driver 18 against stand-ins
     "test_rule_groups": "unit",  # the rule split read as data
     "test_platforms": "integration",  # scrapes of stand-ins playing each platform
     "test_platform_matrix": "unit",  # docs/platforms.md's generated table; its scrapes raise themselves
+    "test_kerberos_faults": "integration",  # the ticket keeper against a real MIT KDC
     "test_lifecycle": "integration",  # the CLI in a subprocess under signals and reloads
     "test_process_cli": "integration",  # the CLI in a subprocess: --version, --config.check, healthcheck
     "test_scraper_reload": "integration",  # reloads against stand-ins

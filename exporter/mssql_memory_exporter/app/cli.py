@@ -152,7 +152,9 @@ def _warn_about_drivers(config: ExporterConfig) -> None:
     except ImportError as exc:
         log.warning("pyodbc is not importable; no target can be scraped", extra={"err": str(exc)})
         return
-    available = pyodbc.drivers()
+    from ..connection.msodbc import with_packaged
+
+    available = with_packaged(pyodbc.drivers())
     for target in config.targets.values():
         try:
             driver = resolve_driver(target.driver, available, encryption=target.encryption)
@@ -179,7 +181,9 @@ def _unsendable_passwords(config: ExporterConfig) -> list[str]:
         import pyodbc
     except ImportError:
         return []
-    available = pyodbc.drivers()
+    from ..connection.msodbc import with_packaged
+
+    available = with_packaged(pyodbc.drivers())
     problems = []
     for target in config.targets.values():
         try:
@@ -305,10 +309,16 @@ def _abort_start_on_signals() -> dict[signal.Signals, Any]:
     return previous
 
 
-def _stop_on_signals() -> threading.Event:
+class StopRequest(threading.Event):
+    """Set by SIGTERM or SIGINT once serving; `signal_name` is the first signal's name."""
+
+    signal_name = ""
+
+
+def _stop_on_signals() -> StopRequest:
     """Installed before "listening" is logged: whoever waits for that line may signal at once, and a
     SIGTERM before the handler exists would kill the process instead of stopping it cleanly."""
-    stop = threading.Event()
+    stop = StopRequest()
     received: list[int] = []
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:
@@ -316,11 +326,11 @@ def _stop_on_signals() -> threading.Event:
         # already under way changes nothing: one "stopping" line, and shutdown carries on. The check is a
         # list append, not the Event: a handler runs between any two bytecodes of the main thread, also
         # inside the first handler's stop.set(), whose lock is not re-entrant; a second set() there would
-        # deadlock.
+        # deadlock. "stopping" is logged by the main loop, once no reload can apply anything any more.
         if received:
             return
         received.append(signum)
-        log.info("stopping", extra={"signal": signal.Signals(signum).name})
+        stop.signal_name = signal.Signals(signum).name
         stop.set()
 
     signal.signal(signal.SIGTERM, request_stop)
@@ -344,24 +354,36 @@ def _reload_on_sighup() -> list[int]:
 
 
 def _serve_until(
-    server: ExporterHTTPServer, stop: threading.Event, reloads: list[int], reloader: ConfigReloader
+    server: ExporterHTTPServer, stop: StopRequest, reloads: list[int], reloader: ConfigReloader
 ) -> None:
     # serve_forever runs in a thread because shutdown() blocks until the loop exits: calling it from a
     # signal handler on the serving thread would wait on itself.
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
+    reloading: threading.Thread | None = None
     # Wait in short slices: the kernel may deliver SIGTERM to any thread, and Python runs its handler
     # only when the main thread returns to the interpreter. An untimed wait() then never returns (seen as
     # a stop that hung 1 run in 8 of the two-signal test, with neither signal handled).
     while not stop.wait(timeout=STOP_POLL_SECONDS):
-        if reloads:
-            reloads.clear()  # several SIGHUPs before this slice ends are one reload of the file as it is
-            with contextlib.suppress(ReloadRefused):  # logged by the reloader; the old config serves on
-                reloader.reload("SIGHUP")
+        if reloads and (reloading is None or not reloading.is_alive()):
+            # Several SIGHUPs before this slice ends, or during a reload, are one reload of the file as
+            # it is. The reload runs in a thread of its own, so this loop stays free to stop at once.
+            reloads.clear()
+            reloading = threading.Thread(target=_reload_quietly, args=(reloader,), name="reload", daemon=True)
+            reloading.start()
+    # After stop() no reload applies anything: a reload still reading the file is abandoned (not waited
+    # for), one applying its config finishes first, so "stopping" is the last word on the config.
+    reloader.stop()
+    log.info("stopping", extra={"signal": stop.signal_name})
     server.shutdown()
     server.drain(STOP_GRACE_SECONDS)  # requests already accepted are answered, within the grace
     server.server_close()
     thread.join()
+
+
+def _reload_quietly(reloader: ConfigReloader) -> None:
+    with contextlib.suppress(ReloadRefused):  # logged by the reloader; the old config serves on
+        reloader.reload("SIGHUP")
 
 
 def raise_open_files_limit(targets: int) -> None:

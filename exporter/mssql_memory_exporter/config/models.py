@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -24,7 +24,14 @@ from .auth import AuthModule, Credentials
 from .collectors import COLLECTOR_NAMES, CollectorsConfig
 from .custom import DEFAULT_PREFIX, label_clashes, load_custom, records_of
 from .drives import DriveHealthConfig
-from .errors import ConfigError, CredentialError, error_at, to_config_error
+from .errors import (
+    ConfigError,
+    CredentialError,
+    LoadAbandoned,
+    error_at,
+    to_config_error,
+    unexpected_error,
+)
 from .fields import (
     DriverChoice,
     Encryption,
@@ -41,7 +48,7 @@ from .fields import (
 from .ssd import SsdPool
 from .volumes import PoolName, VolumeLabel, list_twice, normalize_volume
 from .windows_auth import KerberosSettings
-from .yaml_loading import read_yaml
+from .yaml_loading import read_yaml, surrogate_errors
 
 # The fields of a target that shape its connection (with its auth module's username and password source).
 CONNECTION_FIELDS = frozenset(
@@ -106,6 +113,15 @@ class TargetConfig(Strict):
     _default_collectors: CollectorsConfig | None = PrivateAttr(default=None)
     # Every collector of the config, its custom ones included (set by parse_config).
     _all_collectors: tuple[CollectorRecord, ...] = PrivateAttr(default=COLLECTORS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _abandon_when_asked(cls, data: Any, info: ValidationInfo) -> Any:
+        # Not a ValueError: pydantic lets any other exception end the whole validation at once.
+        cancelled = (info.context or {}).get("cancelled")
+        if cancelled is not None and cancelled():
+            raise LoadAbandoned("config validation abandoned")
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -224,7 +240,7 @@ class TargetConfig(Strict):
     def username(self) -> str | None:
         if self._auth is None:
             return None
-        return "" if self._auth.kerberos is not None else self._auth.username
+        return "" if self._auth.kerberos is not None or self._auth.entra is not None else self._auth.username
 
     @property
     def auth(self) -> AuthModule | None:
@@ -307,6 +323,12 @@ class ExporterConfig(Strict):
             target._default_collectors = self.collectors
             if target.spn is not None and module.kerberos is None:
                 raise error_at(("targets", key, "spn"), "only a kerberos auth module uses an SPN")
+            if module.entra is not None and target.driver in ("freetds", "odbc17"):
+                raise error_at(
+                    ("targets", key, "driver"),
+                    f"{target.driver} cannot log in with an Entra ID access token (auth_modules."
+                    f"{target.auth_module}.entra); only ODBC Driver 18 takes one: set driver: odbc18 or auto",
+                )
         return self
 
     @model_validator(mode="after")
@@ -399,7 +421,10 @@ class ExporterConfig(Strict):
 
 
 def parse_config(
-    data: Any, source: str = "<config>", base_dir: str | os.PathLike[str] = "."
+    data: Any,
+    source: str = "<config>",
+    base_dir: str | os.PathLike[str] = ".",
+    cancelled: Callable[[], bool] | None = None,
 ) -> ExporterConfig:
     """Validate already-parsed YAML. `source` prefixes every error line; `base_dir` anchors relative
     password_file paths."""
@@ -407,11 +432,14 @@ def parse_config(
         raise ConfigError(f"{source}: the config is empty; at least one target is required")
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping (key: value)")
+    surrogates = surrogate_errors(data, source)
+    if surrogates:
+        raise ConfigError(surrogates)
     custom = load_custom(data, source, str(base_dir))
     names = COLLECTOR_NAMES | {query.name for query in custom}
     try:
         config = ExporterConfig.model_validate(
-            data, context={"base_dir": str(base_dir), "collector_names": names}
+            data, context={"base_dir": str(base_dir), "collector_names": names, "cancelled": cancelled}
         )
     except ValidationError as exc:
         raise to_config_error(source, exc) from None
@@ -425,7 +453,16 @@ def parse_config(
     return config
 
 
-def load_config(path: str) -> ExporterConfig:
-    """Read and validate the YAML config at `path`; every problem raises ConfigError."""
-    data = read_yaml(path)
-    return parse_config(data, source=path, base_dir=os.path.dirname(os.path.abspath(path)))
+def load_config(path: str, cancelled: Callable[[], bool] | None = None) -> ExporterConfig:
+    """Read and validate the YAML config at `path`; every problem raises ConfigError, also one no check
+    foresaw (a reload must be refused, never crash the exporter; --config.check must say why).
+    `cancelled` is asked while reading and between targets; once true, LoadAbandoned is raised."""
+    try:
+        data = read_yaml(path, cancelled)
+        return parse_config(
+            data, source=path, base_dir=os.path.dirname(os.path.abspath(path)), cancelled=cancelled
+        )
+    except (ConfigError, LoadAbandoned):
+        raise
+    except Exception as exc:
+        raise unexpected_error(path, exc) from None

@@ -73,19 +73,42 @@ class _TargetState:
     missing_at_start: object = None
 
 
+# Names listed per kind of change in the reload summary; a 10,000-target reload names the first ones.
+SUMMARY_NAMES = 10
+
+
 @dataclass
 class ReloadSummary:
-    """Target names by what a reload did to them, for the log line."""
+    """What a reload changed, by target name: the old config's targets against the new one's (issue 36:
+    it was counted from the targets probed so far, so a reload before any probe reported every target
+    as added)."""
 
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)  # new connection and state
-    kept_connection: list[str] = field(default_factory=list)  # same connection, state refreshed
+    changed: list[str] = field(default_factory=list)  # connection settings changed: a new connection
+    kept_connection: list[str] = field(default_factory=list)  # other settings changed: connection kept
     unchanged: list[str] = field(default_factory=list)
+
+    @classmethod
+    def diff(cls, old: ExporterConfig, new: ExporterConfig) -> ReloadSummary:
+        summary = cls()
+        for name in sorted(set(old.targets) | set(new.targets)):
+            before, after = old.targets.get(name), new.targets.get(name)
+            if before is None:
+                summary.added.append(name)
+            elif after is None:
+                summary.removed.append(name)
+            elif before.connection_key() != after.connection_key():
+                summary.changed.append(name)
+            elif before != after or before.enabled_collectors != after.enabled_collectors:
+                summary.kept_connection.append(name)
+            else:
+                summary.unchanged.append(name)
+        return summary
 
     def text(self) -> str:
         parts = [
-            f"{what} {','.join(names)}"
+            f"{what} {_names(names)}"
             for what, names in (
                 ("added", self.added),
                 ("removed", self.removed),
@@ -96,6 +119,12 @@ class ReloadSummary:
         ]
         parts.append(f"unchanged {len(self.unchanged)}")
         return "; ".join(parts)
+
+
+def _names(names: list[str]) -> str:
+    shown = ",".join(names[:SUMMARY_NAMES])
+    more = len(names) - SUMMARY_NAMES
+    return f"{len(names)} ({shown}{f' and {more} more' if more > 0 else ''})"
 
 
 SCRAPE = ""  # the key of the round trip's own outcome in `outcomes`
@@ -392,7 +421,7 @@ class Scraper:
         only when nothing at all changed in it. A changed or removed target's connection is retired
         (closed once a scrape in flight on it ends) and its state dropped. Probes in flight keep the
         state they started with."""
-        summary = ReloadSummary()
+        summary = ReloadSummary.diff(self._config, config)
         if not self._fixed_collectors:
             self._use_collectors(_records_of(config))
         # Before any login on the new config may run: it writes new targets' freetds.conf sections, and
@@ -405,21 +434,14 @@ class Scraper:
             kept: dict[str, _TargetState] = {}
             for name, state in self._states.items():
                 new = config.targets.get(name)
-                if new is None:
-                    summary.removed.append(name)
-                    retired.append(state)
-                elif new.connection_key() != state.target.connection_key():
-                    summary.changed.append(name)
+                if new is None or new.connection_key() != state.target.connection_key():
                     retired.append(state)
                 elif new != state.target:
-                    summary.kept_connection.append(name)
                     kept[name] = _TargetState(new, state.connection, state.backoff)
                 else:
-                    summary.unchanged.append(name)
                     state.target = new
                     state.platform_pending = True  # the custom collectors may have changed: decide again
                     kept[name] = state
-            summary.added = sorted(set(config.targets) - set(self._states))
             self._states = kept
         for state in retired:
             state.connection.retire()
