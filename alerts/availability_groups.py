@@ -13,10 +13,11 @@ from functools import partial
 from typing import Any
 
 from mssql_memory_exporter.collectors import availability_groups as ag_collector
+from mssql_memory_exporter.collectors import availability_recovery as recovery
 
 from . import names as N
 from .rule_parts import INSTANCE, alert, metric
-from .spec import Spec, SpecError, number
+from .spec import Spec, SpecError, duration_seconds, number
 
 IS_PRIMARY = ag_collector.REPLICA_IS_PRIMARY.name
 
@@ -66,17 +67,103 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
             f" last {ag.queue_window} (floor {number(ag.redo_queue_min_bytes / 2**20)} MiB): a failover"
             " to it would take that long to come online, and readable secondaries serve stale data.",
         ),
+        *send_queue_rules(spec),
+        *recovery_rules(spec),
+    ]
+
+
+def synchronous(spec: Spec) -> str:
+    """This target's replica of the group in synchronous-commit mode (availability_recovery)."""
+    return f"{metric(spec, recovery.REPLICA_SYNCHRONOUS.name)} == 1"
+
+
+def send_queue_rules(spec: Spec) -> list[dict[str, Any]]:
+    """One alert name, two rules that never both hold for a series: an asynchronous replica's queue is
+    the data a forced failover would lose and is normal under load, so it must also be growing; a
+    synchronous replica's queue means it is not synchronized (commits wait, a failover to it is not
+    ready), so its size alone is enough. A replica whose mode is unknown (no VIEW ANY DEFINITION, or
+    an exporter without availability_recovery) is treated as asynchronous, the old rule."""
+    ag = spec.availability_groups
+    send = metric(spec, ag_collector.LOG_SEND_QUEUE_BYTES.name)
+    on_group = f"on ({INSTANCE}, availability_group)"
+    floor = number(ag.send_queue_min_bytes / 2**20)
+    window = spec.window(ag.queue_window)
+    summary = "Log send queue growing for {{ $labels.database }} on {{ $labels.instance }}"
+    head = "{{ $value | humanize1024 }}B of {{ $labels.database }}'s log ({{ $labels.availability_group }})"
+    return [
         alert(
             spec,
             N.AG_SEND_QUEUE_GROWING,
-            growing(m(ag_collector.LOG_SEND_QUEUE_BYTES.name), ag.send_queue_min_bytes),
+            f"(\n  {send} > {number(ag.send_queue_min_bytes)}\n  and deriv({send}[{window}]) > 0\n)"
+            f"\nunless {on_group} {synchronous(spec)}",
             ag.queue_for,
             "warning",
-            "Log send queue growing for {{ $labels.database }} on {{ $labels.instance }}",
-            "{{ $value | humanize1024 }}B of {{ $labels.database }}'s log ({{ $labels.availability_group }})"
-            f" has not reached this secondary and the queue has grown over the last {ag.queue_window}"
-            f" (floor {number(ag.send_queue_min_bytes / 2**20)} MiB): what a forced failover now would"
-            " lose. The network or the secondary's log writes cannot keep up with the primary.",
+            summary,
+            head + f" has not reached this asynchronous secondary and the queue has grown over the last"
+            f" {ag.queue_window} (floor {floor} MiB): what a forced failover now would lose. The network"
+            " or the secondary's log writes cannot keep up with the primary.",
+        ),
+        alert(
+            spec,
+            N.AG_SEND_QUEUE_GROWING,
+            f"{send} > {number(ag.send_queue_min_bytes)}\nand {on_group} {synchronous(spec)}",
+            ag.queue_for,
+            "warning",
+            summary.replace("growing", "held"),
+            head + f" has not reached this synchronous-commit secondary for {spec.duration(ag.queue_for)}"
+            f" (floor {floor} MiB): it is not synchronized, so a failover to it would lose that log, and"
+            " commits on the primary wait on it until it drops out of synchronous commit.",
+        ),
+    ]
+
+
+def recovery_rules(spec: Spec) -> list[dict[str, Any]]:
+    """Recovery objectives, in time (Microsoft's RPO and RTO estimates), and a redo that has stopped."""
+    ag = spec.availability_groups
+    m = partial(metric, spec)
+    queue, rate = m(ag_collector.REDO_QUEUE_BYTES.name), m(ag_collector.REDO_RATE.name)
+    overhead = number(duration_seconds(ag.failover_overhead))
+    return [
+        alert(
+            spec,
+            N.AG_DATA_LOSS,
+            f"{m(recovery.PARTNER_DATA_LOSS.name)} > {number(ag.rpo_seconds)}",
+            ag.objective_for,
+            "critical",
+            "{{ $labels.replica }}'s copy of {{ $labels.database }} would lose"
+            " {{ $value | humanizeDuration }}",
+            "The primary {{ $labels.instance }} has committed {{ $value | humanizeDuration }} of"
+            " {{ $labels.database }} ({{ $labels.availability_group }}) that replica {{ $labels.replica }}"
+            " has not hardened (Microsoft's estimate: the gap between the two last_commit_time values), above"
+            f" the recovery point objective of {number(ag.rpo_seconds)} s for"
+            f" {spec.duration(ag.objective_for)}:"
+            " a failover to that replica now loses more than the business accepted.",
+        ),
+        alert(
+            spec,
+            N.AG_RECOVERY_TIME,
+            f"{queue} / ({rate} > 0) + {overhead} > {number(ag.rto_seconds)}",
+            ag.objective_for,
+            "warning",
+            "A failover to {{ $labels.instance }} would take {{ $value | humanizeDuration }} for"
+            " {{ $labels.database }}",
+            "This secondary's copy of {{ $labels.database }} ({{ $labels.availability_group }}) has more"
+            " hardened log to redo than its redo rate clears in the recovery time objective: redo queue /"
+            f" redo rate + {overhead} s of failover overhead is {{{{ $value | humanizeDuration }}}}, above"
+            f" {number(ag.rto_seconds)} s for {spec.duration(ag.objective_for)} (Microsoft's estimate)."
+            " A failover to it would keep the database offline that long.",
+        ),
+        alert(
+            spec,
+            N.AG_REDO_STUCK,
+            f"{queue} > 0\nand {rate} == 0",
+            ag.redo_stuck_for,
+            "warning",
+            "Redo stopped for {{ $labels.database }} on {{ $labels.instance }}",
+            "The secondary copy of {{ $labels.database }} ({{ $labels.availability_group }}) has"
+            " {{ $value | humanize1024 }}B of hardened log to redo and has redone none of it for"
+            f" {spec.duration(ag.redo_stuck_for)}, whether the queue grows or stays flat: a failover to it"
+            " would wait for all of it, and readers of this secondary see data that stopped moving.",
         ),
     ]
 

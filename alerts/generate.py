@@ -38,6 +38,7 @@ from . import (
     fleet,
     group_names,
     memory_health,
+    resource_monitor,
     shipped_collectors,
     smartctl_exporter,
     thanos_ruler,
@@ -330,6 +331,7 @@ def alert_rules(spec: Spec) -> list[dict[str, Any]]:
     )
     rules += diagnosis.alert_rules(spec)
     rules += memory_health.alert_rules(spec)
+    rules += resource_monitor.alert_rules(spec)
     rules += tempdb_rules.alert_rules(spec)
     rules += tempdb_governance_rules.alert_rules(spec)
     rules += drives.alert_rules(spec)

@@ -181,6 +181,11 @@ class WindowOnly(_Section):
     window: Duration
 
 
+class LowNotificationsSpec(_Section):
+    window: Duration
+    min_count: Positive
+
+
 class GrantWaitsSpec(_Section):
     max_waiting_queries: Positive
     for_: Duration = Field(alias="for")
@@ -215,6 +220,8 @@ class MemorySpec(_Section):
     internal_total_at_target_share: Ratio
     target_pulled_down: TargetPulledDownSpec
     grant_timeouts: WindowOnly
+    low_notifications: LowNotificationsSpec
+    out_of_memory: WindowOnly
     grant_waits: GrantWaitsSpec
     max_server_memory_default: MaxServerMemoryDefaultSpec
     health: MemoryHealthSpec
@@ -287,6 +294,11 @@ class AvailabilityGroupsSpec(_Section):
     redo_queue_min_bytes: Positive
     send_queue_min_bytes: Positive
     queue_for: Duration
+    rpo_seconds: Positive
+    rto_seconds: Positive
+    failover_overhead: Duration  # added to the redo time; a duration, so 60 s is not a bare number
+    objective_for: Duration
+    redo_stuck_for: Duration
     # Paging alerts that only warn while the target is a secondary replica of an availability group (it
     # serves no writes; the primary's alerts page). Every other paging alert pages on any replica.
     secondary_warns_only: tuple[StrictStr, ...]

@@ -3,7 +3,7 @@ the dashboards."""
 
 from __future__ import annotations
 
-from mssql_memory_exporter.collectors import availability_groups, endurance, sys_info
+from mssql_memory_exporter.collectors import availability_groups, endurance, resource_monitor, sys_info
 from mssql_memory_exporter.scrape import scrape_metrics
 
 from .grafana import (
@@ -131,6 +131,23 @@ def failover_annotation(lim: Limits) -> Json:
         "{{instance}} became {{now}} of availability group {{availability_group}}: the alerts that follow"
         " the primary move with it (docs/alerts.md).",
         "instance,availability_group",
+    )
+
+
+def low_memory_annotation(lim: Limits) -> Json:
+    """A mark where SQL Server's resource monitor broadcast LOW memory (the resource_monitor collector), for
+    the page life expectancy graph: a drop in PLE right after a mark is SQL Server emptying its own caches,
+    and the mark says whether the pressure came from inside the process or from the OS."""
+    notifications = m(resource_monitor.NOTIFICATIONS_TOTAL.name, 'notification=~"physical_low|virtual_low"')
+    return prometheus_annotation(
+        "Low memory notifications",
+        f"sum by (job, instance, source, node) (increase({notifications}[$__rate_interval])) > 0",
+        RED,
+        "LOW memory ({{source}}), node {{node}}",
+        "{{instance}}: SQL Server's resource monitor broadcast LOW memory on node {{node}}; source: process ="
+        " pressure from inside SQL Server, system = from the OS. Its caches shrink: page life expectancy"
+        " falls after it.",
+        "instance,source,node",
     )
 
 

@@ -28,9 +28,18 @@ from alerts.names import (
 )
 from alerts.spec import number as num
 
+from .availability import memory_row_availability
 from .diagnosis import memory_row_pressure_from_outside, memory_row_who_holds
 from .empty import AZURE_SQL_DATABASE, NO_SCRAPE, off, waits
-from .frame import MEMORY_UID, TAGS, alert_annotations, failover_annotation, header_links, variables
+from .frame import (
+    MEMORY_UID,
+    TAGS,
+    alert_annotations,
+    failover_annotation,
+    header_links,
+    low_memory_annotation,
+    variables,
+)
 from .grafana import (
     GREEN,
     ORANGE,
@@ -571,6 +580,7 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         *memory_row_pressure_from_outside(lim),
         *memory_row_numa_nodes(lim),
         *memory_row_hybrid_buffer_pool(lim),
+        *memory_row_availability(lim),
         *memory_row_exporter(lim),
         *memory_row_shipped(lim),
     ]
@@ -579,11 +589,11 @@ def memory_dashboard(lim: Limits) -> Dashboard:
         title="SQL Server memory pressure",
         description="One SQL Server instance: Dell Table 4 counters against their desired ranges, page life "
         "expectancy per NUMA node against its scaled floor, memory manager, who holds the memory and "
-        "pressure from outside, Hybrid Buffer Pool.",
+        "pressure from outside, Hybrid Buffer Pool, availability groups' recovery objectives.",
         tags=[*TAGS, "memory"],
         items=items,
         variables=variables(lim, multi=False),
-        annotations=[*alert_annotations(), failover_annotation(lim)],
+        annotations=[*alert_annotations(), failover_annotation(lim), low_memory_annotation(lim)],
         links=header_links(lim, MEMORY_UID),
         refresh="1m",
     )

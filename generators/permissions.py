@@ -203,6 +203,27 @@ OBJECTS: tuple[ObjectPermission, ...] = (
         "own rows only; Microsoft's pages name no finer permission for 2022 (not verified on 2022)",
     ),
     ObjectPermission(
+        "sys.dm_os_ring_buffers",
+        (VSS,),
+        (VSPS,),
+        "https://techcommunity.microsoft.com/blog/sqlserversupport/how-it-works-what-are-the-ring-buffer-resource-monitor-telling-me/315837",
+        "undocumented: no reference page states a permission; it answers what the other sys.dm_os_* views"
+        " need, and a login without it gets Msg 300 for this collector alone",
+    ),
+    ObjectPermission(
+        "sys.dm_hadr_availability_group_states",
+        (VSS,),
+        (VSPS,),
+        _dmv("sys-dm-hadr-availability-group-states"),
+    ),
+    ObjectPermission(
+        "sys.dm_hadr_database_replica_cluster_states",
+        (VSS,),
+        (VSPS,),
+        _dmv("sys-dm-hadr-database-replica-cluster-states"),
+        UNCHECKED_2022 + "; SQL Server only (not Managed Instance)",
+    ),
+    ObjectPermission(
         "sys.availability_groups", (VAD,), (VAD,), f"{CATALOG_PAGES}sys-availability-groups-transact-sql"
     ),
     ObjectPermission(

@@ -25,7 +25,8 @@ computes). A mapping is one row, a list is many. The keyed views (KEYED_VIEWS: d
 type has one clerk per memory node), so a scenario that extends another changes or deletes one clerk type
 or wait type and keeps the rest;
 each column is a literal (number, text, null) or a counter spec as above ({gauge:, steps:} or {rate:},
-which grows with time and restarts from 0). Columns the catalog says the scenario's ProductVersion
+which grows with time and restarts from 0), or `{ago: spec}`: a datetime that many seconds before the
+scenario's wall clock (last_commit_time). Columns the catalog says the scenario's ProductVersion
 or platform (EngineEdition) lacks are dropped from the rows, as that server would not have them.
 
 A view cell's `steps` may name a moment instead of a time: `role: {gauge: 1, steps: [[failover, 2]]}`
@@ -48,6 +49,7 @@ import yaml
 
 from .files import FileModel, parse_databases
 from .moments import at_moments, check_moments
+from .ring_buffers import ring_buffer_rows
 from .scenario_files import read_scenario, scenario_path
 from .sql_catalog import Catalog, available, load_catalog, release_of
 from .tds import Column, ResultSet
@@ -339,6 +341,8 @@ class Instance:
         "sys.dm_hadr_database_replica_states",
         "sys.availability_groups",
         "sys.availability_replicas",
+        "sys.dm_hadr_availability_group_states",
+        "sys.dm_hadr_database_replica_cluster_states",
         # SQL Server 2025's tempdb space governance, and the persistent version store (rows only where a
         # scenario gives them).
         "sys.dm_resource_governor_workload_groups",
@@ -361,6 +365,7 @@ class Instance:
         "tempdb.sys.database_files",
         "tempdb.sys.dm_db_file_space_usage",
         "tempdb.sys.dm_db_log_space_usage",
+        "sys.dm_os_ring_buffers",
         *SCENARIO_VIEWS,
         MEMORY_HEALTH_VIEW,
     )
@@ -558,6 +563,9 @@ class Instance:
                 }
             ],
             "sys.dm_os_buffer_pool_extension_configuration": self._bpe_rows,
+            "sys.dm_os_ring_buffers": lambda: ring_buffer_rows(
+                self.scenario.views.get("dm_os_ring_buffers"), self._since(), now, BOOT_UPTIME_SECONDS
+            ),
             **{view: (lambda view=view: self.view_rows(view)) for view in self.SCENARIO_VIEWS},
             self.MEMORY_HEALTH_VIEW: self.memory_health_rows,
         }[name]
@@ -579,13 +587,31 @@ class Instance:
         now, since = self.clock.now(), self._since()
         with self._lock:
             moments = dict(self.moments)
+        wall_now = self.clock.utcnow()
         return [
             {
-                str(k).lower(): self._cell(at_moments(v, moments, f"{name}.{k}"), now, since, f"{name}.{k}")
+                str(k).lower(): self._view_cell(v, moments, now, since, wall_now, f"{name}.{k}")
                 for k, v in row.items()
             }
             for row in rows
         ]
+
+    def _view_cell(
+        self,
+        raw: object,
+        moments: Mapping[str, float],
+        now: float,
+        since: float,
+        wall_now: dt.datetime,
+        where: str,
+    ) -> object:
+        """A view cell; `{ago: spec}` is a datetime that many seconds before now (spec: a number or a
+        {gauge:, steps:} whose steps may name moments), as last_commit_time: null stays NULL."""
+        if isinstance(raw, dict) and "ago" in raw:
+            inner = raw["ago"]
+            seconds = self._cell(at_moments(inner, moments, where), now, since, where)
+            return None if seconds is None else wall_now - dt.timedelta(seconds=float(seconds))  # type: ignore[arg-type]
+        return self._cell(at_moments(raw, moments, where), now, since, where)
 
     # sys.dm_os_memory_health_history (Microsoft's page): a snapshot about every 15 s, up to 256 kept, none
     # left after a restart.

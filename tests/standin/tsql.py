@@ -101,7 +101,7 @@ class Select:
     where: Expr | None = None
     group_by: list[Expr] | None = None  # GROUP BY expressions; None without the clause
     # CROSS APPLY of a table-valued function, called once per source row: (name, args, alias)
-    apply: tuple[str, list[Expr], str] | None = None
+    apply: tuple[str, list[Expr] | None, str] | None = None  # args None: a CROSS JOIN
 
 
 @dataclass
@@ -253,7 +253,17 @@ class _Parser:
                     sel.source_args.append(self.expr())
                 self.expect_op(")")
             sel.alias = self._alias()
-            if self._at("CROSS", "APPLY"):
+            if self._at("CROSS", "JOIN"):
+                # CROSS JOIN of a view (one row of sys.dm_os_sys_info beside each ring buffer record): an
+                # apply without arguments, read with the view's rows.
+                self.take()
+                self.take()
+                name = self.qualified_name().lower()
+                alias = self._alias()
+                if alias is None:
+                    raise Unsupported("CROSS JOIN without an alias")
+                sel.apply = (name, None, alias)
+            elif self._at("CROSS", "APPLY"):
                 self.take()
                 self.take()
                 name = self.qualified_name().lower()
@@ -567,9 +577,10 @@ class Interpreter:
             raise SqlRuntimeError(208, f"Invalid object name '{name}'.")
         left = (sel.alias or sel.source or "").lower()
         joined = []
+        joined_rows = self.data.rows(name, []) if args is None else None
         for row in rows:
-            values = [self._eval(a, row, err, sel.alias) for a in args]
-            for right in self.data.rows(name, values):
+            values = [] if args is None else [self._eval(a, row, err, sel.alias) for a in args]
+            for right in joined_rows if joined_rows is not None else self.data.rows(name, values):
                 both = {k: v for k, v in row.items() if k not in right}
                 both.update({k: v for k, v in right.items() if k not in row})
                 both.update({f"{left}.{k}": v for k, v in row.items()})
@@ -733,6 +744,8 @@ class Interpreter:
             return self.data.utcnow()
         if name in ("DATEDIFF", "DATEDIFF_BIG"):
             part, start, end = values
+            if start is None or end is None:
+                return None  # SQL Server: a NULL date gives a NULL difference
             seconds = (_as_datetime(end) - _as_datetime(start)).total_seconds()
             return int(seconds / _DATEPARTS[str(part)])
         if name in ("ERROR_NUMBER", "ERROR_MESSAGE"):

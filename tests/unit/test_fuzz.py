@@ -288,6 +288,7 @@ BASE_SCENARIOS = [
     "tempdb-filling",  # four files on their own volume, every usage kind non-zero
     "ag-pair-a",  # a primary replica: the availability group sections
     "sql2025",  # SQL Server 2025: tempdb governance per workload group, the persistent version store
+    "memory-notifications",  # the resource monitor's ring buffer records
 ]
 
 Plan = tuple[list[tuple[int, int, object]], set[int], list[tuple[object, ...]]]

@@ -522,6 +522,9 @@ BRIEF_OBJECTS = {
     "sys.dm_hadr_database_replica_states": "view",
     "sys.availability_groups": "view",
     "sys.availability_replicas": "view",
+    "sys.dm_hadr_availability_group_states": "view",
+    "sys.dm_hadr_database_replica_cluster_states": "view",
+    "sys.dm_os_ring_buffers": "view",
     # The shipped collector files (issue 40): msdb's Agent and backup tables (keyed by their last two
     # parts), the requests behind blocking
     "dbo.sysjobs": "view",
@@ -533,9 +536,17 @@ BRIEF_OBJECTS = {
 }
 
 
+# Objects Microsoft gives no reference page (the exporter reads them defensively, docs/metrics.md).
+UNDOCUMENTED = frozenset({"sys.dm_os_ring_buffers"})
+
+
 def test_catalog_covers_the_objects_with_their_docs(catalog: Catalog) -> None:
     assert {name: obj.kind for name, obj in catalog.objects.items()} == BRIEF_OBJECTS
     for obj in catalog.objects.values():
+        if obj.name in UNDOCUMENTED:
+            # No reference page exists: the doc is Microsoft's own support blog (catalog.yaml's note says so).
+            assert obj.doc.startswith("https://techcommunity.microsoft.com/"), obj.name
+            continue
         assert re.match(r"https://learn\.microsoft\.com/en-us/sql/", obj.doc), obj.name
         assert obj.columns, obj.name
         assert obj.since in VERSIONS, obj.name

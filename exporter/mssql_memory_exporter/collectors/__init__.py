@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from . import (
     availability_groups,
+    availability_recovery,
     buffer_manager,
     buffer_node,
     buffer_pool_extension,
@@ -20,6 +21,7 @@ from . import (
     memory_node,
     os_memory,
     plan_cache,
+    resource_monitor,
     resource_semaphores,
     server_properties,
     sql_statistics,
@@ -50,6 +52,7 @@ COLLECTORS: tuple[CollectorRecord, ...] = tuple(
         os_memory,
         memory_config,
         resource_semaphores,
+        resource_monitor,
         memory_clerks,
         plan_cache,
         wait_stats,
@@ -65,6 +68,7 @@ COLLECTORS: tuple[CollectorRecord, ...] = tuple(
         hybrid_buffer_pool,
         buffer_pool_extension,
         availability_groups,
+        availability_recovery,  # after availability_groups: it reads that one's sections
         memory_health,  # SQL Server 2025+: left out where its view is missing
     )
 )

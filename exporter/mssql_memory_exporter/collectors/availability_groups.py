@@ -2,10 +2,14 @@
 
 Which rows: only the local ones (`is_local = 1`). A primary also returns a row for every secondary replica
 and secondary database it knows of; when both replicas are targets (as they should be, so the alerts can
-follow the primary), exporting those rows too would count each secondary twice, once from itself and once
-from the primary, with two different views of the same queue. Each target therefore speaks for itself: a
-secondary reports its own send and redo queues, and a secondary that cannot be scraped shows as
-`mssql_up 0` on its own target rather than as a stale copy on the primary's.
+follow the primary), exporting those rows under these names too would count each secondary twice, once
+from itself and once from the primary, with two different views of the same queue. Each target therefore
+speaks for itself here: a secondary reports its own send and redo queues, and a secondary that cannot be
+scraped shows as `mssql_up 0` on its own target rather than as a stale copy on the primary's. The
+primary's view of its partners (is_local 0: a DR replica nobody scrapes, the estimated data loss only the
+primary can work out) is exported by the availability_recovery collector under series of its own
+(`mssql_ag_partner_*`), so no sum over one metric name mixes the two views. The sections read every row
+(that collector shares them) and this one keeps the local rows.
 
 Facts (Microsoft's pages for sys.dm_hadr_availability_replica_states and
 sys.dm_hadr_database_replica_states, both SQL Server 2012 and later):
@@ -173,36 +177,45 @@ SECTIONS = (
     _section(
         REPLICA_TAG,
         "CAST(rs.group_id AS nvarchar(36)) AS group_id, CAST(rs.replica_id AS nvarchar(36)) AS replica_id,"
-        " rs.role, rs.synchronization_health, rs.connected_state",
+        " rs.is_local, rs.role, rs.synchronization_health, rs.connected_state",
         f"{REPLICA_STATES} AS rs",
         REPLICA_STATES,
-        "\nWHERE rs.is_local = 1",
     ),
     _section(
         DATABASES_TAG,
-        "CAST(drs.group_id AS nvarchar(36)) AS group_id, drs.database_id,"
+        "CAST(drs.group_id AS nvarchar(36)) AS group_id, CAST(drs.replica_id AS nvarchar(36)) AS replica_id,"
+        " CAST(drs.group_database_id AS nvarchar(36)) AS group_database_id, drs.is_local,"
+        " drs.is_primary_replica, drs.database_id,"
         " DB_NAME(drs.database_id) AS database_name, drs.synchronization_health, drs.log_send_queue_size,"
-        " drs.log_send_rate, drs.redo_queue_size, drs.redo_rate",
+        " drs.log_send_rate, drs.redo_queue_size, drs.redo_rate, drs.synchronization_state,"
+        " drs.is_suspended, drs.suspend_reason_desc, drs.secondary_lag_seconds,"
+        # The driver never reads the datetime itself (FreeTDS and Driver 18 differ on it), and only the
+        # difference between two rows' commit times is used: milliseconds since a fixed day.
+        " DATEDIFF_BIG(millisecond, '20000101', drs.last_commit_time) AS last_commit_ms",
         f"{DATABASE_STATES} AS drs",
         DATABASE_STATES,
-        "\nWHERE drs.is_local = 1",
     ),
     _section(GROUPS_TAG, "CAST(ag.group_id AS nvarchar(36)) AS group_id, ag.name", f"{GROUPS} AS ag", GROUPS),
     _section(
         REPLICAS_TAG,
-        "CAST(ar.replica_id AS nvarchar(36)) AS replica_id, ar.replica_server_name",
+        "CAST(ar.replica_id AS nvarchar(36)) AS replica_id, ar.replica_server_name, ar.availability_mode",
         f"{REPLICAS} AS ar",
         REPLICAS,
     ),
 )
 
 
-def _key(value: object) -> str:
+def key_of(value: object) -> str:
     return str(value or "").strip().lower()
 
 
-def _names(results: Mapping[str, SectionResult], tag: str, key: str, name: str) -> dict[str, str]:
-    return {_key(r.get(key)): str(r.get(name) or "").strip() for r in rows_of(results, tag)}
+def is_local(row: Mapping[str, object]) -> bool:
+    """`is_local` is a bit: the driver gives True/1 for this instance's own replica or database copy."""
+    return row.get("is_local") in (1, True)
+
+
+def names_of(results: Mapping[str, SectionResult], tag: str, key: str, name: str) -> dict[str, str]:
+    return {key_of(r.get(key)): str(r.get(name) or "").strip() for r in rows_of(results, tag)}
 
 
 def _say_once_what_has_no_name(ctx: ScrapeContext, unnamed: list[str]) -> None:
@@ -224,11 +237,11 @@ def _say_once_what_has_no_name(ctx: ScrapeContext, unnamed: list[str]) -> None:
 
 
 def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: FamilyBuilder) -> None:
-    groups = _names(results, GROUPS_TAG, "group_id", "name")
-    replicas = _names(results, REPLICAS_TAG, "replica_id", "replica_server_name")
+    groups = names_of(results, GROUPS_TAG, "group_id", "name")
+    replicas = names_of(results, REPLICAS_TAG, "replica_id", "replica_server_name")
     unnamed: dict[str, None] = {}
-    for row in rows_of(results, REPLICA_TAG):
-        group_id, replica_id = _key(row.get("group_id")), _key(row.get("replica_id"))
+    for row in filter(is_local, rows_of(results, REPLICA_TAG)):
+        group_id, replica_id = key_of(row.get("group_id")), key_of(row.get("replica_id"))
         # A group or replica that is being removed may lose its name before its state row, and a login
         # without VIEW ANY DEFINITION sees no catalog row at all: fall back to the id, and say so once.
         unnamed.update(
@@ -252,8 +265,8 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
             if value is not None:
                 out.emit(spec, value, labels)
     _say_once_what_has_no_name(ctx, list(unnamed))
-    for row in rows_of(results, DATABASES_TAG):
-        group_id = _key(row.get("group_id"))
+    for row in filter(is_local, rows_of(results, DATABASES_TAG)):
+        group_id = key_of(row.get("group_id"))
         # DB_NAME is NULL for a database already dropped while its replica row lingers; two of them would
         # give two series with one label set (database=""), and Prometheus drops all but the first.
         name = str(row.get("database_name") or "").strip()

@@ -18,11 +18,14 @@ view holds only the last hour or so, so "seconds at HIGH among the snapshots sti
 snapshots roll off and could not be summed over a day or survive downsampling, while a counter lets
 `increase(...[1d])` say how long the server spent at each level on any range. Each snapshot newer than the
 last one counted adds the time since its predecessor to its own level (a snapshot describes recent memory
-use, so the interval it closes belongs to it), capped at MAX_GAP_SECONDS so a gap (a restart emptied the
-view, or the exporter missed more than the view holds) is not credited to one level. The first scrape of a
-target counts nothing and only remembers the newest snapshot: counting the hour already in the view would
-count it again after every exporter restart. Snapshot times are sent as milliseconds on the server's own
-clock and only their differences are used, so the exporter's clock and time zone never enter.
+use, so the interval it closes belongs to it), capped at MAX_GAP_SECONDS: of a longer gap (SQL Server
+down, or the exporter away longer than the view holds) the snapshot that closes it is credited 60 s and the
+rest goes to no level. That holds across a SQL Server restart too: the view starts empty, the server's clock
+has moved on, and the first new snapshot closes the gap since the last one counted before the restart. The
+first scrape of a target counts nothing and only remembers the newest snapshot: counting the hour already
+in the view would count it again after every exporter restart. Snapshot times are sent as milliseconds on
+the server's own clock and only their differences are used, so the exporter's clock and time zone never
+enter.
 
 Not read: `top_memory_clerks` (nvarchar(4000) of JSON per snapshot: up to 2 MB a scrape for 256 rows,
 and the memory_clerks collector already exports every clerk type's bytes each scrape), and
@@ -67,11 +70,13 @@ SECTION = Section(
     optional=True,
 )
 
+# The docs print "Absent " before these: the series exist only where the view does (SQL Server 2025, Azure
+# SQL Database, Managed Instance under the SQL Server 2025 or Always-up-to-date update policy).
 PLATFORM_ONLY = (
-    "only where the view exists (SQL Server 2025, Azure SQL Database, Managed Instance under the SQL Server "
-    "2025 or Always-up-to-date update policy); elsewhere the collector is left out"
+    "where the view is missing (SQL Server 2022 and older; Managed Instance under the SQL Server 2022 update "
+    "policy), where the collector is left out"
 )
-EMPTY_TOO = PLATFORM_ONLY + ", and absent while the view holds no snapshot (just after a restart)"
+EMPTY_TOO = PLATFORM_ONLY + ", and while the view holds no snapshot (just after a restart)"
 
 SEVERITY = MetricSpec(
     name="mssql_memory_health_severity",
