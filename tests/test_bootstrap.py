@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TEST_TOOLS = {
     "prometheus", "prometheus-alertmanager", "systemd", "smartmontools",
-    "krb5-kdc", "krb5-admin-server", "krb5-user", "faketime",
+    "krb5-kdc", "krb5-admin-server", "krb5-user", "faketime", "jsonnet",
 }
 RUNTIME = {"tdsodbc", "unixodbc", "python3-venv"}
 GSSAPI_BUILD = {"libkrb5-dev", "gcc"}  # the test extras' python-gssapi builds from source

@@ -99,6 +99,7 @@ MODULE_TIERS: dict[str, str] = {
     "test_webconfig_http": "integration",
     "test_collector_selection": "integration",
     "test_mixin": "integration",  # make mixin and its checks as subprocesses
+    "test_jsonnet_mixin": "integration",  # mixin/mixin.libsonnet through a real jsonnet
     "test_web_bursts": "integration",
     "test_web_protocol": "integration",
     "test_windows_auth": "integration",  # a KDC, Kerberos logins to the stand-in
@@ -178,6 +179,7 @@ INTEGRATION_FIXTURES = frozenset(
 SLOW_TESTS = frozenset(
     {
         "test_soak.py::test_short_soak_with_faults",
+        "test_jsonnet_mixin.py::test_libsonnet_is_current",  # a few hundred renders of the spec
     }
 )
 
