@@ -4,11 +4,11 @@
 #
 #   docker build -t mssql-memory-exporter .
 #
-# Drivers: Microsoft ODBC Driver 18 from Microsoft's Debian 12 repository (the production driver; `driver:
-# auto` picks it), and Debian's FreeTDS (tdsodbc) as the fallback the tests use. Build with
-# `--build-arg MSODBCSQL18=skip` for a FreeTDS-only image (no Microsoft EULA, or a platform Microsoft
-# does not package the driver for). tests/test_compose.py lints this file (hadolint is not packaged for
-# Debian 12).
+# Drivers: Microsoft ODBC Driver 18 as Microsoft publishes it on PyPI (the `msodbc` extra,
+# mssql-python-odbc: the production driver; `driver: auto` picks it), and Debian's FreeTDS (tdsodbc) as
+# the fallback and for NTLM. The Microsoft driver is Microsoft's, under its own licence (the image's
+# labels say so; docs/drivers.md). Build with `--build-arg MSODBCSQL18=skip` for a FreeTDS-only image.
+# tests/test_compose.py lints this file (hadolint is not packaged for Debian 12).
 
 # ---- build: the package and its pinned dependencies in a virtualenv, exactly as `make test` installs
 # them (pip -c requirements/constraints.txt), without the test extras.
@@ -19,6 +19,8 @@ WORKDIR /src
 # The git commit built, for mssql_exporter_build_info and --version (the context has no .git):
 #   docker build --build-arg REVISION="$(git rev-parse HEAD)" -t mssql-memory-exporter .
 ARG REVISION=unknown
+# install: the msodbc extra (Microsoft ODBC Driver 18 from PyPI); skip: FreeTDS only.
+ARG MSODBCSQL18=install
 COPY pyproject.toml setup.py README.md ./
 COPY requirements/constraints.txt requirements/constraints.txt
 COPY exporter/ exporter/
@@ -30,41 +32,26 @@ RUN set -eux; \
     apt-get install -y --no-install-recommends gcc libkrb5-dev; \
     rm -rf /var/lib/apt/lists/*; \
     python -m venv /opt/mssql-memory-exporter; \
-    /opt/mssql-memory-exporter/bin/pip install -c requirements/constraints.txt ".[kerberos]"
+    case "$MSODBCSQL18" in \
+      install) extras="kerberos,msodbc,entra" ;; \
+      skip) extras="kerberos" ;; \
+      *) echo "MSODBCSQL18 must be install or skip" >&2; exit 1 ;; \
+    esac; \
+    /opt/mssql-memory-exporter/bin/pip install -c requirements/constraints.txt ".[$extras]"
 
 # ---- runtime
 FROM python:3.11.15-slim-bookworm
 
-# install: Microsoft ODBC Driver 18 and FreeTDS; skip: FreeTDS only.
 ARG MSODBCSQL18=install
-# Primary key of https://packages.microsoft.com/keys/microsoft.asc, which signs the Debian 12 repository
-# (Microsoft's repositories created after April 2025, Debian 13's among them, use microsoft-2025.asc).
-ARG MICROSOFT_REPO_KEY_FINGERPRINT=BC528686B50D79E339D3721CEB3E94ADBE1229CF
 
-# unixODBC (pyodbc links to it) and FreeTDS, registered as `FreeTDS` as scripts/bootstrap.sh does; then
-# Microsoft's repository with its key checked by fingerprint and pinned with signed-by (not trusted for
-# any other repository), ODBC Driver 18, and the tools needed only for that removed again. Last, the
-# unprivileged user the exporter runs as.
+# unixODBC (pyodbc links to it) and FreeTDS, registered as `FreeTDS` as scripts/bootstrap.sh does; the
+# libraries ODBC Driver 18 links to (MIT Kerberos, GSSAPI, libstdc++, libltdl: its libodbcinst comes in
+# the wheel). The driver itself is not registered with unixODBC: the exporter names it by its path. Last,
+# the unprivileged user the exporter runs as.
 
 RUN set -eux; \
     apt-get update; \
-    apt-get install -y --no-install-recommends unixodbc tdsodbc; \
-    case "$MSODBCSQL18" in \
-      install) \
-        apt-get install -y --no-install-recommends ca-certificates curl gnupg; \
-        curl -fsSL https://packages.microsoft.com/keys/microsoft.asc -o /tmp/microsoft.asc; \
-        fingerprint=$(gpg --show-keys --with-colons /tmp/microsoft.asc | awk -F: '$1 == "fpr" { print $10; exit }'); \
-        test "$fingerprint" = "$MICROSOFT_REPO_KEY_FINGERPRINT"; \
-        gpg --dearmor -o /usr/share/keyrings/microsoft-prod.gpg /tmp/microsoft.asc; \
-        echo "deb [arch=$(dpkg --print-architecture) signed-by=/usr/share/keyrings/microsoft-prod.gpg] https://packages.microsoft.com/debian/12/prod bookworm main" \
-          > /etc/apt/sources.list.d/microsoft-prod.list; \
-        apt-get update; \
-        ACCEPT_EULA=Y apt-get install -y --no-install-recommends msodbcsql18; \
-        apt-get purge -y --auto-remove curl gnupg; \
-        rm -f /tmp/microsoft.asc ;; \
-      skip) ;; \
-      *) echo "MSODBCSQL18 must be install or skip" >&2; exit 1 ;; \
-    esac; \
+    apt-get install -y --no-install-recommends unixodbc tdsodbc libkrb5-3 libgssapi-krb5-2 libstdc++6 libltdl7; \
     if ! grep -q '^\[FreeTDS\]' /etc/odbcinst.ini 2>/dev/null; then \
         printf '[FreeTDS]\nDescription=FreeTDS ODBC driver\nDriver=%s\n' \
           "$(dpkg -L tdsodbc | grep -m1 'libtdsodbc\.so$')" >> /etc/odbcinst.ini; \
@@ -87,12 +74,16 @@ RUN set -eu; \
     echo "ODBC drivers: $drivers"; \
     case "$drivers" in *FreeTDS*) ;; *) echo "FreeTDS is not registered" >&2; exit 1 ;; esac; \
     if [ "$MSODBCSQL18" = install ]; then \
-      case "$drivers" in *"ODBC Driver 18 for SQL Server"*) ;; *) echo "ODBC Driver 18 is missing" >&2; exit 1 ;; esac; \
+      mssql-memory-exporter --version | grep -q "ODBC Driver 18 for SQL Server 18" \
+        || { echo "ODBC Driver 18 (msodbc extra) is missing" >&2; exit 1; }; \
+      ! ldd "$(python -c 'from mssql_memory_exporter.connection.msodbc import packaged_driver as p; print(p().path)')" \
+        | grep "not found"; \
     fi
 
 LABEL org.opencontainers.image.title="mssql-memory-exporter" \
       org.opencontainers.image.description="Prometheus exporter for SQL Server memory pressure and SSD endurance" \
-      org.opencontainers.image.licenses="Apache-2.0"
+      org.opencontainers.image.licenses="Apache-2.0 AND LicenseRef-Microsoft-ODBC-Driver-18-EULA" \
+      io.github.mssql-memory-exporter.third-party-licence="Microsoft ODBC Driver 18 for SQL Server (PyPI mssql-python-odbc) is Microsoft's, under the Microsoft ODBC Driver 18 licence terms shipped in its package (site-packages/mssql_python_odbc); build with MSODBCSQL18=skip to leave it out"
 
 USER 65532:65532
 EXPOSE 9399

@@ -38,6 +38,7 @@ from . import (
     fleet,
     group_names,
     memory_health,
+    shipped_collectors,
     smartctl_exporter,
     thanos_ruler,
 )
@@ -350,6 +351,8 @@ def render(spec: Spec) -> dict[str, str]:
         fleet.FILE_NAME: fleet.groups(spec),
         # Opt-in: the watch on Thanos Ruler, for the shard that scrapes the ruler (docs/scaling.md).
         thanos_ruler.FILE_NAME: thanos_ruler.groups(spec),
+        # Opt-in: the alerts on the shipped collector files (docs/custom-collectors.md).
+        shipped_collectors.FILE_NAME: shipped_collectors.groups(spec),
     })
     return {
         path: (HEADER + evaluators.RULER_HEADER if evaluators.is_ruler_file(path) else HEADER) + _dump(data)

@@ -17,7 +17,19 @@ FLEET = "mssql.fleet"
 # scrapes the ruler, never by the ruler itself, so it still pages when the ruler or Query is down.
 THANOS_RULER_WATCH = "mssql.thanos_ruler"
 
-ALL = (RECORDING, RECORDING_LONG_WINDOW, ALERTS, SMARTCTL_EXPORTER, FLEET, THANOS_RULER_WATCH)
+# The opt-in alerts on the shipped collector files (alerts/shipped_collectors.py): Agent jobs, backups,
+# blocking; for the sites that switch those files on.
+SHIPPED_COLLECTORS = "mssql.shipped_collectors"
+
+ALL = (
+    RECORDING,
+    RECORDING_LONG_WINDOW,
+    ALERTS,
+    SMARTCTL_EXPORTER,
+    FLEET,
+    THANOS_RULER_WATCH,
+    SHIPPED_COLLECTORS,
+)
 
 # Where a group is evaluated (rule_groups.evaluators in alerts/thresholds.yml).
 PROMETHEUS = "prometheus"  # each shard's own Prometheus: the group reads one target's series

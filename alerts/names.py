@@ -53,6 +53,12 @@ MEMORY_HEALTH_DEGRADED = "MSSQLMemoryHealthDegraded"
 # The optional watch on Thanos Ruler (alerts/thanos_ruler.py), evaluated by a shard that scrapes the ruler.
 FLEET_RULES_FAILING = "MSSQLFleetRulesFailing"
 THANOS_RULER_DOWN = "MSSQLThanosRulerDown"
+# The optional alerts on the shipped collector files (alerts/shipped_collectors.py).
+AGENT_JOB_FAILED = "MSSQLAgentJobFailed"
+AGENT_JOB_LONG_RUNNING = "MSSQLAgentJobLongRunning"
+BACKUP_FULL_OLD = "MSSQLBackupFullOld"
+BACKUP_LOG_OLD = "MSSQLBackupLogOld"
+BLOCKED_WAIT_LONG = "MSSQLBlockedWaitLong"
 
 # Recording rules without a window in their name.
 PLE_MIN = "instance:mssql_buffer_node_page_life_expectancy:min"

@@ -358,6 +358,22 @@ class FleetSpec(_Section):
     ruler_down_for: Duration
 
 
+class ShippedCollectorsSpec(_Section):
+    """The opt-in alerts on the shipped collector files (alerts/shipped_collectors.py): how long a failed
+    Agent job, a long run, an old backup or a blocked wait may last before each warns."""
+
+    agent_job_failed_for: Duration
+    agent_job_max_run: Duration
+    agent_job_long_run_for: Duration
+    backup_full_max_age: Duration
+    backup_log_max_age: Duration
+    backup_for: Duration
+    # Databases the backup alerts leave alone (a PromQL regex on the database_name label; empty: none).
+    backup_exclude_databases: StrictStr
+    blocked_wait_max: Duration
+    blocked_wait_for: Duration
+
+
 class GrafanaSpec(_Section):
     """Where the dashboards go in a site's Grafana. An empty datasource_uid keeps the dashboards' own
     Data source variable; a uid pins every query to that datasource."""
@@ -388,6 +404,7 @@ class Spec(_Section):
     alert_labels: AlertLabels
     rule_groups: RuleGroupsSpec
     fleet: FleetSpec
+    shipped_collectors: ShippedCollectorsSpec
     grafana: GrafanaSpec
 
     _for_override: str | None = PrivateAttr(default=None)

@@ -88,6 +88,8 @@ def main() -> int:
         load.start()
         costs = [scrape_cost.measure(s, n) for s in COST_SCENARIOS]
         costs.insert(1, scrape_cost.measure(COST_SCENARIOS[0], n, scrape_cost.TABLE4_SET))
+        # The same scenario through Microsoft's Driver 18 (issue 35): one row per driver.
+        costs.insert(1, scrape_cost.measure(COST_SCENARIOS[0], n, driver="odbc18"))
         machine = load.stop()
         results["a_b"] = [scrape_cost.summary(c) for c in costs]
         results["a_b_machine"] = machine
@@ -97,7 +99,7 @@ def main() -> int:
             headers,
             rows,
             "    refresh: the scrape every volume_refresh_seconds (default 300 s) that also reads file names;"
-            " still one round trip.",
+            " still one round trip.\n    [freetds]/[odbc18]: the ODBC driver the target logs in through.",
         )
         headers, rows = scrape_cost.table_b(costs)
         print_table(

@@ -9,23 +9,59 @@ slow minute cancels out); the series are those it adds. Beside it, its parse tim
 mssql_exporter_collector_duration_seconds in the "all" probes (rows to families, without the driver's
 decoding or the exposition). Small collectors cost less than the noise of a loaded machine: their
 differences can come out at 0 or just below, and read as "too small to measure", not as a saving.
+
+Two custom collectors (docs/custom-collectors.md) run beside the built-in ones, so the table shows what a
+site's own query costs per scrape: the shipped `blocking` file (answered from the scenario's
+custom_queries) and `custom_waits`, a one-table query the stand-in runs itself.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import statistics
 import time
 from dataclasses import dataclass, field
 
-from mssql_memory_exporter.collectors import COLLECTORS
+from mssql_memory_exporter.collectors.base import CollectorRecord
+from mssql_memory_exporter.config import ExporterConfig, parse_config
 from mssql_memory_exporter.metrics.exposition import render
 from mssql_memory_exporter.scrape.scraper import Scraper
 
 from bench.common import Farm, target_yaml
-from tests.conftest import make_config
+from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
 
+CUSTOM_WAITS = {
+    "name": "custom_waits",
+    "query": "SELECT wait_type, waiting_tasks_count FROM sys.dm_os_wait_stats",
+    "columns": ["wait_type", "waiting_tasks_count"],
+    "metrics": [
+        {
+            "name": "mssql_custom_bench_waits_total",
+            "type": "counter",
+            "help": "Waits by type (a site's own query, for the benchmark).",
+            "value_column": "waiting_tasks_count",
+            "label_columns": ["wait_type"],
+        }
+    ],
+}
+
+
+def bench_config(port: int) -> ExporterConfig:
+    """One target on the stand-in at `port`, every built-in collector and the two custom ones."""
+    os.environ[PASSWORD_ENV] = TEST_PASSWORD
+    data = {
+        "auth_modules": {"standin": {"username": "exporter", "password_env": PASSWORD_ENV}},
+        "targets": {"bench": target_yaml(port, query_timeout=30)},
+        "collector_files": ["shipped:blocking"],
+        "custom_collectors": [CUSTOM_WAITS],
+    }
+    return parse_config(data, source="bench")
+
+
+# The collectors as the benchmark's config has them (the port does not change them).
+COLLECTORS: tuple[CollectorRecord, ...] = bench_config(1).collector_records
 EVERY = frozenset(record.name for record in COLLECTORS)
 WARMUP = 5  # rounds before measuring: logins, first refreshes, the stand-in's parse of each batch
 ALL = "(all)"
@@ -68,7 +104,7 @@ def measure(scenario: str, rounds: int) -> CollectorCost:
     order = list(variants)
     shuffle = random.Random(24)  # the same order every run
     with Farm(scenario) as farm:
-        config = make_config({"bench": target_yaml(farm.ports[0], query_timeout=30)})
+        config = bench_config(farm.ports[0])
         target = config.targets["bench"]
         scraper = Scraper(config)
         try:

@@ -123,6 +123,7 @@ def machine_info() -> dict[str, str]:
         "prometheus_client": getattr(prometheus_client, "__version__", None)
         or _pip_version("prometheus-client"),
         "freetds": f"tdsodbc {freetds}",
+        "msodbc": _msodbc(),
         "unixodbc": _command_output(["odbcinst", "--version"]),
         "open files limit": "{} soft / {} hard".format(*resource.getrlimit(resource.RLIMIT_NOFILE)),
     }
@@ -285,6 +286,13 @@ def session_totals(stats: dict[str, Any], server: int | None = None, session: in
             for i in range(3):
                 total[i] += s[i]
     return total
+
+
+def _msodbc() -> str:
+    from mssql_memory_exporter.connection.msodbc import packaged_driver
+
+    packaged = packaged_driver()
+    return packaged.describe() if packaged is not None else "not installed (the msodbc extra)"
 
 
 # ---- the exporter process -------------------------------------------------------------------------

@@ -55,10 +55,13 @@ class ScrapeCost:
         return [t - b for t, b in zip(self.total, self.batch_rt, strict=True)]
 
 
-def measure(scenario: str, n: int, collect: frozenset[str] | None = None) -> ScrapeCost:
-    """`collect` narrows every probe to those collectors, as `collect[]` does."""
+def measure(
+    scenario: str, n: int, collect: frozenset[str] | None = None, driver: str = "freetds"
+) -> ScrapeCost:
+    """`collect` narrows every probe to those collectors, as `collect[]` does; `driver` is the target's
+    (freetds, or odbc18: Microsoft's Driver 18 from the msodbc extra)."""
     with Farm(scenario) as farm:
-        config = make_config({"bench": target_yaml(farm.ports[0])})
+        config = make_config({"bench": {**target_yaml(farm.ports[0]), "driver": driver}})
         target = config.targets["bench"]
         scraper = Scraper(config)
 
@@ -108,8 +111,9 @@ def measure(scenario: str, n: int, collect: frozenset[str] | None = None) -> Scr
                 floor.append(t4 - t3)
         finally:
             scraper.close()
+    label = scenario if collect is None else f"{scenario} {_label(collect)}"
     return ScrapeCost(
-        scenario=scenario if collect is None else f"{scenario} {_label(collect)}",
+        scenario=f"{label} [{driver}]",
         scrapes=n,
         round_trips=(end[0] - start[0]) / n,
         bytes_to_server=(end[1] - start[1]) / n,

@@ -37,6 +37,10 @@ READS = {
     group_names.THANOS_RULER_WATCH: (
         "Thanos Ruler's own /metrics, on the shard that scrapes it (opt-in: the fleet group failing)"
     ),
+    group_names.SHIPPED_COLLECTORS: (
+        "one target's shipped collector series (opt-in: Agent jobs, backups, blocking;"
+        " docs/custom-collectors.md)"
+    ),
 }
 
 

@@ -22,7 +22,9 @@ fi
 mode=${1:-test}
 
 # tdsodbc: FreeTDS ODBC driver; unixodbc: the driver manager pyodbc links to; python3-venv: the venv.
-runtime_packages=(tdsodbc unixodbc python3-venv)
+# libkrb5-3, libgssapi-krb5-2, libstdc++6, libltdl7: what Microsoft's ODBC Driver 18 links to (ldd of
+# the `msodbc` extra's libmsodbcsql-18.6.so; its libodbcinst comes in the wheel).
+runtime_packages=(tdsodbc unixodbc python3-venv libkrb5-3 libgssapi-krb5-2 libstdc++6 libltdl7)
 # prometheus: promtool and the Prometheus the alerting tests run; prometheus-alertmanager: amtool and
 # Alertmanager; systemd: systemd-analyze, which checks the shipped unit file (minimal images lack it);
 # smartmontools: the real smartctl the drive-health tests run (its --scan and a read of a missing device).
@@ -34,13 +36,18 @@ test_packages=(prometheus prometheus-alertmanager systemd smartmontools
 # The test extras hold python-gssapi (the stand-in's Kerberos acceptor), which has no Linux wheel and
 # builds against MIT Kerberos's headers.
 build_packages=(libkrb5-dev gcc)
+# The `msodbc` extra: Microsoft's ODBC Driver 18 from PyPI (mssql-python-odbc), under Microsoft's own
+# licence (docs/drivers.md). MSODBC=skip leaves it out (FreeTDS only); the tests need it (both drivers),
+# and the `entra` extra (azure-identity: Entra ID logins, and the stand-in's JWT checks through PyJWT).
+msodbc=",msodbc"
+[ "${MSODBC:-install}" = skip ] && [ "$mode" = runtime ] && msodbc=""
 case "$mode" in
-    runtime) packages=("${runtime_packages[@]}"); extras="" ;;
-    standin) packages=("${runtime_packages[@]}" "${build_packages[@]}"); extras="" ;;
-    test) packages=("${runtime_packages[@]}" "${build_packages[@]}" "${test_packages[@]}"); extras="[test]" ;;
+    runtime) packages=("${runtime_packages[@]}"); extras="[${msodbc#,}]" ;;
+    standin) packages=("${runtime_packages[@]}" "${build_packages[@]}"); extras="[test${msodbc},entra]" ;;
+    test) packages=("${runtime_packages[@]}" "${build_packages[@]}" "${test_packages[@]}"); extras="[test,msodbc,entra]" ;;
     *) echo "bootstrap.sh: unknown mode '$mode' (runtime, standin or test)" >&2; exit 2 ;;
 esac
-[ "$mode" = standin ] && extras="[test]"  # the stand-in's packages are the test extras
+[ "$extras" = "[]" ] && extras=""
 if [ "$list_only" -eq 1 ]; then
     echo "${packages[*]}"
     exit 0
@@ -81,7 +88,7 @@ PY=${PYTHON:-python3}
 digest=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
 full=.venv/.installed-test-$digest
 stamp=$full
-[ -n "$extras" ] || stamp=.venv/.installed-runtime-$digest
+case "$extras" in *test*) ;; *) stamp=.venv/.installed-runtime${extras:+-msodbc}-$digest ;; esac
 if [ ! -f "$stamp" ] && [ ! -f "$full" ]; then
     [ -x .venv/bin/python ] || "$PY" -m venv .venv
     .venv/bin/pip install -q --upgrade pip >&2

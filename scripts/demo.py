@@ -8,7 +8,7 @@ root. Settings come from the environment, as `make run VAR=value` passes them:
   SCENARIO      the scenario the stand-in plays (default memory-pressure; tests/standin/scenarios/*.yml;
                 a name that is not one is refused with the list of valid names)
   STANDIN_ARGS  faults on a timetable, e.g. "--fault hang_batch@60-90" (tests/standin/schedule.py)
-  DEMO_READY_TIMEOUT  seconds the stand-in gets to listen (default 60)
+  DEMO_READY_TIMEOUT  seconds the stand-in gets to listen (default 120)
 
 The two run as one: the stand-in starts first and the exporter only once the stand-in listens (so the
 first probe reads it), either one exiting stops the other and the demo exits non-zero, and SIGTERM,
@@ -44,8 +44,9 @@ SCENARIO_DIR = ROOT / "tests" / "standin" / "scenarios"
 # What every scenario extends; not one to play on its own.
 NOT_SCENARIOS = frozenset({"base"})
 PASSWORD_ENV = "MSSQL_STANDIN_PASSWORD"
-# The stand-in imports sqlfluff before it listens: a second or two here, far more on a loaded machine.
-READY_TIMEOUT_DEFAULT = "60"
+# The stand-in imports sqlfluff and checks the exporter's batch texts with it before it listens: some
+# seconds here, far more on a loaded machine.
+READY_TIMEOUT_DEFAULT = "120"
 # Each process gets this long to stop after SIGTERM before it is killed.
 STOP_TIMEOUT = 10.0
 POLL = 0.2
@@ -257,7 +258,9 @@ def run(demo: Demo) -> None:
     ready_r, ready_w = os.pipe()
     try:
         try:
-            standin = ["-m", "tests.standin", "--scenario", scenario, "--port", str(port)]
+            # --parse-ahead: the stand-in checks the exporter's batch texts before it listens, so the first
+            # probe is answered within its timeout on a loaded machine too (issue 36).
+            standin = ["-m", "tests.standin", "--scenario", scenario, "--port", str(port), "--parse-ahead"]
             demo.start(
                 "stand-in",
                 [sys.executable, *standin, "--ready-fd", str(ready_w), *standin_args],

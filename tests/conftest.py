@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "exporter"))
 
 from mssql_memory_exporter.app.logsetup import LogfmtFormatter  # noqa: E402
-from mssql_memory_exporter.collectors import COLLECTORS  # noqa: E402
 from mssql_memory_exporter.config import ExporterConfig, parse_config  # noqa: E402
 from mssql_memory_exporter.scrape.scraper import Scraper  # noqa: E402
 
@@ -26,6 +25,7 @@ from tests import tier_guard, tiers  # noqa: E402
 from tests.background import BACKGROUND, JobOf  # noqa: E402
 from tests.secret_check import CAPTURED_LOG, EVIDENCE_ENV  # noqa: E402
 from tests.standin.handler import ScenarioHandler  # noqa: E402
+from tests.standin.parse_ahead import batch_variants  # noqa: E402
 from tests.standin.scenario import Clock, Instance, Scenario  # noqa: E402
 from tests.standin.server import StandInServer  # noqa: E402
 from tests.standin.sqlcheck import batch_info, parse_cache_info  # noqa: E402
@@ -199,19 +199,6 @@ def _shorter_than_patient(*seconds: object) -> bool:
     return any(isinstance(s, int | float) and s < PATIENT_SECONDS for s in seconds)
 
 
-def batch_variants(scraper: Scraper) -> list[str]:
-    """Every batch text the exporter sends a stand-in scenario with every collector on and no per-target
-    volume lookups: the fast sections alone (most scrapes) and with the slow ones (the first scrape and
-    each refresh). Narrowed sets (collect[], a target's collectors) are parsed ahead where they are sent
-    (test_collector_selection.narrowed_batches_parsed)."""
-    target = next(iter(scraper._config.targets.values()))
-    enabled = scraper.enabled_for(target)
-    # And the same once a server without SQL Server 2025's views has left out the collectors reading them
-    # (every scenario older than 17.x, from its first scrape on).
-    missing = frozenset(r.name for r in COLLECTORS if r.left_out_when_missing)
-    return list(dict.fromkeys([*scraper.batches_for(enabled), *scraper.batches_for(enabled - missing)]))
-
-
 @pytest.fixture(scope="session")
 def standin_parses_the_batch() -> None:
     """Parse the exporter's batch variants once per run, before the first stand-in starts.
@@ -219,7 +206,8 @@ def standin_parses_the_batch() -> None:
     The stand-in checks each new batch text with sqlfluff, some 2 s for ours and over 5 s on a loaded
     machine. That cost is the stand-in's, not the exporter's, but it would land inside the first scrape
     of whichever test came first, against that test's query timeout. A test of a timeout that makes the
-    stand-in parse a text not parsed here fails (the standin fixture checks): add its variant here."""
+    stand-in parse a text not parsed here fails (the standin fixture checks): add its variant here
+    (tests/standin/parse_ahead.py, which the demo's stand-in uses too)."""
     for sql in batch_variants(make_scraper_for_parsing()):
         batch_info(sql)
 
@@ -258,6 +246,30 @@ def standin(standin_parses_the_batch: None) -> Iterator[callable]:
             "batch variant ahead in conftest.standin_parses_the_batch",
             pytrace=False,
         )
+
+
+# The drivers the integration tier logs in through (issue 35): FreeTDS, and Microsoft's ODBC Driver 18 as
+# the `msodbc` extra installs it. Tests of what both must do take the `driver` fixture; its ids (freetds,
+# odbc18) are what `pytest -k odbc18` selects.
+DRIVERS = ("freetds", "odbc18")
+
+
+@pytest.fixture(params=DRIVERS)
+def driver(request: pytest.FixtureRequest) -> str:
+    if request.param == "odbc18":
+        require_odbc18()
+    return request.param
+
+
+def require_odbc18() -> str:
+    """The Driver 18 the exporter would use; fails (not skips) without one: the tier runs through both."""
+    from mssql_memory_exporter.config import DriverError, resolve_driver
+    from mssql_memory_exporter.connection.msodbc import available_drivers
+
+    try:
+        return resolve_driver("odbc18", available_drivers())
+    except DriverError as exc:
+        pytest.fail(f"{exc}; scripts/bootstrap.sh test installs it (the msodbc extra)", pytrace=False)
 
 
 @pytest.fixture

@@ -374,7 +374,9 @@ def run(
     try:
         with Stack(Path(tempfile.mkdtemp(prefix="soak-"))) as stack:
             base = stack.start_exporter(
-                soak.config(), env={PASSWORD_ENV: TEST_PASSWORD}, args=("--log.level", "debug")
+                soak.config(),
+                env={PASSWORD_ENV: TEST_PASSWORD},
+                args=("--log.level", "debug", "--web.enable-lifecycle"),  # reloads over HTTP
             )
             process = stack.process("exporter")
             exporter = psutil.Process(process.popen.pid)

@@ -15,7 +15,9 @@ TEST_TOOLS = {
     "prometheus", "prometheus-alertmanager", "systemd", "smartmontools",
     "krb5-kdc", "krb5-admin-server", "krb5-user", "faketime", "jsonnet",
 }
-RUNTIME = {"tdsodbc", "unixodbc", "python3-venv"}
+# What Microsoft's ODBC Driver 18 (the msodbc extra) links to, besides unixODBC: ldd of its library.
+MSODBC_LIBS = {"libkrb5-3", "libgssapi-krb5-2", "libstdc++6", "libltdl7"}
+RUNTIME = {"tdsodbc", "unixodbc", "python3-venv"} | MSODBC_LIBS
 GSSAPI_BUILD = {"libkrb5-dev", "gcc"}  # the test extras' python-gssapi builds from source
 
 
@@ -83,3 +85,23 @@ def test_the_test_bootstrap_installs_the_tools_and_leaves_their_services_off(rec
     assert installed(log) == RUNTIME | GSSAPI_BUILD | TEST_TOOLS, log.read_text()
     if Path("/run/systemd/system").is_dir():  # only a systemd host enables services on install
         assert "systemctl disable --now prometheus" in log.read_text()
+
+
+def test_odbc18_libraries_the_bootstrap_installs_are_what_the_driver_links_to():
+    """The runtime list names every library ldd finds the packaged Driver 18 needing outside glibc and
+    the wheel (fails when the driver grows a dependency the bootstrap does not install)."""
+    from tests.conftest import require_odbc18
+
+    library = require_odbc18()
+    result = subprocess.run(["ldd", library], capture_output=True, text=True, check=True)
+    needed = {line.split()[0] for line in result.stdout.splitlines() if "=>" in line}
+    glibc = {"libdl.so.2", "libm.so.6", "libc.so.6", "libpthread.so.0", "libresolv.so.2"}
+    needed -= glibc | {"libodbcinst.so.2"}  # the wheel brings its own
+    assert "not found" not in result.stdout, result.stdout
+    # Each remaining soname comes from one of the listed packages (or one they depend on).
+    owners = set()
+    for soname in needed:
+        found = subprocess.run(["dpkg", "-S", f"*/{soname}"], capture_output=True, text=True, check=False)
+        owners |= {line.split(":")[0] for line in found.stdout.splitlines()}
+    direct = {"libkrb5-3", "libgssapi-krb5-2", "libstdc++6", "libltdl7"}
+    assert direct <= owners and direct == MSODBC_LIBS, (owners, needed)

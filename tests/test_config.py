@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -196,7 +197,7 @@ def test_relative_password_file_follows_the_config_file(tmp_path: Path, monkeypa
 @pytest.mark.parametrize(
     ("content", "error"),
     [
-        (None, "cannot read config file: No such file or directory"),
+        (None, "cannot read config file: it does not exist"),
         (b"\xff\xfe\x00bad", "not valid UTF-8"),
     ],
 )
@@ -708,3 +709,91 @@ def test_a_nul_in_a_password_file_is_refused(tmp_path: Path):
     secret.write_bytes(b"pass\x00word\n")
     with pytest.raises(CredentialError, match="contains a NUL byte"):
         config.credentials_for("t")
+
+
+# Issue 36 item 7: whatever the YAML library or a validator raises is one config error line. Before, a
+# 5000-digit port escaped as ValueError and 3,000 nested mappings as RecursionError: SIGHUP then killed
+# the exporter and --config.check printed a traceback.
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (
+            "auth_modules: {m: {username: u, password_env: X}}\n"
+            "targets:\n  x: {host: h, auth_module: m, port: " + "9" * 5000 + "}\n",
+            "invalid YAML: an integer with too many digits",
+        ),
+        ("targets:\n  x:\n    labels: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n", "nested too deeply"),
+        (
+            "targets:\n  x:\n    labels:\n" + "".join(f"{'  ' * (i + 3)}a{i}:\n" for i in range(3000)),
+            "nested",
+        ),
+    ],
+    ids=["5000-digit-port", "deep-flow-mappings", "deep-block-mappings"],
+)
+def test_any_failure_of_the_yaml_library_is_one_config_error(tmp_path: Path, text: str, error: str):
+    path = tmp_path / "c.yml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=error) as info:
+        load_config(str(path))
+    assert len(info.value.lines) == 1 and info.value.lines[0].startswith(f"{path}: ")
+
+
+def test_an_unforeseen_exception_while_validating_is_a_config_error(tmp_path: Path, monkeypatch):
+    import mssql_memory_exporter.config.models as models
+
+    def explode(*_args: object, **_kwargs: object) -> None:
+        raise OverflowError("a library's own failure\nsecond line")
+
+    monkeypatch.setattr(models, "parse_config", explode)
+    path = tmp_path / "c.yml"
+    path.write_text("targets: {}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(str(path))
+    assert info.value.lines == [f"{path}: cannot be loaded: OverflowError: a library's own failure"]
+
+
+# Issue 36 item 8: the config file is read like a password file (secret_file.read_regular_file). Before,
+# a FIFO blocked a reload in open() (and SIGTERM with it), and /dev/zero grew the exporter to 1.4 GB.
+def test_config_file_that_is_a_fifo_is_refused_without_blocking(tmp_path: Path):
+    fifo = tmp_path / "c.yml"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | object] = []
+
+    def load() -> None:
+        try:
+            outcome.append(load_config(str(fifo)))
+        except BaseException as exc:  # handed to the test thread
+            outcome.append(exc)
+
+    # A thread, so that the old code's open() blocking on the FIFO fails the test instead of hanging it.
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    if reader.is_alive():
+        with open(fifo, "w"):  # lets the blocked open() return, so the thread ends
+            pass
+        pytest.fail("load_config blocked opening a FIFO")
+    assert isinstance(outcome[0], ConfigError), outcome
+    assert "cannot read config file: it is a named pipe" in str(outcome[0])
+
+
+def test_config_file_that_is_a_device_is_refused_unread():
+    # /dev/null, not the /dev/zero of the report: refused by its type alike, and the old code reading it
+    # fails this test with "the config is empty" instead of filling the machine's memory.
+    with pytest.raises(ConfigError, match="/dev/null: cannot read config file: it is a character device"):
+        load_config("/dev/null")
+
+
+def test_config_file_larger_than_the_cap_is_refused(tmp_path: Path, monkeypatch):
+    import mssql_memory_exporter.config.yaml_loading as yaml_loading
+
+    monkeypatch.setattr(yaml_loading, "MAX_CONFIG_BYTES", 4096)
+    path = tmp_path / "c.yml"
+    path.write_text("# padding\n" * 1000)
+    with pytest.raises(ConfigError, match="larger than 4096 bytes: it cannot be a config file"):
+        load_config(str(path))
+
+
+def test_config_file_on_proc_is_refused():
+    with pytest.raises(ConfigError, match="kernel's proc filesystem"):
+        load_config("/proc/self/status")

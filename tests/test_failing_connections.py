@@ -96,9 +96,9 @@ def test_tcp_accepted_but_login_never_answered(standin, scraper_for, caplog, fau
     assert_recovers(scraper, config)
 
 
-def test_logged_in_but_batch_never_answered(standin, scraper_for, caplog):
+def test_logged_in_but_batch_never_answered(standin, scraper_for, caplog, driver):
     s = standin("healthy-oltp")
-    config = s.config(query_timeout_seconds=2)
+    config = s.config(driver=driver, query_timeout_seconds=2)
     scraper = scraper_for(config)
     assert value(scrape(scraper, config), "mssql_up") == 1
     s.handler.faults.hang_batch = True
@@ -115,11 +115,13 @@ def test_logged_in_but_batch_never_answered(standin, scraper_for, caplog):
 # ---- the login is refused ------------------------------------------------------------------------
 
 
-def test_wrong_password_is_down_fast_then_recovers_when_fixed(standin, scraper_for, caplog, monkeypatch):
+def test_wrong_password_is_down_fast_then_recovers_when_fixed(
+    standin, scraper_for, caplog, monkeypatch, driver
+):
     from tests.conftest import PASSWORD_ENV, TEST_PASSWORD
 
     s = standin("healthy-oltp")
-    config = s.config()
+    config = s.config(driver=driver)
     scraper = scraper_for(config)
     monkeypatch.setenv(PASSWORD_ENV, "not-the-password")
     got, elapsed = timed_scrape(scraper, config, timeout=3)
@@ -154,10 +156,10 @@ def test_restart_moves_start_time_and_resets_counters(standin, scraper_for):
 # ---- the connection died while idle (restart, failover, killed session) --------------------------
 
 
-def test_restart_that_drops_the_session_is_up_on_the_very_next_scrape(standin, scraper_for, caplog):
+def test_restart_that_drops_the_session_is_up_on_the_very_next_scrape(standin, scraper_for, caplog, driver):
     caplog.set_level(logging.INFO)
     s = standin("healthy-oltp")
-    config = s.config()
+    config = s.config(driver=driver)
     scraper = scraper_for(config)
     s.clock.advance(600)
     before = scrape(scraper, config)

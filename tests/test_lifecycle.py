@@ -56,7 +56,8 @@ VERIFYING = {"host": "tls.example.net", "driver": "freetds", "encryption": "requ
 
 
 def launch(start, config: Path) -> tuple[Run, int]:
-    run = start(config, hooked=False, **{PASSWORD_ENV: TEST_PASSWORD})
+    # --web.enable-lifecycle: these tests reload over HTTP too (test_web_flags checks it is off by default).
+    run = start(config, hooked=False, args=("--web.enable-lifecycle",), **{PASSWORD_ENV: TEST_PASSWORD})
     match = run.wait_for(r"msg=listening address=\S*:(\d+)", timeout=SLOW)
     return run, int(match.group(1))
 
@@ -161,7 +162,7 @@ def test_post_reload_keeps_unchanged_connections_and_refuses_a_bad_config(start,
     write(config, targets)
     status, body = request(port, "POST", "/-/reload")
     assert status == 200, body
-    assert "reconnecting moved" in body and "added new" in body
+    assert "reconnecting 1 (moved)" in body and "added 1 (new)" in body
     after = own(port)
     assert value(after, "mssql_exporter_config_last_reload_successful") == 1
     assert value(after, "mssql_exporter_config_last_reload_success_timestamp_seconds") > started_at
@@ -222,3 +223,62 @@ def test_probes_in_flight_finish_on_the_config_they_started_with(start, standin,
     assert value(probe(port), "mssql_up", rack="after") == 1
     run.proc.send_signal(signal.SIGTERM)
     assert run.proc.wait(timeout=SLOW) == 0, run.log()
+
+
+# Issue 36 item 7: a reload failing with anything but a ConfigError killed the exporter on SIGHUP, and
+# POST /-/reload closed with no answer while the reload metric stayed 1.
+def test_a_reload_failing_in_the_yaml_library_is_refused_and_the_old_config_serves(
+    start, standin, tmp_path: Path
+):
+    s = standin("healthy-oltp")
+    config = write(tmp_path / "c.yml", {"sql": standin_target(s.port)})
+    good = config.read_text()
+    run, port = launch(start, config)
+    assert value(probe(port), "mssql_up") == 1
+    config.write_text(good.replace(f"port: {s.port}", "port: " + "9" * 5000))
+    status, body = request(port, "POST", "/-/reload")
+    assert status == 500 and "invalid YAML: an integer with too many digits" in body, body
+    assert value(own(port), "mssql_exporter_config_last_reload_successful") == 0
+    config.write_text("targets:\n  x:\n    labels: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n")
+    run.proc.send_signal(signal.SIGHUP)
+    refused = run.wait_for(r'msg="config reload refused.*trigger=SIGHUP.*nested too deeply.*', timeout=SLOW)
+    assert "\n" not in refused.group(0)
+    assert run.proc.poll() is None, run.log()
+    assert value(probe(port), "mssql_up") == 1  # the old config serves on
+    assert "Traceback" not in run.log()
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.proc.wait(timeout=SLOW) == 0, run.log()
+
+
+# Issue 36 item 9: SIGTERM during a reload of 10,000 targets took 12 s, and the new config was applied
+# after "stopping" was logged. The reload is abandoned, whichever way it was asked for.
+@pytest.mark.parametrize("trigger", ["SIGHUP", "POST"])
+def test_sigterm_during_a_reload_of_ten_thousand_targets_abandons_it(
+    start, standin, tmp_path: Path, trigger: str
+):
+    s = standin("healthy-oltp")
+    config = write(tmp_path / "c.yml", {"sql": standin_target(s.port), "tls": VERIFYING})
+    run, port = launch(start, config)
+    fleet = {f"sql-{i:05d}": {**VERIFYING, "host": f"sql-{i:05d}.example.net"} for i in range(10_000)}
+    write(config, fleet)
+    if trigger == "SIGHUP":
+        run.proc.send_signal(signal.SIGHUP)
+    else:
+        answers: list[tuple[int, str]] = []
+
+        def post() -> None:
+            with contextlib.suppress(OSError, http.client.HTTPException):  # may be cut off by the stop
+                answers.append(request(port, "POST", "/-/reload"))
+
+        threading.Thread(target=post, daemon=True).start()
+    run.wait_for(r'msg="reloading config"', timeout=SLOW)
+    run.proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    code = run.proc.wait(timeout=SLOW)
+    took = time.monotonic() - signalled
+    assert took < 3.0, f"stopped {took:.1f} s after SIGTERM: {run.log()[-3000:]}"
+    assert code == 0, run.log()
+    log = run.log()
+    assert "msg=stopping" in log, log
+    assert 'msg="config reloaded"' not in log.split("msg=stopping", 1)[1], log
+    assert run.leftovers() == [], log  # nothing written into the private directory after its removal

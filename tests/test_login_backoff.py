@@ -26,11 +26,15 @@ def password_env():
     os.environ.pop(ENV, None)
 
 
-def test_a_refused_login_is_not_retried_until_the_password_changes(standin, scraper_for, password_env):
+def test_a_refused_login_is_not_retried_until_the_password_changes(
+    standin, scraper_for, password_env, driver
+):
     s = standin("healthy-oltp")
     s.handler.set_password("right-one")
     os.environ[ENV] = "wrong-one"
-    config = parse_config(config_for(s.port), source="test")
+    data = config_for(s.port)
+    data["targets"]["t"]["driver"] = driver
+    config = parse_config(data, source="test")
     scraper = scraper_for(config)
 
     got = scrape(scraper, config, "t")

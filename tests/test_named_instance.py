@@ -41,10 +41,10 @@ def test_svr_resp_layout():
     assert packet == bytes([0x05]) + len(body).to_bytes(2, "little") + body
 
 
-def test_named_instance_is_found_through_the_browser(standin, scraper_for):
+def test_named_instance_is_found_through_the_browser(standin, scraper_for, driver):
     s = standin("named-instance-padded")
     with BrowserStandIn({"SQL2019": s.port}) as browser:
-        config = _instance_config(s, "sql2019")
+        config = _instance_config(s, "sql2019", driver=driver)
         assert config.targets["standin"].instance == "sql2019"
         got = scrape(scraper_for(config), config)
     assert value(got, "mssql_up") == 1

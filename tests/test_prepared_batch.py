@@ -33,9 +33,11 @@ def probe(scraper, config, collect=None) -> dict:
     return samples_of(exposition(scraper.probe(config.targets["standin"], 10.0, collect)))
 
 
-def test_an_established_connection_sends_the_handle_not_the_text_in_one_round_trip(standin, scraper_for):
+def test_an_established_connection_sends_the_handle_not_the_text_in_one_round_trip(
+    standin, scraper_for, driver
+):
     s = standin("healthy-oltp")
-    config = s.config()
+    config = s.config(driver=driver)
     scraper = scraper_for(config)
     # The first scrape logs in and prepares the batch with the slow sections; the second the one
     # without them (the slow sections run every few minutes, see scrape.py).
@@ -57,10 +59,10 @@ def test_an_established_connection_sends_the_handle_not_the_text_in_one_round_tr
     assert s.server.errors == []
 
 
-def test_a_refused_prepare_falls_back_to_the_plain_batch_logged_once(standin, scraper_for, caplog):
+def test_a_refused_prepare_falls_back_to_the_plain_batch_logged_once(standin, scraper_for, caplog, driver):
     s = standin("healthy-oltp")
     s.handler.faults.refuse_prepare = True
-    config = s.config()
+    config = s.config(driver=driver)
     scraper = scraper_for(config)
     with caplog.at_level(logging.INFO):
         got = scrape(scraper, config, timeout=10.0)
@@ -78,9 +80,9 @@ def test_a_refused_prepare_falls_back_to_the_plain_batch_logged_once(standin, sc
     assert s.handler.logins == 1
 
 
-def test_a_reconnect_prepares_again(standin, scraper_for):
+def test_a_reconnect_prepares_again(standin, scraper_for, driver):
     s = standin("healthy-oltp")
-    config = s.config()
+    config = s.config(driver=driver)
     scraper = scraper_for(config)
     scrape(scraper, config, timeout=10.0)
     scrape(scraper, config, timeout=10.0)
@@ -136,3 +138,44 @@ def test_the_stand_in_answers_odbc_prepared_statements_as_freetds_sends_them(sta
         cursor.close()
     finally:
         cnxn.close()
+
+
+def test_a_forgotten_handle_is_prepared_again_within_the_same_scrape(standin, scraper_for, caplog):
+    """Issue 36 item 11: SQL Server forgot the handle but kept the session (8179 on sp_execute), and
+    that scrape answered mssql_up 0. Over TDS: the stand-in forgets every session's handles."""
+    s = standin("healthy-oltp")
+    config = s.config()
+    scraper = scraper_for(config)
+    scrape(scraper, config, timeout=10.0)
+    scrape(scraper, config, timeout=10.0)
+    session = s.server.sessions[-1]
+    prepared = session.prepares
+    s.server.forget_prepared()
+    with caplog.at_level(logging.INFO):
+        got = scrape(scraper, config, timeout=10.0)
+    assert value(got, "mssql_up") == 1
+    assert value(got, "mssql_page_life_expectancy_seconds") > 0
+    assert len(s.server.sessions) == 1 and s.handler.logins == 1  # the same session, no new login
+    assert session.prepares == prepared + 1 and len(session.prepared) == 1
+    forgot = [r for r in caplog.records if "forgot the prepared" in r.getMessage()]
+    assert len(forgot) == 1 and "8179" in forgot[0].err
+    trips_before = session.batches
+    assert value(scrape(scraper, config, timeout=10.0), "mssql_up") == 1
+    assert session.batches - trips_before == 1 and session.prepares == prepared + 1
+
+
+def test_a_forgotten_handle_among_those_to_evict_is_not_unprepared(standin, scraper_for):
+    """A full handle cache evicts with sp_unprepare in the prepare batch; a handle the server forgot
+    answers 8179 there too, and the batch is prepared again without it."""
+    s = standin("healthy-oltp")
+    s.handler.strict = False
+    config = s.config()
+    scraper = scraper_for(config)
+    for wanted in SMALL_SETS[:MAX_HANDLES]:
+        assert value(probe(scraper, config, wanted), "mssql_up") == 1
+    session = s.server.sessions[-1]
+    assert len(session.prepared) == MAX_HANDLES
+    s.server.forget_prepared()
+    assert value(probe(scraper, config, SMALL_SETS[MAX_HANDLES]), "mssql_up") == 1
+    assert len(s.server.sessions) == 1 and len(session.prepared) == 1
+    assert s.server.errors == []

@@ -183,3 +183,23 @@ def test_a_wheel_built_from_a_checkout_carries_its_revision(tmp_path: Path):
     [wheel] = tmp_path.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         assert archive.read("mssql_memory_exporter/REVISION").decode().strip() == git_head()
+
+
+# Issue 36 item 7: a config that makes the YAML library raise something else than its own error (a
+# 5000-digit port: ValueError; 3,000 nested mappings: RecursionError) printed a traceback and exited 1.
+HOSTILE_CONFIGS = {
+    "5000-digit-port": "targets:\n  x: {host: h, auth_module: m, port: " + "9" * 5000 + "}\n",
+    "deep-mappings": "targets:\n  x:\n    labels: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_CONFIGS))
+def test_config_check_and_start_up_refuse_a_hostile_config_in_one_line(tmp_path: Path, name: str):
+    config = tmp_path / "c.yml"
+    config.write_text(HOSTILE_CONFIGS[name])
+    for args in (["--config.check"], ["--web.listen-address", "127.0.0.1:0"]):
+        result = cli(*args, "--config.file", str(config))
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr, result.stderr
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and errors[0].startswith(f"error: {config}: invalid YAML: "), result.stderr

@@ -82,18 +82,19 @@ def test_answer_just_under_the_timeout_is_served_without_a_warning(standin, scra
     assert len(s.server.sessions) == 1  # a slow answer is not a reason to log in again
 
 
-def test_answer_just_over_the_timeout_is_down_in_time_then_recovers(standin, scraper_for, caplog):
+def test_answer_just_over_the_timeout_is_down_in_time_then_recovers(standin, scraper_for, caplog, driver):
     caplog.set_level(logging.INFO)
     s = standin("healthy-oltp")
-    config = s.config(query_timeout_seconds=2)
+    config = s.config(driver=driver, query_timeout_seconds=2)
     scraper = scraper_for(config)
     scrape(scraper, config)
     s.handler.faults.delay_seconds = 2.8
     got, elapsed = timed_scrape(scraper, config, timeout=2.5)
     assert elapsed < 2.5 + SLACK
     assert_down_and_nothing_stale(got)
-    # Either the driver's query timeout (HYT00) or the exporter's own deadline ends it; both are logged.
-    assert_logged(caplog, "Timeout expired", "timed out waiting for SQL Server")
+    # Either the driver's query timeout (HYT00: FreeTDS "Timeout expired", Driver 18 "Query timeout
+    # expired") or the exporter's own deadline ends it; both are logged.
+    assert_logged(caplog, "Timeout expired", "Query timeout expired", "timed out waiting for SQL Server")
     assert not records(caplog, RETRY_MSG)  # a timeout is never retried
     s.handler.faults.delay_seconds = 0
     assert_recovers(scraper, config)

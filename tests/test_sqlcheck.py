@@ -522,6 +522,14 @@ BRIEF_OBJECTS = {
     "sys.dm_hadr_database_replica_states": "view",
     "sys.availability_groups": "view",
     "sys.availability_replicas": "view",
+    # The shipped collector files (issue 40): msdb's Agent and backup tables (keyed by their last two
+    # parts), the requests behind blocking
+    "dbo.sysjobs": "view",
+    "dbo.sysjobhistory": "view",
+    "dbo.sysjobactivity": "view",
+    "dbo.syssessions": "view",
+    "dbo.backupset": "view",
+    "sys.dm_exec_requests": "view",
 }
 
 

@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 HOOKED_MAIN = textwrap.dedent(
     """
     import os, sys, time
-    from mssql_memory_exporter import cli, freetds
+    from mssql_memory_exporter.app import cli
+    from mssql_memory_exporter.connection import freetds
 
     POINT = os.environ.get("STARTUP_TEST_POINT", "")
 
@@ -119,12 +120,19 @@ class Run:
 def start(tmp_path: Path) -> Iterator:
     runs: list[Run] = []
 
-    def run(config: Path, *, hooked: bool = True, listen: str = "127.0.0.1:0", **env: str) -> Run:
+    def run(
+        config: Path,
+        *,
+        hooked: bool = True,
+        listen: str = "127.0.0.1:0",
+        args: tuple[str, ...] = (),
+        **env: str,
+    ) -> Run:
         tmpdir = tmp_path / f"tmp{len(runs)}"
         tmpdir.mkdir()
         code = ["-c", HOOKED_MAIN] if hooked else ["-m", "mssql_memory_exporter"]
         proc = subprocess.Popen(
-            [sys.executable, *code, "--config.file", str(config), "--web.listen-address", listen],
+            [sys.executable, *code, "--config.file", str(config), "--web.listen-address", listen, *args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

@@ -165,11 +165,17 @@ def as_requests(kdc: Kdc, principal: str) -> int:
 # --- Kerberos, against the real KDC ----------------------------------------------------------------
 
 
-def test_kerberos_keytab_login_and_full_scrape(kdc, windows_standin, stack, tmp_path):
+def test_kerberos_keytab_login_and_full_scrape(kdc, windows_standin, stack, tmp_path, driver):
+    """Through both drivers: Driver 18 takes the ticket from the exporter's ccache through GSSAPI, as
+    FreeTDS does (NTLM stays FreeTDS-only: Microsoft's Linux driver has no NTLM)."""
     principal, keytab = client_keytab(kdc, tmp_path, "exporter")
     base = start(
         stack,
-        config(windows_standin.port, {"kerberos": {"principal": principal, "keytab": str(keytab)}}),
+        config(
+            windows_standin.port,
+            {"kerberos": {"principal": principal, "keytab": str(keytab)}},
+            driver=driver,
+        ),
         kdc,
     )
     up, body, _ = probe(base)
@@ -427,13 +433,12 @@ def start_up(cfg: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_kerberos_entra_settings_are_refused_with_the_reason():
-    cfg = config(1433, {"entra": {"tenant_id": "x", "client_id": "y"}})
+def test_entra_module_with_the_freetds_driver_is_refused_naming_why():
+    """Entra ID logins work with Driver 18 only (tests/test_entra.py); with FreeTDS the config says so."""
+    cfg = config(1433, {"entra": {"kind": "managed_identity"}})
     with pytest.raises(ConfigError) as info:
         parse_config(cfg)
-    assert "auth_modules.windows.entra: Microsoft Entra ID logins are not supported: FreeTDS cannot" in str(
-        info.value
-    )
+    assert "targets.sql.driver: freetds cannot log in with an Entra ID access token" in str(info.value)
 
 
 def test_ntlm_needs_freetds_and_sends_ntlmv2_only(tmp_path):

@@ -33,6 +33,8 @@ MODULE_TIERS: dict[str, str] = {
     # unit: parsers, config, generators, rules and dashboards read as data
     "test_collector_contract": "unit",
     "test_config": "unit",
+    "test_custom_collectors": "unit",  # load-time refusals; scrapes answered in process
+    "test_shipped_collectors": "unit",  # the shipped collector files on scenarios, in process
     "test_dashboard_verdicts": "unit",
     "test_dashboards": "unit",
     "test_dashboards_no_data": "unit",  # every panel says why it is empty, where 12.4 shows it
@@ -58,12 +60,17 @@ MODULE_TIERS: dict[str, str] = {
     "test_secret_file": "unit",
     # integration: the stand-in over TDS, real sockets and subprocesses
     "test_bench": "integration",
+    "test_check_target": "integration",  # --check-target against stand-in scenarios over TDS
     "test_bootstrap": "integration",
     "test_cli": "integration",
     "test_prepared_batch": "integration",  # prepared batches against stand-ins over TDS
+    "test_odbc18": "integration",  # Microsoft's ODBC Driver 18 (msodbc extra) against stand-ins
+    "test_entra": "integration",  # Entra ID tokens from a loopback endpoint through Driver 18 to stand-ins
+    "test_strict": "integration",  # TDS 8.0 (strict) and TLS failures through Driver 18 against stand-ins
     "test_rule_groups": "unit",  # the rule split read as data
     "test_platforms": "integration",  # scrapes of stand-ins playing each platform
     "test_platform_matrix": "unit",  # docs/platforms.md's generated table; its scrapes raise themselves
+    "test_kerberos_faults": "integration",  # the ticket keeper against a real MIT KDC
     "test_lifecycle": "integration",  # the CLI in a subprocess under signals and reloads
     "test_process_cli": "integration",  # the CLI in a subprocess: --version, --config.check, healthcheck
     "test_scraper_reload": "integration",  # reloads against stand-ins
@@ -102,6 +109,12 @@ MODULE_TIERS: dict[str, str] = {
     "test_jsonnet_mixin": "integration",  # mixin/mixin.libsonnet through a real jsonnet
     "test_web_bursts": "integration",
     "test_web_protocol": "integration",
+    "test_web_framing": "integration",
+    "test_web_auth_flood": "integration",
+    "test_web_limits": "integration",
+    "test_web_stop": "integration",
+    "test_log_quoting": "unit",
+    "test_web_flags": "integration",
     "test_windows_auth": "integration",  # a KDC, Kerberos logins to the stand-in
     "test_capacity_report": "integration",  # the console script over real HTTP; its Prometheus runs below
     "test_scaling": "integration",  # scripts/thanos.sh against a stand-in go
@@ -180,6 +193,7 @@ SLOW_TESTS = frozenset(
     {
         "test_soak.py::test_short_soak_with_faults",
         "test_jsonnet_mixin.py::test_libsonnet_is_current",  # a few hundred renders of the spec
+        "test_web_auth_flood.py::test_the_right_password_is_answered_200_while_40_clients_guess",
     }
 )
 

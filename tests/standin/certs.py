@@ -72,8 +72,11 @@ def make_ca(directory: Path, stem: str = "ca", common_name: str = "Stand-in test
     return _write(directory, stem, cert, key)
 
 
-def issue_server(ca: Pem, directory: Path, stem: str = "server", names: tuple[str, ...] = ()) -> Pem:
-    """A TLS server certificate signed by `ca`; `names` are DNS names or IP addresses (SANs)."""
+def issue_server(
+    ca: Pem, directory: Path, stem: str = "server", names: tuple[str, ...] = (), *, expired: bool = False
+) -> Pem:
+    """A TLS server certificate signed by `ca`; `names` are DNS names or IP addresses (SANs); `expired`
+    makes one whose validity ended yesterday."""
     names = names or ("localhost", "127.0.0.1")
     sans: list[x509.GeneralName] = []
     for name in names:
@@ -82,8 +85,13 @@ def issue_server(ca: Pem, directory: Path, stem: str = "server", names: tuple[st
         except ValueError:
             sans.append(x509.DNSName(name))
     key = ec.generate_private_key(ec.SECP256R1())
+    builder = _validity(x509.CertificateBuilder())
+    if expired:
+        now = dt.datetime.now(dt.UTC)
+        builder = x509.CertificateBuilder().not_valid_before(now - dt.timedelta(days=30))
+        builder = builder.not_valid_after(now - dt.timedelta(days=1))
     cert = (
-        _validity(x509.CertificateBuilder())
+        builder
         .subject_name(_name(names[0]))
         .issuer_name(ca._cert_obj.subject)
         .public_key(key.public_key())

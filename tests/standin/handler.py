@@ -141,12 +141,20 @@ class ScenarioHandler:
             return SqlError(8180, "Statement(s) could not be prepared.")
         return None
 
+    def check_ahead(self, sql: str) -> None:
+        """Check `sql` now (sqlfluff: seconds) so that its first arrival is answered at once."""
+        if self.strict:
+            self._verdict(sql)
+
+    def _verdict(self, sql: str) -> SqlError | None:
+        key = (sql, self.server_version, self.instance.platform)
+        if key not in self._checked:
+            self._checked[key] = _check(*key)
+        return self._checked[key]
+
     def answer(self, sql: str) -> Reply:
         if self.strict:
-            key = (sql, self.server_version, self.instance.platform)
-            if key not in self._checked:
-                self._checked[key] = _check(*key)
-            problem = self._checked[key]
+            problem = self._verdict(sql)
             if problem is not None:
                 return [problem]
         try:

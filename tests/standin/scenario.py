@@ -44,10 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+import yaml
+
 from .files import FileModel, parse_databases
 from .moments import at_moments, check_moments
 from .scenario_files import read_scenario, scenario_path
 from .sql_catalog import Catalog, available, load_catalog, release_of
+from .tds import Column, ResultSet
 
 RAW, BULK, FRACTION, FRACTION_BASE = 65792, 272696576, 537003264, 1073939712
 NCHAR = 128
@@ -133,6 +136,9 @@ class Scenario:
     views: dict[str, Any] = field(default_factory=dict)  # DMV rows by view name without "sys."
     # Named scenario times that view cells' steps may use (`[[failover, 2]]`); Instance.reach moves them.
     moments: dict[str, float] = field(default_factory=dict)
+    # Answers to a site's own queries (custom collectors), by name: {sql, reads, columns, rows}. A query
+    # the interpreter cannot run (joins, msdb) is answered only when its text is one of these.
+    custom_queries: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, name_or_path: str | Path) -> Scenario:
@@ -176,7 +182,40 @@ class Scenario:
             workload=str(raw.get("workload", "oltp")),
             views=views,
             moments=moments,
+            custom_queries=_custom_queries(raw.get("custom_queries") or {}, path.name),
         )
+
+
+def _custom_queries(raw: Any, where: str) -> dict[str, Any]:
+    """`custom_queries:` checked: each {sql, columns, rows, reads?}, rows lists as long as columns."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: custom_queries must map names to {{sql, columns, rows}}")
+    for name, spec in raw.items():
+        if isinstance(spec, dict) and "shipped" in spec:
+            # The query of a collector file shipped with the exporter, read from that file: typed once.
+            spec = raw[name] = {
+                **{k: v for k, v in spec.items() if k != "shipped"},
+                "sql": _shipped(spec["shipped"]),
+            }
+        extra = sorted(set(spec) - {"sql", "columns", "rows", "reads"}) if isinstance(spec, dict) else ["?"]
+        if extra or not isinstance(spec.get("sql"), str) or not isinstance(spec.get("columns"), list):
+            raise ValueError(f"{where}: custom_queries.{name}: give sql (text), columns (list), rows, reads")
+        for index, row in enumerate(spec.get("rows") or []):
+            if not isinstance(row, list) or len(row) != len(spec["columns"]):
+                raise ValueError(f"{where}: custom_queries.{name}.rows.{index}: one value per column")
+    return dict(raw)
+
+
+def _shipped(name: str) -> str:
+    import mssql_memory_exporter
+
+    path = Path(mssql_memory_exporter.__file__).parent / "collectors" / "shipped" / f"{name}.yml"
+    collectors = yaml.safe_load(path.read_text())["collectors"]
+    return str(collectors[0]["query"]).strip()
+
+
+def _normal_sql(sql: str) -> str:
+    return " ".join(sql.split())
 
 
 def _named_instances(spec: dict[str, Any], where: str) -> dict[str, CounterSpec]:
@@ -410,7 +449,40 @@ class Instance:
             return False  # not in this release (catalog.yaml `since`): SQL Server 2025's views on 2022
         if name == self.HBP_VIEW:  # SQL Server 2019 (15.x) and later
             return int(str(self.scenario.properties.get("ProductVersion", "16")).split(".")[0]) >= 15
+        if known is not None and any(
+            name.lower() in (r.lower() for r in q.get("reads", ()))
+            for q in self.scenario.custom_queries.values()
+        ):
+            return True  # an object a scenario's custom query reads (msdb's tables, say), where it exists
         return name in self.OBJECTS
+
+    def canned(self, sql: str) -> ResultSet | None:
+        """The scenario's answer to a site's own query (custom_queries), None when it has none. An object
+        it reads that this server lacks answers 208, a denied one its denial, as SQL Server would."""
+        from .tsql import SqlRuntimeError  # local: tsql imports nothing from here
+
+        text = _normal_sql(sql)
+        spec = next((q for q in self.scenario.custom_queries.values() if _normal_sql(q["sql"]) == text), None)
+        if spec is None:
+            return None
+        for name in spec.get("reads", ()):
+            if not self.object_exists(name):
+                raise SqlRuntimeError(208, f"Invalid object name '{name}'.")
+            if name in self.denied:
+                error = self.denied[name]
+                message = DENIAL_MESSAGES[error].format(object=name.split(".")[-1])
+                if error == 229 and name.count(".") == 2:
+                    database, schema, obj = name.split(".")
+                    message = (
+                        f"The SELECT permission was denied on the object '{obj}', database '{database}', "
+                        f"schema '{schema}'."
+                    )
+                raise SqlRuntimeError(error, message, 16 if error == 297 else 14)
+        rows = [tuple(row) for row in spec.get("rows") or []]
+        columns = [
+            Column(str(c), _canned_type([row[i] for row in rows])) for i, c in enumerate(spec["columns"])
+        ]
+        return ResultSet(columns, rows)
 
     @property
     def release(self) -> str | None:
@@ -656,6 +728,17 @@ def _base_name(counter: str) -> str:
 
 
 _CATALOG: Catalog | None = None
+
+
+def _canned_type(values: list[object]) -> str:
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return "bit"
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return "bigint"
+    if present and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return "float"
+    return "nvarchar"
 
 
 def _catalog_name(name: str) -> str:

@@ -58,6 +58,7 @@ TOP_LEVEL_KEYS = frozenset(
         "workload",
         "views",
         "moments",
+        "custom_queries",
     }
 )
 SERVER_KEYS = frozenset({"object_prefix", "uptime_seconds", "properties", "pad"})
@@ -143,6 +144,7 @@ MERGED = frozenset(
         ("views",),
         ("views", "*"),
         ("moments",),
+        ("custom_queries",),
     }
 )
 

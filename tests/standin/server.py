@@ -80,6 +80,14 @@ PRELOGIN wrapping and the login times out).  FreeTDS checks the certificate only
 configured for the connection (freetds.conf ``ca file``, reached through ``Servername=``); without
 one it accepts any certificate.  A failed check is 08001 "Unable to connect to data source" on the
 client and ``Session.tls_error`` here.
+
+TDS 8.0 (``StandInServer(..., strict=strict_tls_context(cert, key))``)
+----------------------------------------------------------------------
+As SQL Server 2022 with strict encryption: TLS (1.2 or 1.3) on the bare socket before any TDS packet,
+ALPN ``tds/8.0`` offered (``Session.alpn`` holds what the client agreed), then PRELOGIN, LOGIN7 and
+everything else inside TLS.  Microsoft's Driver 18 with ``Encrypt=strict`` logs in (tests/test_strict.py);
+a TDS 7.x PRELOGIN on such a port is closed, as is a TLS ClientHello on a TDS 7.x port (both noted in
+``Session.tls_error``).
 """
 
 from __future__ import annotations
@@ -100,7 +108,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Protocol
 
-from tests.standin import rpc, sspi, tds
+from tests.standin import fedauth, rpc, sspi, tds
 from tests.standin.tds import (
     Column,
     Delay,
@@ -199,6 +207,15 @@ def driver_reply(sql: str) -> Reply | None:
     return [ResultSet(_TYPE_INFO_COLUMNS, [row] if row else [])]
 
 
+def _type_info_rpc(call: rpc.Rpc) -> Reply | None:
+    """The answer to sp_datatype_info[_100] called as an RPC, or None when `call` is not that."""
+    name = call.name.replace("[", "").replace("]", "").lower().removeprefix("sys.")
+    if not re.fullmatch(r"sp_datatype_info(?:_\d+)?", name) or not call.params:
+        return None
+    code = call.params[0].value
+    return driver_reply(f"sp_datatype_info_100 {code}") if isinstance(code, int) else None
+
+
 _NOT_LOGGED_IN = LoginInfo(user="", password="", database="", app_name="", hostname="", tds_version=0)
 
 
@@ -214,7 +231,8 @@ class Session:
         self.bytes_in = 0
         self.bytes_out = 0
         self.closed = False
-        self.tls = "none"  # "none", "login" (LOGIN7 only, Encryption=request) or "full"
+        self.tls = "none"  # "none", "login" (LOGIN7 only, Encryption=request), "full" or "strict" (TDS 8)
+        self.alpn: str | None = None  # the ALPN protocol a strict (TDS 8.0) client agreed on
         self.tls_error: str | None = None  # why a handshake failed (the client rejected the certificate)
         self.state: dict[str, Any] = {}
         # Prepared statements (rpc.py): live handles and their text, and how many came and went.
@@ -222,6 +240,10 @@ class Session:
         self.next_handle = rpc.FIRST_HANDLE
         self.prepares = 0
         self.unprepares = 0
+        # Every request after login by kind, in order ("batch", "attention", "transaction", or the RPC's
+        # procedure: "sp_prepexec", ...): what a driver sends by itself is read from here.
+        self.requests: list[str] = []
+        self.unknown_rpcs: list[str] = []  # procedures answered 2812 "Could not find stored procedure"
 
     def __repr__(self) -> str:
         return (
@@ -274,7 +296,14 @@ class _Connection:
         fault = self._handler.on_connect()
         if isinstance(fault, Hang):
             self._hang(fault.seconds)
+        if self._server.strict is not None:
+            self._strict_handshake(self._server.strict)
         message = self._receive()
+        if message.type == TLS_HANDSHAKE_RECORD and self._server.strict is None:
+            # A TDS 8.0 client's ClientHello on a TDS 7.x port: SQL Server before 2022 reads it as a bad
+            # packet and closes the connection; so does the stand-in (the client's problem, not its own).
+            self._session.tls_error = "TLS ClientHello (TDS 8.0) on a TDS 7.x port"
+            raise _Closed
         if message.type == PacketType.PRELOGIN:
             self._prelogin(message.payload)
             message = self._receive()
@@ -282,11 +311,52 @@ class _Connection:
             raise tds.ProtocolError(f"expected LOGIN7, got packet type {message.type:#04x}")
         if self._session.tls == "login":
             self._tls = None  # only LOGIN7 travels encrypted
-        self._login(tds.parse_login7(message.payload))
+        login = tds.parse_login7(message.payload)
+        self._login(login, fedauth.access_token(message.payload))
         while True:
             self._dispatch(self._receive())
 
+    def _strict_handshake(self, context: ssl.SSLContext) -> None:
+        """TDS 8.0: TLS on the bare socket before any TDS packet, with ALPN tds/8.0 (Microsoft's TDS 8.0
+        documentation); PRELOGIN and everything after travel inside it."""
+        tls = context.wrap_bio(self._tls_in, self._tls_out, server_side=True)
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLError as exc:
+                self._session.tls_error = str(exc)
+                self._flush_raw_tls()
+                raise _Closed from None
+            self._flush_raw_tls()
+            data = self._recv_socket()
+            if not data:
+                raise _Closed
+            if not self._session.tls_error and data[:1] == bytes([PacketType.PRELOGIN]):
+                # A TDS 7.x client: its PRELOGIN is not a TLS record. SQL Server with strict encryption
+                # forced closes such a connection; so does the stand-in.
+                self._session.tls_error = "TDS 7.x PRELOGIN on a strict (TDS 8.0) port"
+                raise _Closed
+            self._tls_in.write(data)
+        self._flush_raw_tls()
+        self._tls = tls
+        self._session.tls = "strict"
+        self._session.alpn = tls.selected_alpn_protocol()
+
+    def _flush_raw_tls(self) -> None:
+        data = self._tls_out.read()
+        if data:
+            self._session.bytes_out += len(data)
+            self._sock.sendall(data)
+
     def _prelogin(self, payload: bytes) -> None:
+        if self._session.tls == "strict":
+            # Inside TDS 8.0's TLS the PRELOGIN encryption option means nothing; answer as a server that
+            # needs no more encryption than it has.
+            self._send(tds.encode_prelogin_response(tds.ENCRYPT_NOT_SUP))
+            return
         context = self._server.tls
         wanted = tds.client_encryption(payload)
         if context is None or wanted == tds.ENCRYPT_NOT_SUP:
@@ -323,8 +393,11 @@ class _Connection:
         if data:
             self._send_raw(tds.encode_packets(PacketType.PRELOGIN, data, 0))
 
-    def _login(self, login: LoginInfo) -> None:
+    def _login(self, login: LoginInfo, token: str | None = None) -> None:
         self._session.login = login
+        if token is not None:
+            self._token_login(login, token)
+            return
         sspi_answer = b""
         if login.sspi:
             refusal, sspi_answer = self._integrated_login(login)
@@ -338,9 +411,30 @@ class _Connection:
             # SQL Server closes the connection after a failed login; so do we.
             self._send(tds.encode_login_failure(verdict))
             raise _Closed
-        # Kerberos's AP-REP (mutual authentication) travels in the same message as the login answer.
-        answer = tds.encode_sspi(sspi_answer) if sspi_answer else b""
-        self._send(answer + tds.encode_login_ack(login))
+        # Kerberos's AP-REP (mutual authentication) travels in a message of its own, before the login
+        # answer: Microsoft's Driver 18 reads the SSPI token as the end of the server's turn and
+        # never saw a login answer sent in the same message (its login timed out; FreeTDS takes both).
+        if sspi_answer:
+            self._send(tds.encode_sspi(sspi_answer))
+        self._send(tds.encode_login_ack(login))
+        self._session.logged_in = True
+
+    def _token_login(self, login: LoginInfo, token: str) -> None:
+        """An Entra ID access token (fedauth.py): checked, then acknowledged with FEATUREEXTACK before the
+        login's final DONE, as MS-TDS orders a login answer with feature extensions."""
+        entra = self._server.entra
+        if entra is None:
+            refusal, user = fedauth.refused(), fedauth.TOKEN_PRINCIPAL
+        else:
+            refusal, user = entra.verdict(token)
+        login.user = user
+        if refusal is not None:
+            self._send(tds.encode_login_failure(refusal))
+            raise _Closed
+        login.integrated = True
+        answer = tds.encode_login_ack(login)
+        done = len(tds.encode_done(tds.DoneStatus.FINAL))
+        self._send(answer[:-done] + fedauth.encode_feature_ack() + answer[-done:])
         self._session.logged_in = True
 
     def _integrated_login(self, login: LoginInfo) -> tuple[SqlError | None, bytes]:
@@ -367,17 +461,23 @@ class _Connection:
     # ---- requests --------------------------------------------------------------------------------
 
     def _dispatch(self, message: Message) -> None:
+        requests = self._session.requests
         if message.type == PacketType.ATTENTION:
+            requests.append("attention")
             # Nothing is running (we answer synchronously), yet the client waits for the ack.
             self._send(tds.encode_attention_ack())
             return
         self._session.batches += 1
         version = self._session.login.tds_version
         if message.type == PacketType.SQL_BATCH:
+            requests.append("batch")
             self._answer_batch(tds.decode_sql_batch(message.payload, version))
         elif message.type == PacketType.RPC:
-            self._answer_rpc(rpc.decode_rpc(message.payload, version))
+            call = rpc.decode_rpc(message.payload, version)
+            requests.append(call.name or tds._RPC_PROC_IDS.get(call.proc_id or 0, f"#{call.proc_id}"))
+            self._answer_rpc(call)
         elif message.type == PacketType.TRANSACTION_MANAGER:
+            requests.append("transaction")
             self._answer_transaction(message.payload, version)
         else:
             raise tds.ProtocolError(f"unsupported packet type {message.type:#04x}")
@@ -454,12 +554,17 @@ class _Connection:
                 self._send(rpc.encode_rpc_reply([error], status=8179))
                 return
             self._run_prepared(statement, values[1:], None)
+        elif (type_info := _type_info_rpc(call)) is not None:
+            # Microsoft's Driver 18 asks for type information as an RPC by name ([sys].sp_datatype_info_100
+            # with the type code), where FreeTDS sends a batch; SQL Server answers both alike.
+            self._send(rpc.encode_rpc_reply(type_info))
         elif call.proc_id == rpc.SP_UNPREPARE and values:
             session.prepared.pop(values[0], None)  # type: ignore[arg-type]
             session.unprepares += 1
             self._send(rpc.encode_rpc_reply([]))
         else:
             name = call.name or tds._RPC_PROC_IDS.get(call.proc_id or 0, f"#{call.proc_id}")
+            session.unknown_rpcs.append(name)
             self._send(tds.encode_rpc_error(tds.rpc_not_found_error(name)))
 
     def _run_prepared(self, statement: str, values: list[object], handle: int | None) -> None:
@@ -523,6 +628,7 @@ class _Connection:
                 self._send(self._encode(delay.reply))
                 return
             if message.type == PacketType.ATTENTION:
+                self._session.requests.append("attention")
                 self._send(tds.encode_attention_ack())
                 return
             # A well-behaved client does not send a new request before the answer; keep it anyway.
@@ -593,6 +699,19 @@ def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
     return context
 
 
+TDS8_ALPN = "tds/8.0"
+TLS_HANDSHAKE_RECORD = 0x16  # the first byte of a TLS handshake record (a ClientHello)
+
+
+def strict_tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """A server-side context for TDS 8.0 (strict): TLS 1.2 or 1.3, offering ALPN tds/8.0."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols([TDS8_ALPN])
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
 class StandInServer:
     """Listens on ``host:port`` (port 0 picks a free one; ``start()`` returns the real port)."""
 
@@ -603,10 +722,15 @@ class StandInServer:
         port: int = 0,
         tls: ssl.SSLContext | None = None,
         windows: sspi.WindowsLogins | None = None,
+        strict: ssl.SSLContext | None = None,
+        entra: fedauth.EntraLogins | None = None,
     ) -> None:
         self.handler = handler
         self.windows = windows  # integrated logins (Kerberos, NTLM); None refuses them with 18452
         self.tls = tls  # offer TLS (see tls_context()); None answers every client ENCRYPT_NOT_SUP
+        # TDS 8.0 only (strict_tls_context()): TLS first on every connection, nothing else spoken.
+        self.strict = strict
+        self.entra = entra  # Entra ID access tokens (fedauth.py); None refuses them with 18456
         self.host = host
         self.port = port
         self.sessions: list[Session] = []
@@ -649,6 +773,14 @@ class StandInServer:
         if isinstance(droppers, list):
             droppers.append(self.drop_sessions)
         return self.port
+
+    def forget_prepared(self) -> None:
+        """Forget every session's prepared handles and keep the sessions, as SQL Server may (issue 36):
+        the next sp_execute of a handle answers error 8179 on a connection that is still good."""
+        with self._lock:
+            sessions = list(self.sessions)
+        for session in sessions:
+            session.prepared.clear()
 
     def drop_sessions(self) -> None:
         """Close every client connection at once and keep listening, as a restarting SQL Server does:

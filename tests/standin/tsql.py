@@ -124,7 +124,8 @@ class ExecSql:
 
 @dataclass
 class SetOption:
-    pass
+    name: str = ""
+    value: str = ""
 
 
 class _Parser:
@@ -179,9 +180,8 @@ class _Parser:
         assert tok is not None
         if tok.is_kw("SET"):
             self.take()
-            self.take()
-            self.take()
-            return SetOption()
+            name = self.take().text.upper()
+            return SetOption(name, self.take().text)
         if tok.is_kw("BEGIN") and (nxt := self.peek(1)) is not None and nxt.is_kw("TRY"):
             self.i += 2
             body = self.statements(lambda: self._at("END", "TRY"))
@@ -446,14 +446,34 @@ class Interpreter:
     def __init__(self, data: Data) -> None:
         self.data = data
         self._parsed: dict[str, list[object]] = {}
+        # SET ROWCOUNT n: a SELECT stops after n rows (0: no limit). Like every SET option set in dynamic
+        # SQL, SQL Server restores it when that batch returns (see ExecSql below).
+        self.rowcount = 0
+        self._depth = 0  # how deep in sp_executesql: a custom collector's own query runs at depth 2
 
     def run(self, sql: str) -> list[ResultSet | SqlError]:
         out: list[ResultSet | SqlError] = []
+        self.rowcount = 0  # a session's options as the exporter's batches leave them: none set
         try:
             self._block(self._parse(sql), out, None)
         except SqlRuntimeError as exc:
             out.append(SqlError(exc.number, exc.message, exc.severity))
         return out
+
+    def _dynamic(self, sql: str) -> list[object]:
+        """A dynamic batch parsed. A site's own query (custom collectors nest it one level deeper than the
+        exporter's sections) that this interpreter cannot run and no scenario answers gets Msg 208 in its
+        own section, as a query on an object the server lacks would: the stand-in never makes rows up."""
+        try:
+            return self._parse(sql)
+        except Unsupported as exc:
+            if self._depth < 2:
+                raise
+            raise SqlRuntimeError(
+                208,
+                f"Invalid object name (the stand-in has no answer for this query: {exc}; "
+                "give the scenario a custom_queries entry).",
+            ) from None
 
     def _parse(self, sql: str) -> list[object]:
         stmts = self._parsed.get(sql)
@@ -470,6 +490,8 @@ class Interpreter:
 
     def _stmt(self, stmt: object, out: list[ResultSet | SqlError], err: _ErrorContext | None) -> None:
         if isinstance(stmt, SetOption):
+            if stmt.name == "ROWCOUNT":
+                self.rowcount = int(stmt.value)
             return
         if isinstance(stmt, TryCatch):
             partial: list[ResultSet | SqlError] = []
@@ -488,12 +510,28 @@ class Interpreter:
                 self._stmt(stmt.otherwise, out, err)
             return
         if isinstance(stmt, ExecSql):
-            self._block(self._parse(stmt.sql), out, err)
+            saved, depth = self.rowcount, self._depth
+            try:
+                canned = getattr(self.data, "canned", None)
+                answer = canned(stmt.sql) if canned is not None else None
+                if answer is not None:  # a scenario's answer to a site's own query (custom_queries)
+                    out.append(self._limited(answer))
+                else:
+                    self._depth += 1
+                    self._block(self._dynamic(stmt.sql), out, err)
+            finally:
+                self.rowcount = saved
+                self._depth = depth
             return
         if isinstance(stmt, Select):
-            out.append(self._select(stmt, err))
+            out.append(self._limited(self._select(stmt, err)))
             return
         raise Unsupported(f"statement {stmt!r}")
+
+    def _limited(self, result: ResultSet) -> ResultSet:
+        if self.rowcount and len(result.rows) > self.rowcount:
+            return ResultSet(result.columns, list(result.rows)[: self.rowcount])
+        return result
 
     def _select(self, sel: Select, err: _ErrorContext | None) -> ResultSet:
         if sel.source is None:

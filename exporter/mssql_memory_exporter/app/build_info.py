@@ -97,6 +97,7 @@ def _drivers() -> tuple[str, str]:
     except ImportError:
         return UNKNOWN, ""
     from ..connection.driver_version import freetds_version
+    from ..connection.msodbc import packaged_driver
 
     names = []
     for name in pyodbc.drivers():
@@ -104,6 +105,10 @@ def _drivers() -> tuple[str, str]:
             continue
         version = freetds_version(name) if "freetds" in name.lower() else None
         names.append(f"{name} {'.'.join(map(str, version))}" if version else name)
+    packaged = packaged_driver()
+    if packaged is not None:
+        # Named with the package's version: its library file only says 18.6.
+        names.append(packaged.describe())
     return str(getattr(pyodbc, "version", UNKNOWN)), ",".join(sorted(names))
 
 

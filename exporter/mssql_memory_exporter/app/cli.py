@@ -17,6 +17,7 @@ from mssql_memory_exporter import __version__
 from mssql_memory_exporter.app.build_info import revision
 from mssql_memory_exporter.app.logsetup import LEVELS, setup_logging
 from mssql_memory_exporter.app.reload import ConfigReloader
+from mssql_memory_exporter.app.webflags import SystemdSocketError, add_web_flags, listen, web_flag_problems
 from mssql_memory_exporter.config import (
     ConfigError,
     ExporterConfig,
@@ -28,13 +29,7 @@ from mssql_memory_exporter.config import (
 )
 from mssql_memory_exporter.connection import freetds
 from mssql_memory_exporter.connection.driver_version import unsendable_password_reason
-from mssql_memory_exporter.web import (
-    ExporterHTTPServer,
-    OwnMetricsFn,
-    ProbeFn,
-    make_server,
-    parse_listen_address,
-)
+from mssql_memory_exporter.web import ExporterHTTPServer, OwnMetricsFn, ProbeFn
 from mssql_memory_exporter.webconfig import WebConfigSource
 
 if TYPE_CHECKING:  # imported when a probe is made: --version and --config.check start without them
@@ -52,6 +47,9 @@ DEFAULT_LISTEN = ":9399"
 
 # How soon a stop signal that landed on another thread is acted on (Python runs handlers on the main one).
 STOP_POLL_SECONDS = 0.2
+# On SIGTERM, requests already accepted are answered if they finish within this long; a probe stuck on a
+# silent server is abandoned then, so the exporter stops within a second or two whatever the timeouts.
+STOP_GRACE_SECONDS = 1.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,9 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--web.listen-address",
         dest="listen_address",
         metavar="ADDRESS",
+        action="append",
         default=None,  # resolved in main(): --healthcheck must tell "not given" from the default
-        help=f"host:port, :port for all interfaces, or [v6addr]:port (default: {DEFAULT_LISTEN})",
+        help=f"host:port, :port for all interfaces, or [v6addr]:port; repeat it to listen on several "
+        f"(default: {DEFAULT_LISTEN})",
     )
+    add_web_flags(parser)
     parser.add_argument(
         "--web.config.file",
         dest="web_config_file",
@@ -106,6 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="validate --config.file (and --web.config.file if given) as start-up would, print the "
         "result and exit: 0 valid, 2 not; nothing listens (for CI and systemd's ExecStartPre)",
+    )
+    parser.add_argument(
+        "--check-target",
+        dest="check_target",
+        metavar="NAME",
+        default=None,
+        help="log in to target NAME of --config.file, run the batch once and print each collector's "
+        "outcome (ok with rows and series, left out, or failed with the reason and the GRANT that fixes a "
+        "refused permission); exit 0 only if every collector that is on is ok; nothing listens",
     )
     parser.add_argument(
         "--healthcheck",
@@ -142,7 +152,9 @@ def _warn_about_drivers(config: ExporterConfig) -> None:
     except ImportError as exc:
         log.warning("pyodbc is not importable; no target can be scraped", extra={"err": str(exc)})
         return
-    available = pyodbc.drivers()
+    from ..connection.msodbc import with_packaged
+
+    available = with_packaged(pyodbc.drivers())
     for target in config.targets.values():
         try:
             driver = resolve_driver(target.driver, available, encryption=target.encryption)
@@ -169,7 +181,9 @@ def _unsendable_passwords(config: ExporterConfig) -> list[str]:
         import pyodbc
     except ImportError:
         return []
-    available = pyodbc.drivers()
+    from ..connection.msodbc import with_packaged
+
+    available = with_packaged(pyodbc.drivers())
     problems = []
     for target in config.targets.values():
         try:
@@ -295,10 +309,16 @@ def _abort_start_on_signals() -> dict[signal.Signals, Any]:
     return previous
 
 
-def _stop_on_signals() -> threading.Event:
+class StopRequest(threading.Event):
+    """Set by SIGTERM or SIGINT once serving; `signal_name` is the first signal's name."""
+
+    signal_name = ""
+
+
+def _stop_on_signals() -> StopRequest:
     """Installed before "listening" is logged: whoever waits for that line may signal at once, and a
     SIGTERM before the handler exists would kill the process instead of stopping it cleanly."""
-    stop = threading.Event()
+    stop = StopRequest()
     received: list[int] = []
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:
@@ -306,11 +326,11 @@ def _stop_on_signals() -> threading.Event:
         # already under way changes nothing: one "stopping" line, and shutdown carries on. The check is a
         # list append, not the Event: a handler runs between any two bytecodes of the main thread, also
         # inside the first handler's stop.set(), whose lock is not re-entrant; a second set() there would
-        # deadlock.
+        # deadlock. "stopping" is logged by the main loop, once no reload can apply anything any more.
         if received:
             return
         received.append(signum)
-        log.info("stopping", extra={"signal": signal.Signals(signum).name})
+        stop.signal_name = signal.Signals(signum).name
         stop.set()
 
     signal.signal(signal.SIGTERM, request_stop)
@@ -334,23 +354,36 @@ def _reload_on_sighup() -> list[int]:
 
 
 def _serve_until(
-    server: ExporterHTTPServer, stop: threading.Event, reloads: list[int], reloader: ConfigReloader
+    server: ExporterHTTPServer, stop: StopRequest, reloads: list[int], reloader: ConfigReloader
 ) -> None:
     # serve_forever runs in a thread because shutdown() blocks until the loop exits: calling it from a
     # signal handler on the serving thread would wait on itself.
     thread = threading.Thread(target=server.serve_forever, name="http", daemon=True)
     thread.start()
+    reloading: threading.Thread | None = None
     # Wait in short slices: the kernel may deliver SIGTERM to any thread, and Python runs its handler
     # only when the main thread returns to the interpreter. An untimed wait() then never returns (seen as
     # a stop that hung 1 run in 8 of the two-signal test, with neither signal handled).
     while not stop.wait(timeout=STOP_POLL_SECONDS):
-        if reloads:
-            reloads.clear()  # several SIGHUPs before this slice ends are one reload of the file as it is
-            with contextlib.suppress(ReloadRefused):  # logged by the reloader; the old config serves on
-                reloader.reload("SIGHUP")
+        if reloads and (reloading is None or not reloading.is_alive()):
+            # Several SIGHUPs before this slice ends, or during a reload, are one reload of the file as
+            # it is. The reload runs in a thread of its own, so this loop stays free to stop at once.
+            reloads.clear()
+            reloading = threading.Thread(target=_reload_quietly, args=(reloader,), name="reload", daemon=True)
+            reloading.start()
+    # After stop() no reload applies anything: a reload still reading the file is abandoned (not waited
+    # for), one applying its config finishes first, so "stopping" is the last word on the config.
+    reloader.stop()
+    log.info("stopping", extra={"signal": stop.signal_name})
     server.shutdown()
+    server.drain(STOP_GRACE_SECONDS)  # requests already accepted are answered, within the grace
     server.server_close()
     thread.join()
+
+
+def _reload_quietly(reloader: ConfigReloader) -> None:
+    with contextlib.suppress(ReloadRefused):  # logged by the reloader; the old config serves on
+        reloader.reload("SIGHUP")
 
 
 def raise_open_files_limit(targets: int) -> None:
@@ -381,11 +414,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.healthcheck:
         from mssql_memory_exporter.app import healthcheck
 
-        return healthcheck.main(args.listen_address)
-    args.listen_address = args.listen_address or DEFAULT_LISTEN
+        return healthcheck.main(args.listen_address[0] if args.listen_address else None)
+    args.listen_address = args.listen_address or [DEFAULT_LISTEN]
     setup_logging(args.log_level, args.log_format)
     if args.config_check:
         return _check_config(args)
+    if args.check_target is not None:
+        return _check_target(args)
     previous = _abort_start_on_signals()
     if hasattr(signal, "SIGHUP"):
         previous[signal.SIGHUP] = signal.getsignal(signal.SIGHUP)
@@ -413,10 +448,7 @@ def _validated(args: argparse.Namespace) -> tuple[ExporterConfig, WebConfigSourc
         config = load_config(args.config_file)
     except ConfigError as exc:
         problems += exc.lines
-    try:
-        parse_listen_address(args.listen_address)
-    except ValueError as exc:
-        problems.append(f"--web.listen-address: {exc}")
+    problems += web_flag_problems(args)
     web = None
     if args.web_config_file:
         # Loaded (certificates and keys included) before listening: a bad file stops start-up, it never
@@ -447,6 +479,19 @@ def _check_config(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_target(args: argparse.Namespace) -> int:
+    """--check-target: one batch against one target, each collector's outcome printed (check_target.py)."""
+    from mssql_memory_exporter.app import check_target
+
+    checked = _validated(args)
+    if checked is None:
+        return EXIT_USAGE
+    try:
+        return check_target.check(checked[0], args.check_target)
+    finally:
+        freetds.remove_directory()  # the scraper may have written a private freetds.conf
+
+
 def _run(args: argparse.Namespace) -> int:
     checked = _validated(args)
     if checked is None:
@@ -472,9 +517,9 @@ def _run(args: argparse.Namespace) -> int:
 
     reloader = ConfigReloader(args.config_file, config, apply, _start_up_refusals)
     try:
-        server = make_server(config, probe, args.listen_address, _own_metrics(own_metrics, reloader), web=web)
-    except OSError as exc:
-        log.error("cannot listen", extra={"address": args.listen_address, "err": str(exc)})
+        server = listen(args, config, probe, _own_metrics(own_metrics, reloader), web)
+    except (OSError, SystemdSocketError) as exc:
+        log.error("cannot listen", extra={"address": ",".join(args.listen_address), "err": str(exc)})
         return EXIT_FAILURE
     server.reload = reloader.reload
     stop = _stop_on_signals()

@@ -65,14 +65,19 @@ def format_logfmt_value(value: object) -> str:
     needs_quotes = text == "" or any(ch in ' "=\\' or not ch.isprintable() for ch in text)
     if not needs_quotes:
         return text
-    escaped = (
-        text.replace("\\", "\\\\")
-        .replace('"', '\\"')
-        .replace("\n", "\\n")
-        .replace("\r", "\\r")
-        .replace("\t", "\\t")
+    return (
+        '"' + "".join(_ESCAPES.get(ch) or (ch if ch.isprintable() else _code_point(ch)) for ch in text) + '"'
     )
-    return f'"{escaped}"'
+
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _code_point(ch: str) -> str:
+    # Any other character that is not printable (ESC, NUL, DEL, C1 controls, U+2028 ...) as its code
+    # point, as Go's logfmt encoder writes control characters: a request path or a server's error text
+    # can carry them, and written raw they would drive the reader's terminal or split the line.
+    return f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}"
 
 
 def _logfmt_key(key: str) -> str:

@@ -142,6 +142,12 @@ class CollectorRecord:
     # release, a platform option that is off), the scrape leaves it out, logged once, as it does for what
     # an engine edition lacks (platform.py), until SQL Server restarts (an upgrade does) and it looks again.
     left_out_when_missing: bool = False
+    # Where it runs (platform.py names: sql_server, azure_sql_managed_instance, azure_sql_database);
+    # empty: everywhere. Elsewhere the scrape leaves it out, as it does what a platform lacks.
+    platforms: frozenset[str] = frozenset()
+    # SQL Server's major version it needs (13 is 2016, 17 is 2025); 0: any. Checked on SQL Server only
+    # (Azure reports a fixed 12.x whatever its engine).
+    min_major_version: int = 0
 
 
 def number(value: object, what: str) -> float | None:

@@ -13,6 +13,7 @@ from .base import CollectorRecord, ScrapeContext, Section, SectionResult, rows_o
 
 TAG = "server"
 ENGINE_EDITION_KEY = "engine_edition"  # ctx.memo; read by the scrape (platform.py)
+PRODUCT_VERSION_KEY = "product_version"  # ctx.memo; a collector's min_major_version is checked on it
 
 PROPERTIES = {
     "version": "ProductVersion",
@@ -66,6 +67,7 @@ def collect(results: Mapping[str, SectionResult], ctx: ScrapeContext, out: Famil
         out.emit(BUILD_INFO, 1.0, labels)
         # The platform (platform.py) is decided from it once per target, by the scrape.
         ctx.memo[ENGINE_EDITION_KEY] = labels["engine_edition"]
+        ctx.memo[PRODUCT_VERSION_KEY] = labels["version"]
         break
     # Alert thresholds that depend on the workload (hit ratio 0.95 OLTP, 0.90 OLAP) join on this.
     out.emit(TARGET_INFO, 1.0, {"workload": ctx.workload})

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .auth import AuthModule, Credentials
 from .drives import DriveConfig, DriveHealthConfig
-from .errors import ConfigError, CredentialError, DriverError, ReloadRefused
+from .errors import ConfigError, CredentialError, DriverError, LoadAbandoned, ReloadRefused
 from .fields import RESERVED_LABELS, TARGET_NAME_MAX
 from .models import ExporterConfig, TargetConfig, load_config, parse_config
 from .odbc import (
@@ -42,6 +42,7 @@ __all__ = [
     "DriverError",
     "ExporterConfig",
     "KnownWritten",
+    "LoadAbandoned",
     "ReloadRefused",
     "SsdDrives",
     "SsdPool",

@@ -1,11 +1,12 @@
-"""Auth modules: a username and where its password lives (never in the file, read at each login), or
-Kerberos settings (windows_auth.py). A username `DOMAIN\\user` is an NTLM login (FreeTDS only)."""
+"""Auth modules: a username and where its password lives (never in the file, read at each login),
+Kerberos settings (windows_auth.py), or an Entra ID identity (entra.py). A username `DOMAIN\\user` is an
+NTLM login (FreeTDS only)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple, Self
+from typing import Annotated, NamedTuple, Self
 
 from pydantic import (
     Field,
@@ -16,10 +17,11 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from .entra import EntraSettings
 from .errors import ENV_UNSET_MESSAGE, CredentialError
 from .fields import PathText, SqlName, Strict
 from .secret_file import SecretFile, SecretFileError, check_secret_file, read_secret_file
-from .windows_auth import KerberosSettings, is_ntlm_user, refuse_entra
+from .windows_auth import KerberosSettings, is_ntlm_user
 
 
 class Credentials(NamedTuple):
@@ -34,14 +36,8 @@ class AuthModule(Strict):
     password_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     password_file: PathText | None = None
     kerberos: KerberosSettings | None = None
-    # Accepted by the parser only to be refused with the reason (windows_auth.ENTRA_REFUSED).
-    entra: Any = None
-
-    @field_validator("entra")
-    @classmethod
-    def _no_entra(cls, value: Any) -> Any:
-        refuse_entra(value)
-        return value
+    # An access token from Microsoft Entra ID (entra.py); ODBC Driver 18 only.
+    entra: EntraSettings | None = None
 
     @field_validator("password_env")
     @classmethod
@@ -76,6 +72,19 @@ class AuthModule(Strict):
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> Self:
+        if self.entra is not None:
+            given = [
+                f
+                for f in ("username", "password_env", "password_file", "kerberos")
+                if getattr(self, f) is not None
+            ]
+            if given:
+                raise PydanticCustomError(
+                    "entra",
+                    "an entra module logs in with an access token for its identity; leave out {fields}",
+                    {"fields": ", ".join(given)},
+                )
+            return self
         if self.kerberos is not None:
             given = [f for f in ("username", "password_env", "password_file") if getattr(self, f) is not None]
             if given:
@@ -97,7 +106,7 @@ class AuthModule(Strict):
 
     def credentials(self) -> Credentials:
         """Username and password read now; Kerberos sends neither (FreeTDS uses the ticket cache)."""
-        if self.kerberos is not None:
+        if self.kerberos is not None or self.entra is not None:
             return Credentials("", SecretStr(""))
         assert self.username is not None  # guaranteed by _exactly_one_source
         return Credentials(self.username, self.read_password())

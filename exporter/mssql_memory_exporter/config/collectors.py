@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Self
 
-from pydantic import model_validator
+from pydantic import ValidationInfo, model_validator
 
 from ..collectors import COLLECTORS
+from ..collectors.base import CollectorRecord
 from ..scrape.selection import enabled_names, known_names
 from .errors import error_at
 from .fields import Strict
@@ -22,7 +24,7 @@ class CollectorsConfig(Strict):
     exclude: list[str] | None = None
 
     @model_validator(mode="after")
-    def _one_known_list(self) -> Self:
+    def _one_known_list(self, info: ValidationInfo) -> Self:
         if self.include is not None and self.exclude is not None:
             raise error_at(("exclude",), "set either include or exclude, not both")
         if self.include is None and self.exclude is None:
@@ -31,16 +33,17 @@ class CollectorsConfig(Strict):
         assert names is not None
         if field == "include" and not names:
             raise error_at((field,), "is empty: a target without collectors would report only mssql_up")
+        # The config's custom collectors are collectors too (config/custom.py, read before the rest).
+        known = (info.context or {}).get("collector_names", COLLECTOR_NAMES)
         for index, name in enumerate(names):
-            if name not in COLLECTOR_NAMES:
-                raise error_at(
-                    (field, index), f"unknown collector {name[:64]!r}; known: {known_names(COLLECTORS)}"
-                )
+            if name not in known:
+                listed = known_names(COLLECTORS) + "".join(f", {n}" for n in sorted(known - COLLECTOR_NAMES))
+                raise error_at((field, index), f"unknown collector {name[:64]!r}; known: {listed}")
         list_twice(names, field)
         return self
 
-    def enabled(self) -> frozenset[str]:
-        return enabled_names(COLLECTORS, self.include, self.exclude)
+    def enabled(self, collectors: Sequence[CollectorRecord] = COLLECTORS) -> frozenset[str]:
+        return enabled_names(collectors, self.include, self.exclude)
 
 
 ALL_COLLECTORS = frozenset(COLLECTOR_NAMES)

@@ -25,6 +25,18 @@ class ConfigError(Exception):
         super().__init__("\n".join(self.lines))
 
 
+class LoadAbandoned(Exception):
+    """Loading was given up on request (the exporter is stopping); nothing was loaded."""
+
+
+def unexpected_error(source: str, exc: BaseException) -> ConfigError:
+    """A failure no check foresaw (a library's own exception), as one config error line: its type and the
+    first line of its message, cut short, so a log line stays one line and an operator has a lead."""
+    message = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+    detail = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return ConfigError(f"{source}: cannot be loaded: {detail}")
+
+
 class ReloadRefused(Exception):
     """A new config refused while serving (app/reload.py raises it, the web's `POST /-/reload` answers it);
     `lines` are the start-up error lines, safe to log and answer."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
@@ -17,10 +17,21 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from ..collectors import COLLECTORS
+from ..collectors.base import CollectorRecord
+from ..collectors.custom import CustomQuery
 from .auth import AuthModule, Credentials
-from .collectors import ALL_COLLECTORS, CollectorsConfig
+from .collectors import COLLECTOR_NAMES, CollectorsConfig
+from .custom import DEFAULT_PREFIX, label_clashes, load_custom, records_of
 from .drives import DriveHealthConfig
-from .errors import ConfigError, CredentialError, error_at, to_config_error
+from .errors import (
+    ConfigError,
+    CredentialError,
+    LoadAbandoned,
+    error_at,
+    to_config_error,
+    unexpected_error,
+)
 from .fields import (
     DriverChoice,
     Encryption,
@@ -37,7 +48,7 @@ from .fields import (
 from .ssd import SsdPool
 from .volumes import PoolName, VolumeLabel, list_twice, normalize_volume
 from .windows_auth import KerberosSettings
-from .yaml_loading import read_yaml
+from .yaml_loading import read_yaml, surrogate_errors
 
 # The fields of a target that shape its connection (with its auth module's username and password source).
 CONNECTION_FIELDS = frozenset(
@@ -100,6 +111,17 @@ class TargetConfig(Strict):
     _auth: AuthModule | None = PrivateAttr(default=None)
     # Set by ExporterConfig from the top-level `collectors` when the target has none of its own.
     _default_collectors: CollectorsConfig | None = PrivateAttr(default=None)
+    # Every collector of the config, its custom ones included (set by parse_config).
+    _all_collectors: tuple[CollectorRecord, ...] = PrivateAttr(default=COLLECTORS)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _abandon_when_asked(cls, data: Any, info: ValidationInfo) -> Any:
+        # Not a ValueError: pydantic lets any other exception end the whole validation at once.
+        cancelled = (info.context or {}).get("cancelled")
+        if cancelled is not None and cancelled():
+            raise LoadAbandoned("config validation abandoned")
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -218,7 +240,7 @@ class TargetConfig(Strict):
     def username(self) -> str | None:
         if self._auth is None:
             return None
-        return "" if self._auth.kerberos is not None else self._auth.username
+        return "" if self._auth.kerberos is not None or self._auth.entra is not None else self._auth.username
 
     @property
     def auth(self) -> AuthModule | None:
@@ -229,7 +251,8 @@ class TargetConfig(Strict):
     def enabled_collectors(self) -> frozenset[str]:
         """The names of the collectors this target runs: its own setting, else the top-level one."""
         chosen = self.collectors if self.collectors is not None else self._default_collectors
-        return chosen.enabled() if chosen is not None else ALL_COLLECTORS
+        every = self._all_collectors
+        return chosen.enabled(every) if chosen is not None else frozenset(r.name for r in every)
 
     def credentials(self) -> Credentials:
         """Username and password from this target's own auth module, reading the password now. A probe
@@ -254,6 +277,21 @@ class ExporterConfig(Strict):
     drive_health: DriveHealthConfig | None = None
     # Every target's collectors unless it sets its own.
     collectors: CollectorsConfig | None = None
+    # A site's own queries (config/custom.py reads and checks them before the rest of the file).
+    custom_collectors: list[Any] | None = None
+    collector_files: list[Any] = Field(default_factory=list)
+    custom_metric_prefix: str = DEFAULT_PREFIX
+    _custom: tuple[CustomQuery, ...] = PrivateAttr(default=())
+    _custom_records: tuple[CollectorRecord, ...] = PrivateAttr(default=())
+
+    @property
+    def custom_queries(self) -> tuple[CustomQuery, ...]:
+        return self._custom
+
+    @property
+    def collector_records(self) -> tuple[CollectorRecord, ...]:
+        """The built-in collectors and the config's custom ones, in batch order."""
+        return (*COLLECTORS, *self._custom_records)
 
     @field_validator("targets", mode="before")
     @classmethod
@@ -285,6 +323,12 @@ class ExporterConfig(Strict):
             target._default_collectors = self.collectors
             if target.spn is not None and module.kerberos is None:
                 raise error_at(("targets", key, "spn"), "only a kerberos auth module uses an SPN")
+            if module.entra is not None and target.driver in ("freetds", "odbc17"):
+                raise error_at(
+                    ("targets", key, "driver"),
+                    f"{target.driver} cannot log in with an Entra ID access token (auth_modules."
+                    f"{target.auth_module}.entra); only ODBC Driver 18 takes one: set driver: odbc18 or auto",
+                )
         return self
 
     @model_validator(mode="after")
@@ -377,7 +421,10 @@ class ExporterConfig(Strict):
 
 
 def parse_config(
-    data: Any, source: str = "<config>", base_dir: str | os.PathLike[str] = "."
+    data: Any,
+    source: str = "<config>",
+    base_dir: str | os.PathLike[str] = ".",
+    cancelled: Callable[[], bool] | None = None,
 ) -> ExporterConfig:
     """Validate already-parsed YAML. `source` prefixes every error line; `base_dir` anchors relative
     password_file paths."""
@@ -385,13 +432,37 @@ def parse_config(
         raise ConfigError(f"{source}: the config is empty; at least one target is required")
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the top level must be a mapping (key: value)")
+    surrogates = surrogate_errors(data, source)
+    if surrogates:
+        raise ConfigError(surrogates)
+    custom = load_custom(data, source, str(base_dir))
+    names = COLLECTOR_NAMES | {query.name for query in custom}
     try:
-        return ExporterConfig.model_validate(data, context={"base_dir": str(base_dir)})
+        config = ExporterConfig.model_validate(
+            data, context={"base_dir": str(base_dir), "collector_names": names, "cancelled": cancelled}
+        )
     except ValidationError as exc:
         raise to_config_error(source, exc) from None
+    clashes = label_clashes(custom, {key: t.labels for key, t in config.targets.items()})
+    if clashes:
+        raise ConfigError(clashes)
+    config._custom = custom
+    config._custom_records = records_of(custom)
+    for target in config.targets.values():
+        target._all_collectors = config.collector_records
+    return config
 
 
-def load_config(path: str) -> ExporterConfig:
-    """Read and validate the YAML config at `path`; every problem raises ConfigError."""
-    data = read_yaml(path)
-    return parse_config(data, source=path, base_dir=os.path.dirname(os.path.abspath(path)))
+def load_config(path: str, cancelled: Callable[[], bool] | None = None) -> ExporterConfig:
+    """Read and validate the YAML config at `path`; every problem raises ConfigError, also one no check
+    foresaw (a reload must be refused, never crash the exporter; --config.check must say why).
+    `cancelled` is asked while reading and between targets; once true, LoadAbandoned is raised."""
+    try:
+        data = read_yaml(path, cancelled)
+        return parse_config(
+            data, source=path, base_dir=os.path.dirname(os.path.abspath(path)), cancelled=cancelled
+        )
+    except (ConfigError, LoadAbandoned):
+        raise
+    except Exception as exc:
+        raise unexpected_error(path, exc) from None

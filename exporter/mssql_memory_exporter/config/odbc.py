@@ -12,12 +12,20 @@ from pydantic import (
 from .errors import ConfigError, DriverError
 from .fields import FREETDS, ODBC17, ODBC18, DriverKind
 from .models import TargetConfig
-from .windows_auth import is_ntlm_user
+from .windows_auth import freetds_spn, is_ntlm_user
+
+# Microsoft's driver library by file name: the `msodbc` extra's driver goes by its path, which unixODBC
+# takes where a registered name goes (connection/msodbc.py).
+_MS_LIBRARY = re.compile(r"(?:^|/)libmsodbcsql-(1[78])\.[^/]*$")
 
 
 def driver_kind(driver: str) -> DriverKind:
-    """Which connection-string dialect an installed driver name (from pyodbc.drivers()) speaks."""
+    """Which connection-string dialect an installed driver name (from pyodbc.drivers(), or the path of
+    the packaged Driver 18) speaks."""
     lowered = driver.lower()
+    library = _MS_LIBRARY.search(lowered)
+    if library is not None:
+        return "odbc18" if library.group(1) == "18" else "odbc17"
     if "freetds" in lowered:
         return "freetds"
     if lowered.startswith("odbc driver 18 "):
@@ -96,7 +104,7 @@ def freetds_section(target: TargetConfig) -> tuple[str, str]:
 
 
 def _connection_pairs(
-    target: TargetConfig, driver: str, username: str, password: str
+    target: TargetConfig, driver: str, username: str, password: str, realm: str | None = None
 ) -> list[tuple[str, str]]:
     kind = driver_kind(driver)
     if kind == "freetds":
@@ -127,23 +135,34 @@ def _connection_pairs(
         ("Database", target.database),
         *dialect,
         ("APP", "mssql-memory-exporter"),
-        *_login_pairs(target, kind, username, password),
+        *_login_pairs(target, kind, username, password, realm),
     ]
 
 
 def _login_pairs(
-    target: TargetConfig, kind: DriverKind, username: str, password: str
+    target: TargetConfig, kind: DriverKind, username: str, password: str, realm: str | None = None
 ) -> list[tuple[str, str]]:
-    """How the driver logs in: a SQL login, NTLM (DOMAIN\\user, FreeTDS) or Kerberos (the ticket cache)."""
+    """How the driver logs in: a SQL login, NTLM (DOMAIN\\user, FreeTDS) or Kerberos (the ticket cache).
+    `realm`: the SPN's realm found at login (krb5.conf's [domain_realm]) when the config sets none."""
     auth = target.auth
+    if auth is not None and auth.entra is not None:
+        if kind != "odbc18":
+            raise DriverError(f"target {target.name}: Entra ID logins need ODBC Driver 18, not {kind}")
+        return []  # the access token goes to the driver before it connects (connection/entra.py)
     if auth is not None and auth.kerberos is not None:
         # Trusted_Connection=yes empties FreeTDS's user name, which is what selects GSSAPI; Microsoft's
         # drivers take the same key (on Windows: the service account's own logon).
         pairs = [("Trusted_Connection", "yes")]
         if target.spn is not None:
             pairs.append(("ServerSPN", target.spn))
-        if auth.kerberos.realm is not None and kind == "freetds":
-            pairs.append(("REALM", auth.kerberos.realm))
+        realm = auth.kerberos.realm or realm
+        if target.spn is None and kind != "freetds" and target.instance is None:
+            # Driver 18 derives its own SPN from a reverse lookup (measured: "localhost" became the
+            # machine's name); naming the one FreeTDS derives makes both drivers ask the KDC for the
+            # same service principal, the one the exporter's error messages name.
+            pairs.append(("ServerSPN", freetds_spn(target.host, target.port or 1433, realm)))
+        if realm is not None and kind == "freetds":
+            pairs.append(("REALM", realm))
         return pairs
     pairs = [("UID", username), ("PWD", password)]
     if is_ntlm_user(username):
@@ -174,7 +193,12 @@ def _username(target: TargetConfig, username: str | None) -> str:
 
 
 def build_connection_string(
-    target: TargetConfig, driver: str, password: str | SecretStr, *, username: str | None = None
+    target: TargetConfig,
+    driver: str,
+    password: str | SecretStr,
+    *,
+    username: str | None = None,
+    realm: str | None = None,
 ) -> str:
     """ODBC connection string for `target` through the installed `driver` (a pyodbc.drivers() name).
 
@@ -182,7 +206,7 @@ def build_connection_string(
     log `connection_string_redacted()` instead.
     """
     secret = password.get_secret_value() if isinstance(password, SecretStr) else password
-    return _join(_connection_pairs(target, driver, _username(target, username), secret))
+    return _join(_connection_pairs(target, driver, _username(target, username), secret, realm))
 
 
 def connection_string_redacted(target: TargetConfig, driver: str, *, username: str | None = None) -> str:

@@ -152,8 +152,8 @@ def access_warnings(path: str, info: os.stat_result) -> list[str]:
     return warnings
 
 
-def _check_path(path: str) -> os.stat_result:
-    """stat() the path (following symlinks), or say exactly why it cannot be a secret file."""
+def _check_path(path: str, what: str = "a secret") -> os.stat_result:
+    """stat() the path (following symlinks), or say exactly why it cannot hold `what`."""
     try:
         link = os.lstat(path)
     except FileNotFoundError:
@@ -179,7 +179,7 @@ def _check_path(path: str) -> os.stat_result:
     if pseudo is not None:
         raise SecretFileError(
             f"{path} is on the kernel's {pseudo} filesystem ({resolved}): it describes the system, it does "
-            "not hold a secret"
+            f"not hold {what}"
         )
     return info
 
@@ -202,7 +202,16 @@ def check_secret_file(path: str) -> list[str]:
 def read_secret_file(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> SecretFile:
     """Read a secret file after the checks above. The file is opened without blocking and checked
     again through the open descriptor, so one swapped for a FIFO in between cannot hang the reader."""
-    _check_path(path)
+    content, info = read_regular_file(path, max_bytes, "a secret")
+    return SecretFile(path, content, tuple(access_warnings(path, info)))
+
+
+def read_regular_file(path: str, max_bytes: int, what: str) -> tuple[bytes, os.stat_result]:
+    """The bytes of a regular file of at most `max_bytes`, and its stat; `what` names what it should
+    hold ("a secret", "a config") in the errors. Shared by every file the exporter reads on its own
+    initiative (secrets, the config file on a reload): none of them may block the reader (a FIFO), be
+    endless (/dev/zero) or be the kernel's view of a process (/proc)."""
+    _check_path(path, what)
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(path, flags)
@@ -218,7 +227,7 @@ def read_secret_file(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> SecretFil
             raise SecretFileError(f"{path} is {kind}, not a regular file")
         pseudo = _pseudo_file(os.path.realpath(path), info)
         if pseudo is not None:
-            raise SecretFileError(f"{path} is on the kernel's {pseudo} filesystem: it does not hold a secret")
+            raise SecretFileError(f"{path} is on the kernel's {pseudo} filesystem: it does not hold {what}")
         chunks = []
         size = 0
         while True:
@@ -227,10 +236,10 @@ def read_secret_file(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> SecretFil
                 break
             size += len(chunk)
             if size > max_bytes:
-                raise SecretFileError(f"{path} is larger than {max_bytes} bytes: not a secret file")
+                raise SecretFileError(f"{path} is larger than {max_bytes} bytes: it cannot be {what} file")
             chunks.append(chunk)
     except OSError as exc:
         raise SecretFileError(f"cannot read {path}: {_reason(exc)}") from None
     finally:
         os.close(fd)
-    return SecretFile(path, b"".join(chunks), tuple(access_warnings(path, info)))
+    return b"".join(chunks), info

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
-from typing import Annotated, Any, Self
+from typing import Annotated, Self
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -26,12 +26,6 @@ from .secret_file import SecretFileError, check_secret_file
 
 Principal = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[^\s@]+(@[^\s@]+)?$")]
 Realm = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9._-]+$")]
-
-ENTRA_REFUSED = (
-    "Microsoft Entra ID logins are not supported: FreeTDS cannot do them, and the exporter does not "
-    "pass Entra settings to Microsoft's ODBC driver (docs/permissions.md says what works where); use a "
-    "SQL login, Kerberos or NTLM"
-)
 
 
 def check_keytab(path: str) -> list[str]:
@@ -116,11 +110,6 @@ class KerberosSettings(Strict):
 
 def is_ntlm_user(username: str | None) -> bool:
     return username is not None and "\\" in username
-
-
-def refuse_entra(value: Any) -> None:
-    if value is not None:
-        raise PydanticCustomError("entra", ENTRA_REFUSED)
 
 
 def freetds_spn(host: str, port: int, realm: str | None = None) -> str:

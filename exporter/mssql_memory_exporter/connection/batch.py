@@ -20,6 +20,7 @@ from ..collectors.base import (
     SectionResult,
     sql_literal,
 )
+from ..collectors.custom import BEGIN_TAG, END_TAG, TAG_PREFIX
 from ..collectors.perf import PERF_TAG, perf_section
 
 ERROR_TAG = "section_error"
@@ -96,7 +97,28 @@ def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict
     is given an error of its own (unless it may be empty): silence must not read as success."""
     by_tag = {s.tag: s for s in sections}
     results: dict[str, SectionResult] = {}
+    custom: str | None = None  # the custom section whose answer the result sets now are (custom.py)
     for rs in result_sets:
+        if custom is not None:
+            if _marker(rs, END_TAG) == custom:
+                if custom not in results:
+                    results[custom] = SectionResult(error=SectionError(0, "the query returned no result set"))
+                custom = None
+                continue
+            if _marker(rs, ERROR_TAG) is None:  # the site's own result set, whatever its columns
+                if custom in results:
+                    results[custom].error = SectionError(0, "the query returned more than one result set")
+                    results[custom].clear()
+                else:
+                    results[custom] = SectionResult(columns=rs.columns)
+                    results[custom].raw.extend(rs.rows)
+                continue
+            custom = None  # the query failed: its CATCH row ends its answer
+        if (began := _marker(rs, BEGIN_TAG)) is not None:
+            if began not in by_tag:
+                raise BatchShapeError(f"result set for unknown section {began!r}")
+            custom = began
+            continue
         if not rs.columns or rs.columns[0] != "section":
             raise BatchShapeError(f"result set without a leading section column: {list(rs.columns)[:3]}")
         if not rs.rows:
@@ -122,10 +144,17 @@ def route(result_sets: Iterable[ResultSet], sections: Iterable[Section]) -> dict
             not result.has_rows()
             and result.error is None
             and not result.unavailable
-            and not section.may_be_empty
+            and (not section.may_be_empty or (tag.startswith(TAG_PREFIX) and not result.columns))
         ):
             result.error = SectionError(0, "section returned no rows")
     return results
+
+
+def _marker(rs: ResultSet, marker: str) -> str | None:
+    """The section a custom marker row (or, for ERROR_TAG, an error row) names, else None."""
+    if len(rs.columns) < 2 or rs.columns[0] != "section" or len(rs.rows) != 1 or rs.rows[0][0] != marker:
+        return None
+    return str(rs.rows[0][1])
 
 
 def _route_failure(row: Row, by_tag: dict[str, Section], results: dict[str, SectionResult]) -> None:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Callable
 
 import pyodbc
+from pydantic import SecretStr
 
 from ..config import (
     ConfigError,
@@ -22,11 +24,17 @@ from ..config import (
     resolve_driver,
 )
 from ..config.windows_auth import freetds_spn
-from . import freetds, kerberos
+from . import entra, freetds, kerberos
 from .driver_version import unsendable_password_reason
 from .kerberos import TicketKeeper
 from .login_backoff import LoginBackoff, fingerprint, is_login_refused, is_windows_login_refused
+from .msodbc import available_drivers
 from .session import OpenFn, ScrapeFailed, describe
+from .tls_causes import tls_failure_cause
+
+KDC_MARGIN_SECONDS = 1.0
+# After a failed Kerberos login, the one question asked of the KDC (why) gets this long.
+KDC_DIAGNOSE_SECONDS = 2.0
 
 LOGIN_BACKOFF_REASON = (
     "login refused earlier; not logging in again until the back-off ends (so a lockout policy is not "
@@ -43,22 +51,43 @@ def login_opener(
     `kerberos_keeper` returns the ticket keeper in force: a reload may replace it."""
     def open_connection(login_timeout: int) -> pyodbc.Connection:
         checked_against = None
+        attrs: dict[int, bytes] = {}
+        entra_settings = target.auth.entra if target.auth is not None else None
         try:
-            driver = resolve_driver(target.driver, pyodbc.drivers(), encryption=target.encryption)
+            # Only Driver 18 takes an access token: `auto` means it for an Entra target.
+            choice = "odbc18" if entra_settings is not None and target.driver == "auto" else target.driver
+            driver = resolve_driver(choice, available_drivers(), encryption=target.encryption)
             if driver_kind(driver) == "freetds" and freetds_verifies(target):
                 checked_against = _freetds_ready(target)
             creds = target.credentials()
             kerberos_login = _kerberos_login(target)
             keeper = kerberos_keeper()
             if kerberos_login is not None and keeper is not None:
-                keeper.ready()  # renew from the keytab, or find the given cache expired
+                # Renew from the keytab, or find the given cache expired; the KDC gets the login's
+                # budget less a margin, so its silence is reported (naming it) before the deadline.
+                began = time.monotonic()
+                keeper.ready(max(0.5, login_timeout - KDC_MARGIN_SECONDS))
+                spn = _kerberos_spn(target)
+                if spn is not None:
+                    left = login_timeout - KDC_MARGIN_SECONDS - (time.monotonic() - began)
+                    silent = kerberos.service_ticket_in_time(spn, max(0.5, left))
+                    if silent is not None:
+                        raise kerberos.KerberosError(f"{silent}; {kerberos_login}")
             if driver_kind(driver) == "freetds":
                 # Checked again here: the password file may have changed since start-up.
                 unsendable = unsendable_password_reason(driver, creds.password.get_secret_value())
                 if unsendable is not None:
                     raise ScrapeFailed(f"target {target.name}: {unsendable}")
-            conn_str = build_connection_string(target, driver, creds.password, username=creds.username)
-        except (ConfigError, freetds.FreeTdsConfError, kerberos.KerberosError) as exc:
+            realm = _mapped_realm(target) if kerberos_login is not None else None
+            conn_str = build_connection_string(
+                target, driver, creds.password, username=creds.username, realm=realm
+            )
+            if entra_settings is not None:
+                token = entra.keeper_for(entra_settings).token()
+                attrs[entra.SQL_COPT_SS_ACCESS_TOKEN] = entra.token_struct(token)
+                # A refused token backs off until a new one comes (the next refresh), not for ever.
+                creds = creds._replace(password=SecretStr(token))
+        except (ConfigError, freetds.FreeTdsConfError, kerberos.KerberosError, entra.EntraError) as exc:
             # e.g. the password file vanished: say so, by name, not by value
             raise ScrapeFailed(str(exc)) from None
         credential = fingerprint(creds.username, creds.password.get_secret_value())
@@ -69,7 +98,7 @@ def login_opener(
             raise ScrapeFailed(LOGIN_BACKOFF_REASON)
         timeout = max(1, min(login_timeout, math.ceil(target.login_timeout_seconds)))
         try:
-            cnxn = pyodbc.connect(conn_str, timeout=timeout, autocommit=True)
+            cnxn = pyodbc.connect(conn_str, timeout=timeout, autocommit=True, attrs_before=attrs or None)
             backoff.succeeded()
             return cnxn
         except pyodbc.Error as exc:
@@ -80,6 +109,9 @@ def login_opener(
                 failure = _kerberos_failure(target, exc, kerberos_login)
                 if failure is not None:
                     raise ScrapeFailed(failure) from None
+            cause = tls_failure_cause(target, str(exc)) if driver_kind(driver) != "freetds" else None
+            if cause is not None:
+                raise ScrapeFailed(f"{describe(exc)}; {cause}") from None
             # FreeTDS reports a failed TLS setup as a bare "Unable to connect to data source".
             if "Unable to connect to data source" not in str(exc):
                 raise
@@ -99,6 +131,16 @@ def login_opener(
     return open_connection
 
 
+def _mapped_realm(target: TargetConfig) -> str | None:
+    """The SPN's realm by krb5.conf's [domain_realm], when the config names neither a realm nor an SPN."""
+    auth = target.auth
+    if auth is None or auth.kerberos is None or auth.kerberos.realm is not None:
+        return None
+    if target.spn is not None or target.instance is not None:
+        return None
+    return kerberos.host_realm(freetds_spn(target.host, target.port or 1433))
+
+
 def _kerberos_spn(target: TargetConfig) -> str | None:
     """The service principal FreeTDS asks a ticket for; None when not Kerberos or not known here (a
     named instance's port comes from SQL Browser)."""
@@ -109,7 +151,8 @@ def _kerberos_spn(target: TargetConfig) -> str | None:
         return target.spn
     if target.instance is not None:
         return None
-    return freetds_spn(target.host, target.port or 1433, auth.kerberos.realm)
+    realm = auth.kerberos.realm or _mapped_realm(target)
+    return freetds_spn(target.host, target.port or 1433, realm)
 
 
 def _kerberos_login(target: TargetConfig) -> str | None:
@@ -128,7 +171,7 @@ def _kerberos_failure(target: TargetConfig, exc: pyodbc.Error, login: str) -> st
     if "Unable to connect to data source" not in str(exc):
         return f"{describe(exc)}; {login}"  # the server answered: 18452, 18456, ...
     spn = _kerberos_spn(target)
-    why = kerberos.diagnose(spn) if spn is not None else None
+    why = kerberos.diagnose(spn, KDC_DIAGNOSE_SECONDS) if spn is not None else None
     return f"{describe(exc)}; {login}; the Kerberos library says: {why}" if why else None
 
 

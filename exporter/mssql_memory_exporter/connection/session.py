@@ -45,6 +45,8 @@ _FREETDS_SOCKET_ERRORS = frozenset({20004, 20006, 20017})
 _FREETDS_PROTOCOL_ERRORS = frozenset({20020})
 # pyodbc formats a diagnostic as "[STATE] [vendor][component]text (native) (SQLFunction)".
 _NATIVE_ERROR = re.compile(r"\((-?\d+)\) \(SQL\w+\)")
+# "Could not find prepared statement with handle %d": the session lives on, its prepared handles do not.
+HANDLE_NOT_FOUND = 8179
 
 
 # Shared by every target: a worker stuck on one target's silent server leaves the others to new threads.
@@ -174,9 +176,22 @@ class TargetConnection:
             return self._query(sql, deadline)
         handle = self._handles.get(sql)
         if handle is not None:
-            return self._query(execute_batch(handle), deadline)
+            try:
+                return self._query(execute_batch(handle), deadline)
+            except pyodbc.Error as exc:
+                if native_error(exc) != HANDLE_NOT_FOUND:
+                    raise
+                self._forget_handles(exc)
         evicted = self._handles.to_evict()
-        answer = self._query(prepare_batch(sql, evicted), deadline)
+        try:
+            answer = self._query(prepare_batch(sql, evicted), deadline)
+        except pyodbc.Error as exc:
+            # sp_unprepare of a handle the server forgot: prepare again, dropping nothing.
+            if not evicted or native_error(exc) != HANDLE_NOT_FOUND:
+                raise
+            self._forget_handles(exc)
+            evicted = []
+            answer = self._query(prepare_batch(sql, evicted), deadline)
         try:
             handle, own = split_prepared(answer)
         except PrepareRefused as exc:
@@ -192,6 +207,15 @@ class TargetConnection:
             return self._query(sql, deadline)
         self._handles.add(sql, handle, evicted)
         return own
+
+    def _forget_handles(self, exc: pyodbc.Error) -> None:
+        """The server no longer knows our handles (8179) but kept the session: prepare again in this
+        same scrape, on this connection, instead of answering mssql_up 0 (issue 36)."""
+        log.info(
+            "SQL Server forgot the prepared scrape batch; preparing it again",
+            extra={"target": self.name, "err": describe(exc)},
+        )
+        self._handles.clear()
 
     def _log_in(self, deadline: float) -> None:
         if self._cnxn is None:
@@ -230,6 +254,12 @@ class TargetConnection:
         # Handles live in the session: a new connection (reconnect, failover) prepares again.
         self._handles.clear()
         self._plain = False
+
+
+def native_error(exc: pyodbc.Error) -> int | None:
+    """SQL Server's (or the driver's) error number in a pyodbc error, when it carries one."""
+    match = _NATIVE_ERROR.search(str(exc.args[1])) if len(exc.args) >= 2 else None
+    return int(match.group(1)) if match else None
 
 
 def is_link_failure(exc: pyodbc.Error) -> bool:

@@ -59,6 +59,9 @@ class FamilyBuilder:
     def families(self) -> list[Metric]:
         return list(self._families.values())
 
+    def series_count(self) -> int:
+        return sum(len(family.series) for family in self._families.values())
+
     def child(self) -> FamilyBuilder:
         """An empty builder with the same constant labels, to be merged back only on success."""
         child = FamilyBuilder.__new__(FamilyBuilder)

@@ -56,11 +56,26 @@ def reads(record: CollectorRecord, sql_of: Mapping[str, str]) -> frozenset[str]:
     return frozenset(re.findall(r"\b(?:tempdb\.)?sys\.\w+", _sql_read_by(record, sql_of)))
 
 
-def why_left_out(platform: Platform, collectors: Sequence[CollectorRecord]) -> dict[str, str]:
+# SQL Server's major versions by release, for a collector's min_major_version in messages.
+RELEASES = {13: "2016", 14: "2017", 15: "2019", 16: "2022", 17: "2025"}
+
+
+def major_version(version: object) -> int | None:
+    """The major version of a ProductVersion such as 16.0.4135.4, None if it is not one."""
+    head = str(version or "").strip().split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def why_left_out(
+    platform: Platform, collectors: Sequence[CollectorRecord], version: object = None
+) -> dict[str, str]:
     """Each collector the platform cannot answer, with why: "reads OBJECT" for what the platform lacks
-    (named anywhere in its sections' SQL, three-part names included), or "needs COLLECTOR" for one that
+    (named anywhere in its sections' SQL, three-part names included), "runs on PLATFORMS only" for one
+    declared for other platforms, "needs SQL Server RELEASE or later" for one declared for a newer
+    release (SQL Server only: Azure reports 12.x whatever its engine), or "needs COLLECTOR" for one that
     depends (`needs`) on a collector left out."""
     sql_of = sql_by_tag(collectors)
+    major = major_version(version) if platform is SQL_SERVER else None
     why: dict[str, str] = {}
     for record in collectors:
         text = _sql_read_by(record, sql_of)
@@ -68,6 +83,11 @@ def why_left_out(platform: Platform, collectors: Sequence[CollectorRecord]) -> d
         needed = [n for n in record.needs if n in why]
         if missing:
             why[record.name] = "reads " + ", ".join(missing)
+        elif record.platforms and platform.name not in record.platforms:
+            why[record.name] = "runs on " + ", ".join(sorted(record.platforms)) + " only"
+        elif major is not None and major < record.min_major_version:
+            release = RELEASES.get(record.min_major_version, f"{record.min_major_version}.x")
+            why[record.name] = f"needs SQL Server {release} or later (this one is {version})"
         elif needed:
             why[record.name] = "needs " + ", ".join(needed)
     return why
@@ -78,9 +98,11 @@ def collectors_lacking(platform: Platform, collectors: Sequence[CollectorRecord]
     return frozenset(why_left_out(platform, collectors))
 
 
-def decide(edition: object, collectors: Sequence[CollectorRecord], target: str) -> frozenset[str]:
-    """The collectors to leave out for a target of this EngineEdition, logging the decision once (the
-    caller keeps the answer for the target's lifetime)."""
+def decide(
+    edition: object, collectors: Sequence[CollectorRecord], target: str, version: object = None
+) -> dict[str, str]:
+    """The collectors to leave out for a target of this EngineEdition and ProductVersion, with why,
+    logging the decision once (the caller keeps the answer for the target's lifetime)."""
     try:
         platform = PLATFORMS.get(int(str(edition).strip()))
     except ValueError:
@@ -92,18 +114,23 @@ def decide(edition: object, collectors: Sequence[CollectorRecord], target: str) 
             edition,
             target,
         )
-        return frozenset()
-    left = collectors_lacking(platform, collectors)
+        return {}
+    left = why_left_out(platform, collectors, version)
     if left:
         log.info(
-            "target %s runs on %s (EngineEdition %s): left out %s, which read what it lacks (%s)",
+            "target %s runs on %s (EngineEdition %s): left out %s",
             target,
             platform.name,
             edition,
-            ", ".join(sorted(left)),
-            ", ".join(sorted(platform.lacks)),
+            "; ".join(f"{name} ({why})" for name, why in sorted(left.items())),
         )
     return left
+
+
+def missing_text(record: CollectorRecord) -> str:
+    """Why a collector left out where its objects are missing was: the objects, named."""
+    objects = sorted({obj for s in record.defines if s.tag in record.sections for obj in s.requires})
+    return "this server does not have " + ", ".join(objects)
 
 
 def missing_objects(record: CollectorRecord, results: Mapping[str, SectionResult], target: str) -> bool:

@@ -18,7 +18,8 @@ from prometheus_client.core import Metric
 
 from ..collectors import COLLECTORS
 from ..collectors.base import EXTRA_SECTIONS, FORCE_SLOW, CollectorRecord, ScrapeContext, Section
-from ..collectors.server_properties import ENGINE_EDITION_KEY
+from ..collectors.custom import due_sections
+from ..collectors.server_properties import ENGINE_EDITION_KEY, PRODUCT_VERSION_KEY
 from ..collectors.sys_info import MEMO_KEY as START_TIME_KEY
 from ..collectors.view import HostView
 from ..config import (
@@ -63,6 +64,7 @@ class _TargetState:
     narrowed_slow_at: dict[frozenset[str], float] = field(default_factory=dict)
     # Collectors the target's platform cannot answer, decided once from its EngineEdition (platform.py).
     left_out: frozenset[str] = frozenset()
+    left_out_why: dict[str, str] = field(default_factory=dict)
     platform_pending: bool = True
     # Collectors whose objects this server lacks (platform.missing_objects: an older release, a Managed
     # Instance update policy), and the SQL Server start time they were found missing at: after a restart
@@ -71,19 +73,42 @@ class _TargetState:
     missing_at_start: object = None
 
 
+# Names listed per kind of change in the reload summary; a 10,000-target reload names the first ones.
+SUMMARY_NAMES = 10
+
+
 @dataclass
 class ReloadSummary:
-    """Target names by what a reload did to them, for the log line."""
+    """What a reload changed, by target name: the old config's targets against the new one's (issue 36:
+    it was counted from the targets probed so far, so a reload before any probe reported every target
+    as added)."""
 
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)  # new connection and state
-    kept_connection: list[str] = field(default_factory=list)  # same connection, state refreshed
+    changed: list[str] = field(default_factory=list)  # connection settings changed: a new connection
+    kept_connection: list[str] = field(default_factory=list)  # other settings changed: connection kept
     unchanged: list[str] = field(default_factory=list)
+
+    @classmethod
+    def diff(cls, old: ExporterConfig, new: ExporterConfig) -> ReloadSummary:
+        summary = cls()
+        for name in sorted(set(old.targets) | set(new.targets)):
+            before, after = old.targets.get(name), new.targets.get(name)
+            if before is None:
+                summary.added.append(name)
+            elif after is None:
+                summary.removed.append(name)
+            elif before.connection_key() != after.connection_key():
+                summary.changed.append(name)
+            elif before != after or before.enabled_collectors != after.enabled_collectors:
+                summary.kept_connection.append(name)
+            else:
+                summary.unchanged.append(name)
+        return summary
 
     def text(self) -> str:
         parts = [
-            f"{what} {','.join(names)}"
+            f"{what} {_names(names)}"
             for what, names in (
                 ("added", self.added),
                 ("removed", self.removed),
@@ -96,23 +121,53 @@ class ReloadSummary:
         return "; ".join(parts)
 
 
+def _names(names: list[str]) -> str:
+    shown = ",".join(names[:SUMMARY_NAMES])
+    more = len(names) - SUMMARY_NAMES
+    return f"{len(names)} ({shown}{f' and {more} more' if more > 0 else ''})"
+
+
+SCRAPE = ""  # the key of the round trip's own outcome in `outcomes`
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one collector in a probe, for --check-target (app/check_target.py)."""
+
+    status: str  # ok, failed, left out
+    reason: str = ""
+    error_number: int = 0  # SQL Server's error number when a section failed
+    rows: int = 0
+    series: int = 0
+
+
+def _records_of(config: ExporterConfig) -> tuple[CollectorRecord, ...]:
+    return tuple(getattr(config, "collector_records", COLLECTORS))
+
+
+def _rows(results: dict, record: CollectorRecord) -> int:
+    total = 0
+    for tag in record.sections:
+        result = results.get(tag)
+        if result is not None:
+            total += len(result.raw) if result.raw else len(result.rows)
+    return total
+
+
 class Scraper:
     """Holds one connection per configured target; `probe` is safe to call from many threads."""
 
     def __init__(
         self,
         config: ExporterConfig,
-        collectors: Sequence[CollectorRecord] = COLLECTORS,
+        collectors: Sequence[CollectorRecord] | None = None,
         host: HostView | None = None,
     ) -> None:
         self._config = config
-        self._collectors = tuple(collectors)
+        # Without an explicit list: the built-in collectors and the config's custom ones, again at reload.
+        self._fixed_collectors = collectors is not None
+        self._use_collectors(collectors if collectors is not None else _records_of(config))
         self._host = host
-        self._planner = Planner(self._collectors)
-        self._names = frozenset(record.name for record in self._collectors)
-        self._sections: list[Section] = sections_of(self._collectors)
-        self._fast = tuple(s for s in self._sections if not s.slow)
-        self._slow = tuple(s for s in self._sections if s.slow)
         # The batch text is rendered once per variant and reused, so the server reuses its plans too.
         self._rendered: OrderedDict[tuple[Section, ...], str] = OrderedDict()
         self._rendered_lock = threading.Lock()
@@ -123,6 +178,18 @@ class Scraper:
         freetds.prepare(config.targets.values())
         # Likewise KRB5CCNAME, and the first tickets from a keytab (kerberos.py).
         self._kerberos = kerberos.prepare(config)
+
+    def _use_collectors(self, collectors: Sequence[CollectorRecord]) -> None:
+        self._collectors = tuple(collectors)
+        self._planner = Planner(self._collectors)
+        self._names = frozenset(record.name for record in self._collectors)
+        self._sections: list[Section] = sections_of(self._collectors)
+        self._fast = tuple(s for s in self._sections if not s.slow)
+        self._slow = tuple(s for s in self._sections if s.slow)
+
+    @property
+    def collectors(self) -> tuple[CollectorRecord, ...]:
+        return self._collectors
 
     @property
     def batch_sql(self) -> str:
@@ -165,24 +232,33 @@ class Scraper:
         return chosen if collect is None else chosen & frozenset(collect)
 
     def probe(
-        self, target: TargetConfig, timeout: float, collect: Collection[str] | None = None
+        self,
+        target: TargetConfig,
+        timeout: float,
+        collect: Collection[str] | None = None,
+        outcomes: dict[str, Outcome] | None = None,
     ) -> list[Metric]:
-        """One scrape of `target`; `collect` narrows it to those collectors (already checked)."""
+        """One scrape of `target`; `collect` narrows it to those collectors (already checked). `outcomes`,
+        when given, is filled with what became of each collector (--check-target)."""
         started = time.monotonic()
         out = FamilyBuilder(target.labels)
         state, one_off = self._state_for(target)
         up = 0.0
+        planner, collectors = self._planner, self._collectors  # one reload's set for the whole probe
         # Less what the target's platform cannot answer, once the first scrape has told (platform.py).
         own = self.enabled_for(target) - state.left_out - state.missing
-        plan = self._planner.plan(own if collect is None else own & frozenset(collect))
+        plan = planner.plan(own if collect is None else own & frozenset(collect))
         narrowed = plan.exported != own
-        sections = self._sections_for(state, plan, narrowed)
+        # Less the custom collectors whose min_interval has not passed: they serve their last result.
+        sections = due_sections(self._sections_for(state, plan, narrowed), state.memo, time.monotonic())
         try:
             result_sets = state.connection.run(self._batch_for(sections), started + timeout)
             results = route(result_sets, sections)
             up = 1.0
         except (ScrapeFailed, BatchShapeError) as exc:
             self.repeat_log.failed(target.name, "scrape", str(exc), "scrape failed")
+            if outcomes is not None:
+                outcomes[SCRAPE] = Outcome("failed", str(exc))
             if isinstance(exc, BatchShapeError):
                 # The session's state is unknown after an answer we cannot read; never wait for the
                 # lock here, a concurrent probe's worker may be stuck in the driver holding it.
@@ -206,22 +282,30 @@ class Scraper:
             )
             for record in plan.run:
                 if record.name in state.left_out:
+                    if outcomes is not None:
+                        outcomes[record.name] = Outcome("left out", state.left_out_why.get(record.name, ""))
                     continue  # left out after server_properties ran in this very scrape
                 if platform.missing_objects(record, results, target.name):
                     state.missing = state.missing | {record.name}
                     state.missing_at_start = ctx.memo.get(START_TIME_KEY)
+                    if outcomes is not None:
+                        outcomes[record.name] = Outcome("left out", platform.missing_text(record))
                     continue
-                self._run_collector(record, results, ctx, out, target.name, plan.exported)
+                self._run_collector(record, results, ctx, out, target.name, plan.exported, outcomes)
                 if state.platform_pending and ENGINE_EDITION_KEY in ctx.memo:
                     state.platform_pending = False
-                    state.left_out = platform.decide(
-                        ctx.memo[ENGINE_EDITION_KEY], self._collectors, target.name
+                    state.left_out_why = platform.decide(
+                        ctx.memo[ENGINE_EDITION_KEY],
+                        collectors,
+                        target.name,
+                        ctx.memo.get(PRODUCT_VERSION_KEY),
                     )
+                    state.left_out = frozenset(state.left_out_why)
             if state.missing and ctx.memo.get(START_TIME_KEY) != state.missing_at_start:
                 state.missing = frozenset()  # restarted (upgraded?) since: look for the objects again
             # Beside the success series, so a down target still exports only what describes the scrape.
             off = state.left_out | state.missing
-            for record in self._collectors:
+            for record in collectors:
                 on = 1.0 if record.name in plan.exported and record.name not in off else 0.0
                 out.emit(COLLECTOR_ENABLED, on, {"collector": record.name})
         out.emit(UP, up)
@@ -239,6 +323,7 @@ class Scraper:
         out: FamilyBuilder,
         target: str,
         exported: Collection[str],
+        outcomes: dict[str, Outcome] | None = None,
     ) -> None:
         """Runs one collector; one that is not `exported` runs only for a collector that needs it: its
         failure is logged, and shows as the failure of the one that needs it."""
@@ -247,6 +332,11 @@ class Scraper:
             results[tag].error for tag in module.sections if tag in results and results[tag].error is not None
         ]
         ok = not errors
+        outcome = (
+            Outcome("failed", f"{errors[0].number}: {errors[0].message}", errors[0].number)
+            if errors
+            else None
+        )
         if errors:
             self.repeat_log.failed(
                 target,
@@ -260,10 +350,12 @@ class Scraper:
             scratch = out.child()
             try:
                 module.collect(results, ctx, scratch)
+                outcome = Outcome("ok", rows=_rows(results, module), series=scratch.series_count())
             # Both through the repeat-limited log: a collector that fails on one scrape fails on the next
             # (the same answer), and a line per scrape per target buried everything else.
             except MissingData as exc:
                 ok = False
+                outcome = Outcome("failed", str(exc))
                 self.repeat_log.failed(
                     target,
                     f"collector:{module.name}",
@@ -273,6 +365,7 @@ class Scraper:
                 )
             except Exception as exc:  # an exporter bug: the traceback with the first line says where
                 ok = False
+                outcome = Outcome("failed", f"exporter bug: {type(exc).__name__}: {exc}")
                 self.repeat_log.failed(
                     target,
                     f"collector:{module.name}",
@@ -290,6 +383,8 @@ class Scraper:
                 )
         if module.name not in exported:
             return
+        if outcomes is not None and outcome is not None:
+            outcomes[module.name] = outcome
         labels = {"collector": module.name}
         out.emit(COLLECTOR_SUCCESS, 1.0 if ok else 0.0, labels)
         out.emit(COLLECTOR_DURATION, time.monotonic() - started, labels)
@@ -326,7 +421,9 @@ class Scraper:
         only when nothing at all changed in it. A changed or removed target's connection is retired
         (closed once a scrape in flight on it ends) and its state dropped. Probes in flight keep the
         state they started with."""
-        summary = ReloadSummary()
+        summary = ReloadSummary.diff(self._config, config)
+        if not self._fixed_collectors:
+            self._use_collectors(_records_of(config))
         # Before any login on the new config may run: it writes new targets' freetds.conf sections, and
         # a changed Kerberos identity gets its own ticket keeper (the same settings keep the running one).
         freetds.prepare(config.targets.values())
@@ -337,20 +434,14 @@ class Scraper:
             kept: dict[str, _TargetState] = {}
             for name, state in self._states.items():
                 new = config.targets.get(name)
-                if new is None:
-                    summary.removed.append(name)
-                    retired.append(state)
-                elif new.connection_key() != state.target.connection_key():
-                    summary.changed.append(name)
+                if new is None or new.connection_key() != state.target.connection_key():
                     retired.append(state)
                 elif new != state.target:
-                    summary.kept_connection.append(name)
                     kept[name] = _TargetState(new, state.connection, state.backoff)
                 else:
-                    summary.unchanged.append(name)
                     state.target = new
+                    state.platform_pending = True  # the custom collectors may have changed: decide again
                     kept[name] = state
-            summary.added = sorted(set(config.targets) - set(self._states))
             self._states = kept
         for state in retired:
             state.connection.retire()

@@ -3,8 +3,9 @@
 A connection costs a thread only while its request is answered (pool.py). Before that, one loop reads
 what every connection sends without blocking: the TLS handshake, the request line and headers (by a
 deadline, so a client trickling bytes cannot hold anything but a file descriptor), and the silence of a
-kept-alive connection between scrapes. A head that is complete, or already answerable with an error, is
-handed to a worker with its bytes; after the answer a kept-alive connection comes back here.
+kept-alive connection between scrapes. Each connection's bytes go to its h11 state machine
+(protocol.py); a request h11 has parsed, or the refusal of one it could not, is handed to a worker
+(health and readiness to a lane of their own); after the answer a kept-alive connection comes back here.
 
 Deadlines (the same as when each connection had its own thread):
 - plain HTTP: the request line and headers within `header_timeout` of the accept;
@@ -30,14 +31,21 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+import h11
+
 from mssql_memory_exporter.webconfig import WebState
 
 from .pool import BoundedPool
-from .requests import MAX_HEAD_BYTES, TLS_HANDSHAKE_RECORD, TLS_HANDSHAKE_TIMEOUT_SECONDS, head_ready
+from .protocol import Refusal, buffered, early_refusal, new_connection, refusal_for
+from .requests import TLS_HANDSHAKE_RECORD, TLS_HANDSHAKE_TIMEOUT_SECONDS
 
 log = logging.getLogger(__name__)
 
 RECEIVE_BYTES = 65536
+# The paths answered on the health lane, and its threads: each answer takes microseconds (or one bcrypt
+# check with basic auth), so a few threads serve any rate an orchestrator sends.
+HEALTH_PATHS = frozenset({b"/-/healthy", b"/-/ready"})
+HEALTH_WORKERS = 4
 
 
 class Phase(Enum):
@@ -53,7 +61,11 @@ class Connection:
     address: Any
     phase: Phase
     deadline: float
-    buffer: bytearray = field(default_factory=bytearray)
+    # The connection's HTTP state (h11): the bytes received and not yet parsed, keep-alive, pipelining.
+    http: h11.Connection = field(default_factory=new_connection)
+    # What a worker answers: a request h11 parsed, or a refusal of one it (or a limit) refused.
+    request: h11.Request | None = None
+    refusal: Refusal | None = None
     eof: bool = False  # the client closed its side; answer what arrived, then close
     queued_at: float = 0.0  # when the request was handed to the pool: its wait counts against its timeout
     events: int = selectors.EVENT_READ
@@ -86,6 +98,9 @@ class ConnectionLoop:
     def __init__(self, server: LoopOwner) -> None:
         self._server = server
         self.pool = BoundedPool(server.worker_limit, "http")
+        # Liveness and readiness have threads of their own, so a pool full of probes stuck on a silent
+        # server (each waits its scrape timeout) never makes Kubernetes' 1 s liveness probe fail.
+        self.health = BoundedPool(lambda: HEALTH_WORKERS, "http-health")
         self._selector = selectors.DefaultSelector()
         self._wake_read, self._wake_write = socket.socketpair()
         self._wake_read.setblocking(False)
@@ -112,7 +127,8 @@ class ConnectionLoop:
         """A kept-alive connection whose answer went out (called on a worker). Bytes of a pipelined next
         request may already be in its buffer."""
         now = time.monotonic()
-        if conn.buffer:
+        conn.request = conn.refusal = None
+        if buffered(conn.http):
             conn.phase, conn.deadline = Phase.HEAD, now + self._server.header_timeout
         else:
             conn.phase, conn.deadline = Phase.IDLE, now + self._server.idle_timeout
@@ -124,6 +140,7 @@ class ConnectionLoop:
             self._closed = True
             thread = self._thread
         self.pool.close()
+        self.health.close()
         if thread is None:
             self._release()
             return
@@ -275,30 +292,60 @@ class ConnectionLoop:
         conn.phase, conn.deadline = Phase.HEAD, time.monotonic() + self._server.header_timeout
 
     def _read(self, conn: Connection) -> None:
-        while len(conn.buffer) < MAX_HEAD_BYTES:
+        # What is already buffered first: a pipelined request, or bytes the TLS layer decrypted.
+        if not self._poll(conn):
+            return
+        while True:
             try:
                 chunk = conn.sock.recv(RECEIVE_BYTES)
             except (BlockingIOError, ssl.SSLWantReadError):
                 self._want(conn, selectors.EVENT_READ)
-                break
+                return
             except ssl.SSLWantWriteError:  # the TLS layer has to write first (a key update)
                 self._want(conn, selectors.EVENT_WRITE)
-                break
+                return
             except OSError as exc:
                 log.debug("client went away", extra={"remote": _remote(conn), "err": str(exc)})
                 self._close(conn)
                 return
             if not chunk:
                 conn.eof = True
-                break
-            if conn.phase is Phase.IDLE:
+            elif conn.phase is Phase.IDLE:
                 # The next request's deadline starts with its first byte.
                 conn.phase, conn.deadline = Phase.HEAD, time.monotonic() + self._server.header_timeout
-            conn.buffer += chunk
-        if conn.buffer and (conn.eof or head_ready(conn.buffer)):
+            conn.http.receive_data(chunk)  # b"" tells h11 the client closed its side
+            if not self._poll(conn) or conn.eof:
+                return
+
+    def _poll(self, conn: Connection) -> bool:
+        """Asks h11 for the next request on `conn`: hands it (or its refusal) to a worker, or closes a
+        connection that ended between requests. True while more bytes are needed."""
+        refusal = early_refusal(conn.http)
+        if refusal is None:
+            try:
+                event = conn.http.next_event()
+            except h11.RemoteProtocolError as exc:
+                refusal = refusal_for(exc, conn.http)
+        if refusal is not None:
+            conn.refusal = refusal
             self._hand_to_worker(conn, self._server.answer)
-        elif conn.eof:
-            self._close(conn)
+            return False
+        if event is h11.NEED_DATA:
+            return True
+        if isinstance(event, h11.Request):
+            conn.request = event
+            # A request without a body ends with its head: take that end now, so the connection is
+            # ready for the next request once answered. A body is never read (the answer refuses it).
+            with contextlib.suppress(h11.RemoteProtocolError):
+                conn.http.next_event()
+            self._hand_to_worker(conn, self._server.answer, lane=self._lane_for(event))
+            return False
+        self._close(conn)  # ConnectionClosed between requests
+        return False
+
+    def _lane_for(self, request: h11.Request) -> BoundedPool | None:
+        path = request.target.partition(b"?")[0]
+        return self.health if path in HEALTH_PATHS and request.method in (b"GET", b"HEAD") else None
 
     def _want(self, conn: Connection, events: int) -> None:
         if conn.events != events:
@@ -327,10 +374,12 @@ class ConnectionLoop:
         self._forget(conn)
         self._server.shutdown_request(conn.sock)
 
-    def _hand_to_worker(self, conn: Connection, job: Callable[[Connection], None]) -> None:
+    def _hand_to_worker(
+        self, conn: Connection, job: Callable[[Connection], None], lane: BoundedPool | None = None
+    ) -> None:
         self._forget(conn)
         conn.queued_at = time.monotonic()
-        self.pool.submit(lambda: job(conn))
+        (lane or self.pool).submit(lambda: job(conn))
 
 
 def _remote(conn: Connection) -> str:

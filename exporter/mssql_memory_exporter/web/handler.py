@@ -3,19 +3,17 @@ response, the access log."""
 
 from __future__ import annotations
 
-import email.parser
 import gzip
-import io
 import logging
 import socket
-import socketserver
 import time
 from collections.abc import Callable
+from email.utils import formatdate
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
-from typing import Any, Protocol, cast
+from typing import Protocol
 from urllib.parse import urlsplit
 
+import h11
 from prometheus_client.metrics_core import Metric
 
 from mssql_memory_exporter import __version__
@@ -25,12 +23,13 @@ from mssql_memory_exporter.webconfig import AUTH_REALM, BasicAuthChecker, WebSta
 
 from .connections import Connection, ConnectionLoop
 from .pages import PROCESS_METRICS, http_worker_families, index_page, merge_families
+from .protocol import Headers, Refusal, request_refusal
 from .requests import (
+    DRAIN_BYTES,
+    DRAIN_SECONDS,
     GZIP_LEVEL,
     GZIP_MIN_BYTES,
     HTML,
-    LOGGED_VALUE_MAX,
-    MAX_REQUEST_LINE,
     MAX_URL_LENGTH,
     MIN_TIMEOUT_SECONDS,
     SCRAPE_TIMEOUT_HEADER,
@@ -42,11 +41,9 @@ from .requests import (
     Response,
     accepts_gzip,
     cut_for_log,
-    header_section,
     loggable_query,
     probe_request,
     query_params,
-    request_line_problem,
     scrape_timeout,
     text_response,
 )
@@ -55,11 +52,13 @@ log = logging.getLogger(__name__)
 
 QUEUE_WAIT_IGNORED_SECONDS = 0.05
 RELOAD_PATH = "/-/reload"
+SERVER_NAME = f"mssql-memory-exporter/{__version__}"
 
 
 class Served(Protocol):
     """What a handler reads of the server it answers for (server.py): the config and probe, the web config
-    and its headers, readiness, the reload hook and the worker pool's counts."""
+    and its headers, readiness and whether to keep connections, the reload hook and whether it is on, the
+    telemetry path and whether the exporter's own metrics go there, and the worker pool's counts."""
 
     @property
     def config(self) -> ExporterConfig: ...
@@ -74,7 +73,19 @@ class Served(Protocol):
     def reload(self) -> Callable[[str], str] | None: ...
 
     @property
+    def lifecycle(self) -> bool: ...
+
+    @property
     def ready(self) -> bool: ...
+
+    @property
+    def keep_alive(self) -> bool: ...
+
+    @property
+    def telemetry_path(self) -> str: ...
+
+    @property
+    def exporter_metrics(self) -> bool: ...
 
     @property
     def basic_auth(self) -> BasicAuthChecker: ...
@@ -87,147 +98,65 @@ class Served(Protocol):
     def response_headers(self, *, html_page: bool) -> list[tuple[str, str]]: ...
 
 
-class _SocketWriter(io.BufferedIOBase):
-    """The handler's wfile: each write goes straight to the socket (headers are gathered by the stdlib
-    first, so an answer is two sends)."""
+class Handler:
+    """Answers ONE request the connection loop has read (connections.py): `conn.request` is what h11
+    parsed, or `conn.refusal` says why it was refused. `run()` writes the answer through h11 and says
+    whether the connection can serve another request."""
 
-    def __init__(self, sock: socket.socket) -> None:
-        self._sock = sock
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        self._sock.sendall(data)
-        return len(data)
-
-
-class Handler(BaseHTTPRequestHandler):
-    """Answers ONE request whose head the connection loop has read (connections.py): `request` is the
-    Connection, its buffer the head (and any bytes of a pipelined next request). `close_connection` and
-    `consumed` tell the server what to do with the connection afterwards."""
-
-    # Keep-alive: Prometheus reuses connections between scrapes.
-    protocol_version = "HTTP/1.1"
-    # A request line without a version is HTTP/0.9 to the stdlib, whose answers then carry no status line
-    # at all (errors included); such lines are refused with a status line instead (request_line_problem).
-    default_request_version = "HTTP/1.0"
-    # Headers and body go out in two writes; with Nagle on, a reused connection waited ~40 ms for the
-    # client's delayed ACK before the body left (measured by the bench: 48 ms probes instead of 4 ms).
-    disable_nagle_algorithm = True
-    server_version = f"mssql-memory-exporter/{__version__}"
-    # Per response: whether end_headers() sends the HTML page's CSP.
-    _html_page = False
-    # Bytes of the connection's buffer this request used (its head).
-    consumed = 0
-
-    def __init__(self, conn: Connection, client_address: Any, server: socketserver.BaseServer) -> None:
-        # The request is the connection's socket, as for any socketserver handler; its head is already
-        # in `conn.buffer` (read by the connection loop), which setup() hands to the stdlib as rfile.
+    def __init__(self, conn: Connection, server: Served) -> None:
         self.conn = conn
-        super().__init__(conn.sock, client_address, server)
+        self._exporter = server
+        self.client_address = conn.address
+        request = conn.request
+        self.command = request.method.decode("ascii") if request is not None else ""
+        # The target as sent, ISO-8859-1 as HTTP has it (h11 allows only visible ASCII there).
+        self.path = request.target.decode("latin-1") if request is not None else ""
+        self.headers = Headers(list(request.headers.raw_items()) if request is not None else [])
 
-    @property
-    def _exporter(self) -> Served:
-        return cast(Served, self.server)
-
-    def version_string(self) -> str:
-        return self.server_version  # without the Python version the default adds
-
-    def setup(self) -> None:
-        conn = self.conn
-        self.connection = conn.sock
-        if self.disable_nagle_algorithm:
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
-        self.rfile = io.BytesIO(bytes(conn.buffer))
-        self.wfile = _SocketWriter(conn.sock)
-
-    def handle(self) -> None:
-        self.close_connection = True
-        self.handle_one_request()
-
-    def finish(self) -> None:
-        self.consumed = self.rfile.tell()
-        self.rfile.close()
-
-    def handle_one_request(self) -> None:
-        # The stdlib's loop body for a head already in memory, with tighter limits on the request line and
-        # the header section, and every method sent to _handle (which answers 405 for the ones the
-        # exporter does not serve).
-        self._html_page = False
-        self.raw_requestline = self.rfile.readline(MAX_REQUEST_LINE + 1)
-        if len(self.raw_requestline) > MAX_REQUEST_LINE:
-            self._refuse(HTTPStatus.REQUEST_URI_TOO_LONG, f"URL longer than {MAX_URL_LENGTH} bytes")
-            return
-        if not self.raw_requestline:
-            return
-        problem = request_line_problem(self.raw_requestline)
-        if problem is not None:
-            self._refuse(*problem)
-            return
-        head = cast(io.BytesIO, self.rfile)
-        section_start = head.tell()
-        section_end, too_large = header_section(head.getvalue(), section_start)
-        if too_large is not None:
-            self._refuse(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, too_large)
-            return
-        # The stdlib parses the request line (its errors, 400 and 505, are answered by send_error below);
-        # the headers are parsed here, from the section already checked, because the stdlib counts the
-        # empty line that ends them against its limit of 100 (so 100 header lines got 431).
-        self.rfile = io.BytesIO(b"\r\n")
-        try:
-            parsed = self.parse_request()
-        finally:
-            self.rfile = head
-        head.seek(section_end)
-        if not parsed:
-            return
-        section = head.getvalue()[section_start:section_end].decode("iso-8859-1")
-        self.headers = email.parser.Parser(_class=self.MessageClass).parsestr(section)
-        connection = self.headers.get("Connection", "").lower()
-        if connection == "close":
-            self.close_connection = True
-        elif connection == "keep-alive":
-            self.close_connection = False
-        # An `Expect: 100-continue` needs nothing: no body is ever read (see handle_expect_100).
-        self._handle()
-
-    def _refuse(self, status: int, message: str) -> None:
-        """An error answer before the request line is parsed (so with the default version's status line)."""
-        self.requestline = self.raw_requestline[:LOGGED_VALUE_MAX].decode("latin-1").rstrip("\r\n")
-        self.request_version, self.command = self.default_request_version, ""
-        self.send_error(status, message)
-
-    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """The stdlib's, except that the status line keeps the standard reason phrase (the stdlib puts the
-        message there) and the body is `<code> <message>` as plain text."""
-        status = HTTPStatus(code)
-        text = message or status.phrase
-        self.log_error("code %d, message %s", code, text)
-        self.send_response(code)
-        self.send_header("Connection", "close")
-        body = f"{code} {text}\n".encode("utf-8", "replace")
-        self.send_header("Content-Type", TEXT)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def handle_expect_100(self) -> bool:
-        # No request body is ever read, so never invite the client to send one; the final answer follows.
-        return True
-
-    def end_headers(self) -> None:
-        for name, value in self._exporter.response_headers(html_page=self._html_page):
-            self.send_header(name, value)
-        super().end_headers()
-
-    def _handle(self) -> None:
+    def run(self) -> bool:
+        """Answers; True if the connection may carry another request."""
+        request = self.conn.request
+        refusal = self.conn.refusal if request is None else request_refusal(request)
+        if refusal is not None:
+            self._refuse(refusal)
+            return False
         started = time.monotonic()
         response = self._compressed(self._respond())
-        self._html_page = response.content_type == HTML
-        self._send(response, send_body=self.command != "HEAD")
+        self._send(response)
         self._access_log(response, started)
+        http = self.conn.http
+        if http.our_state is h11.DONE and http.their_state is h11.DONE:
+            http.start_next_cycle()
+            return True
+        return False
+
+    def _refuse(self, refusal: Refusal) -> None:
+        """An error answer to a request h11 (or a limit) refused, then the connection is closed: what
+        follows a refused head is never read as a request. Written without h11, which has no request
+        to answer when the request line itself was refused."""
+        status = HTTPStatus(refusal.status)
+        body = f"{status.value} {refusal.message}\n".encode("utf-8", "replace")
+        log.debug(
+            "request refused",
+            extra={"status": status.value, "err": refusal.message, "remote": self.client_address[0]},
+        )
+        head = [
+            f"HTTP/1.1 {status.value} {status.phrase}",
+            *(f"{name}: {value}" for name, value in self._common_headers(html_page=False)),
+            f"Content-Type: {TEXT}",
+            f"Content-Length: {len(body)}",
+            "Connection: close",
+        ]
+        send = head_bytes(head) + (body if self.command != "HEAD" else b"")
+        self.conn.sock.sendall(send)
+        drain(self.conn.sock)
+
+    def _common_headers(self, *, html_page: bool) -> list[tuple[str, str]]:
+        return [
+            ("Server", SERVER_NAME),
+            ("Date", formatdate(usegmt=True)),
+            *self._exporter.response_headers(html_page=html_page),
+        ]
 
     def _respond(self) -> Response:
         """Checks in order of cost: size, rate, credentials, method, body; then the resource."""
@@ -257,7 +186,9 @@ class Handler(BaseHTTPRequestHandler):
     def _authenticated(self, state: WebState) -> bool:
         headers = self.headers.get_all("Authorization") or []
         # Two Authorization headers: which one a proxy checked is unknowable, so neither counts.
-        return len(headers) == 1 and self._exporter.basic_auth.check(state.users, headers[0])
+        return len(headers) == 1 and self._exporter.basic_auth.check(
+            state.users, headers[0], client=str(self.client_address[0])
+        )
 
     def _body_problem(self) -> Response | None:
         # GET and HEAD carry no body here; one would be left unread (and parsed as the next request).
@@ -271,7 +202,7 @@ class Handler(BaseHTTPRequestHandler):
         return None
 
     def _route(self, path: str, query: str) -> Response:
-        if path == "/metrics":
+        if path == self._exporter.telemetry_path:
             query_params(query, frozenset())
             return self._unscraped() if self.command == "HEAD" else self._metrics()
         if path == "/probe":
@@ -286,7 +217,7 @@ class Handler(BaseHTTPRequestHandler):
                 return text_response(200, "OK")
             return text_response(503, "not ready: starting or stopping")
         if path == "/":
-            return Response(200, HTML, index_page(self._exporter.config))
+            return Response(200, HTML, index_page(self._exporter.config, self._exporter.telemetry_path))
         return text_response(404, "not found; try /metrics or /probe?target=NAME")
 
     @staticmethod
@@ -315,6 +246,13 @@ class Handler(BaseHTTPRequestHandler):
     def _reload(self) -> Response:
         """POST /-/reload: reload the config file now (reload.py); a refused config answers 500 with
         the start-up error lines (field paths, never secrets) and the running config keeps serving."""
+        if not self._exporter.lifecycle:
+            # Prometheus' answer when its --web.enable-lifecycle is off; SIGHUP reloads either way.
+            return text_response(
+                403,
+                "Lifecycle API is not enabled; start the exporter with --web.enable-lifecycle, "
+                "or send it SIGHUP",
+            )
         if self.command != "POST":
             return text_response(405, "method not allowed; use POST", (("Allow", "POST"),))
         body = self._body_problem()
@@ -349,9 +287,12 @@ class Handler(BaseHTTPRequestHandler):
                 return text_response(503, late, (("Retry-After", "1"),))
             timeout = max(MIN_TIMEOUT_SECONDS, timeout - waited)
         try:
-            process: list[Metric] = list(PROCESS_METRICS.collect()) if own else []
+            # --web.disable-exporter-metrics leaves out the process and runtime families and the HTTP
+            # threads (what exporter-toolkit's flag leaves out: process_*, go_*, promhttp_*).
+            exporter_metrics = own and self._exporter.exporter_metrics
+            process: list[Metric] = list(PROCESS_METRICS.collect()) if exporter_metrics else []
             groups: list[list[Metric]] = []
-            if own:
+            if exporter_metrics:
                 groups.append(http_worker_families(*self._exporter.connections.pool.counts()))
             if own and self._exporter.own_metrics is not None:
                 groups.append(self._exporter.own_metrics())
@@ -367,24 +308,29 @@ class Handler(BaseHTTPRequestHandler):
             return text_response(500, "internal error while collecting metrics; see the exporter log")
         return Response(200, CONTENT_TYPE, body)
 
-    def _send(self, response: Response, *, send_body: bool) -> None:
-        self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
+    def _send(self, response: Response) -> None:
+        headers = self._common_headers(html_page=response.content_type == HTML)
+        headers.append(("Content-Type", response.content_type))
         if not response.unmeasured:
-            self.send_header("Content-Length", str(len(response.body)))
-        for key, value in response.headers:
-            self.send_header(key, value)
-        if self._has_unread_body() or self.command not in ("GET", "HEAD"):
-            self.close_connection = True
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if send_body:
-            self.wfile.write(response.body)
+            headers.append(("Content-Length", str(len(response.body))))
+        headers.extend(response.headers)
+        if (
+            self._has_unread_body()
+            or self.command not in ("GET", "HEAD")
+            or not self._exporter.keep_alive
+            or self.conn.eof
+        ):
+            headers.append(("Connection", "close"))
+        http = self.conn.http
+        data = http.send(h11.Response(status_code=response.status, headers=headers, reason=_phrase(response)))
+        if self.command != "HEAD" and response.body:
+            data += http.send(h11.Data(data=response.body)) or b""
+        data += http.send(h11.EndOfMessage()) or b""
+        self.conn.sock.sendall(data or b"")
 
     def _has_unread_body(self) -> bool:
-        # A GET with a body is legal but odd; its unread bytes would be parsed as the next request.
-        return self.headers.get("Content-Length", "0") != "0" or "Transfer-Encoding" in self.headers
+        # A body is never read: its bytes would otherwise be parsed as the next request.
+        return self.conn.http.their_state is not h11.DONE
 
     def _access_log(self, response: Response, started: float) -> None:
         path, _, query = self.path.partition("?")
@@ -403,10 +349,32 @@ class Handler(BaseHTTPRequestHandler):
             },
         )
 
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        """Silenced: _access_log writes one line per request with the timing included."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        # The base class prints to stderr; route its messages (malformed requests, timeouts) through
-        # logging instead, cut short because they quote the raw request line.
-        log.debug((format % args)[: 2 * LOGGED_VALUE_MAX], extra={"remote": self.client_address[0]})
+def _phrase(response: Response) -> bytes:
+    return HTTPStatus(response.status).phrase.encode("ascii")
+
+
+def head_bytes(lines: list[str]) -> bytes:
+    """A response head (status line and header lines) as sent, for answers written without h11."""
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def drain(sock: socket.socket) -> None:
+    """After an answer that closes the connection: stop sending, then read what the client still sends,
+    bounded in bytes and time, so closing with unread bytes does not reset the connection (a reset can
+    destroy the answer before the client reads it)."""
+    try:
+        socket.socket.shutdown(sock, socket.SHUT_WR)
+        deadline = time.monotonic() + DRAIN_SECONDS
+        received = 0
+        while received < DRAIN_BYTES:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            sock.settimeout(left)
+            chunk = socket.socket.recv(sock, 4096)
+            if not chunk:
+                return
+            received += len(chunk)
+    except OSError:
+        return

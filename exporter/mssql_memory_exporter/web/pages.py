@@ -65,7 +65,7 @@ def process_metrics_registry() -> CollectorRegistry:
 PROCESS_METRICS = process_metrics_registry()
 
 
-def index_page(config: ExporterConfig) -> bytes:
+def index_page(config: ExporterConfig, telemetry_path: str = "/metrics") -> bytes:
     items = "".join(
         f'<li><a href="/probe?target={html.escape(quote(name, safe=""))}">{html.escape(name)}</a></li>'
         for name in config.targets
@@ -78,6 +78,7 @@ def index_page(config: ExporterConfig) -> bytes:
     page = (
         '<!DOCTYPE html><html><head><meta charset="utf-8"><title>SQL Server memory exporter</title></head>'
         f"<body><h1>SQL Server memory exporter {html.escape(__version__)}</h1>"
-        f'<p><a href="/metrics">Metrics</a></p>{default}<h2>Targets</h2><ul>{items}</ul></body></html>\n'
+        f'<p><a href="{html.escape(quote(telemetry_path))}">Metrics</a></p>{default}'
+        f"<h2>Targets</h2><ul>{items}</ul></body></html>\n"
     )
     return page.encode()

@@ -65,6 +65,11 @@ class BoundedPool:
                 self._threads -= 1
             log.warning("cannot start a thread to answer requests", extra={"threads": self._threads})
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Waits until no job is queued or running, at most `timeout` seconds; True if it got there."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._jobs and not self._busy, timeout)
+
     def close(self) -> None:
         """Threads finish their job and those queued before, then exit."""
         with self._cond:
@@ -85,6 +90,8 @@ class BoundedPool:
                     finally:
                         self._cond.acquire()
                         self._busy -= 1
+                        if not self._busy and not self._jobs:
+                            self._cond.notify_all()  # wait_idle
                     continue
                 if self._closed:
                     break

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Callable
 from typing import NamedTuple
 from urllib.parse import parse_qs
 
 from prometheus_client.metrics_core import Metric
 
-from mssql_memory_exporter.collectors import COLLECTORS
 from mssql_memory_exporter.config import TARGET_NAME_MAX, ExporterConfig, TargetConfig
 from mssql_memory_exporter.scrape.selection import SelectionError, narrow
 
@@ -38,12 +36,13 @@ HTML = "text/html; charset=utf-8"
 # what common proxies allow (nginx, Apache), and leaves room for long target names.
 MAX_URL_LENGTH = 8192
 MAX_REQUEST_LINE = MAX_URL_LENGTH + 64  # method, spaces and "HTTP/1.1" around the URL
-# The header section: at most MAX_HEADER_LINES lines and MAX_HEADER_BYTES bytes, counting every header
-# line (continuation lines too) with its line ending, but neither the request line nor the empty line
-# that ends the section. One more line or byte is answered with 431 naming the limit.
+# The header section: at most MAX_HEADER_LINES fields and MAX_HEADER_BYTES bytes, each field counted as
+# `name: value` with its CRLF (as h11 parsed it: a folded line is one field), neither the request line
+# nor the empty line that ends the section. One more field or byte is answered with 431 naming the limit.
 MAX_HEADER_BYTES = 16 * 1024
 MAX_HEADER_LINES = 100
-# What is buffered of one request head before it is answered: enough to see that a limit was passed.
+# What h11 buffers of one request head before refusing it (431, or 414 for the request line): enough
+# to see that a limit was passed.
 MAX_HEAD_BYTES = MAX_REQUEST_LINE + MAX_HEADER_BYTES + 2
 # /probe needs a target and at most one collect[] per collector; a scanner's hundreds are refused
 # before parsing.
@@ -170,7 +169,7 @@ def probe_request(query: str, config: ExporterConfig) -> tuple[TargetConfig, fro
     if wanted is None:
         return target, None
     try:
-        return target, narrow(wanted, target.enabled_collectors, COLLECTORS, target.name)
+        return target, narrow(wanted, target.enabled_collectors, config.collector_records, target.name)
     except SelectionError as exc:
         raise BadRequest(str(exc)) from None
 
@@ -203,67 +202,6 @@ def cut_for_log(text: str) -> str:
 
 def worker_limit(targets: int) -> int:
     return max(MIN_WORKERS, min(MAX_WORKERS, 2 * targets + MIN_WORKERS // 2))
-
-
-# --- request heads, as buffered by the connection loop before a worker answers them --------------------
-
-_VERSION = re.compile(r"HTTP/(\d{1,10})\.(\d{1,10})")
-
-
-def head_ready(buffer: bytes | bytearray) -> bool:
-    """Whether `buffer` holds a whole request head (request line, header lines, the empty line), or
-    enough to answer it with an error: a request line over the limit, one that names no HTTP version
-    (HTTP/0.9, or garbage), or more bytes than the limits allow."""
-    line_end = buffer.find(b"\n")
-    if line_end < 0:
-        return len(buffer) > MAX_REQUEST_LINE
-    if line_end >= MAX_REQUEST_LINE or len(buffer[:line_end].split()) != 3:
-        return True
-    return head_end(buffer) is not None or len(buffer) >= MAX_HEAD_BYTES
-
-
-def head_end(buffer: bytes | bytearray) -> int | None:
-    """Index just past the empty line that ends the first request head, or None if it has not arrived.
-    Bare LF line endings count as the stdlib's parser takes them."""
-    line_end = buffer.find(b"\n")
-    if line_end < 0:
-        return None
-    found = [(buffer.find(marker, line_end), len(marker)) for marker in (b"\n\r\n", b"\n\n")]
-    ends = [start + length for start, length in found if start >= 0]
-    return min(ends) if ends else None
-
-
-def request_line_problem(line: bytes) -> tuple[int, str] | None:
-    """(status, message) for a request line this server refuses before the stdlib parses it: HTTP/0.9
-    (no version; its answer would have no status line) and versions other than 1.x. Other malformed
-    lines are left to the stdlib, which answers 400."""
-    words = line.decode("latin-1").split()
-    if len(words) == 2:
-        return 400, "HTTP/0.9 requests are not served; send HTTP/1.1 or HTTP/1.0"
-    version = _VERSION.fullmatch(words[2]) if len(words) == 3 else None
-    if version is not None and int(version.group(1)) != 1:
-        return 505, f"HTTP version {words[2][5:]} is not supported; send HTTP/1.1 or HTTP/1.0"
-    return None
-
-
-def header_section(head: bytes, start: int) -> tuple[int, str | None]:
-    """The header section that begins at `start` in `head`: the index just past the empty line that ends
-    it (or the end of `head`), and what is wrong with it (more than MAX_HEADER_LINES lines, more than
-    MAX_HEADER_BYTES bytes) or None."""
-    lines = size = 0
-    while start < len(head):
-        end = head.find(b"\n", start)
-        end = len(head) if end < 0 else end + 1
-        if head[start:end] in (b"\r\n", b"\n"):
-            return end, None
-        lines += 1
-        size += end - start
-        if lines > MAX_HEADER_LINES:
-            return end, f"more than {MAX_HEADER_LINES} header lines"
-        if size > MAX_HEADER_BYTES:
-            return end, f"header section over {MAX_HEADER_BYTES} bytes"
-        start = end
-    return len(head), None
 
 
 def accepts_gzip(header: str | None) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hmac
 import logging
 import re
@@ -11,7 +12,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import bcrypt
 
@@ -23,8 +24,15 @@ class BasicAuthChecker:
 
     bcrypt is slow on purpose (~70 ms at cost 10), too slow to pay on every scrape; a success is
     remembered for `cache_seconds` under an HMAC of (user, hash, password) with a key made at start, so
-    the cache never holds a password and a changed hash invalidates its entries. Failures are not cached
-    and run one at a time, so guessing costs the guesser full bcrypt time without starving the CPU.
+    the cache never holds a password and a changed hash invalidates its entries. Failures are not cached.
+
+    Checks run one at a time in arrival order, as exporter-toolkit's behind its mutex, so guessing costs
+    the guesser full bcrypt time without starving the CPU, and every check is made however long it waits:
+    right credentials are answered 200, slowly under a flood, never refused unchecked. What is bounded is
+    the work per client: the same credentials checked at once are checked once (Prometheus opens many
+    probes together with one password), and a client (remote address) with MAX_CHECKS_PER_CLIENT other
+    checks queued or running is refused at once, so a flood from one address holds neither the HTTP
+    threads nor the queue, and a right password waits at most for two checks per flooding address.
     """
 
     def __init__(
@@ -40,7 +48,9 @@ class BasicAuthChecker:
         self._cache_size = cache_size
         self._clock = clock
         self._lock = threading.Lock()
-        self._bcrypt_lock = threading.Lock()
+        self._turns = _Turns()
+        self._flights: dict[bytes, _Flight] = {}
+        self._per_client: dict[str, int] = {}
         self._dummy: dict[int, bytes] = {}
 
     @staticmethod
@@ -58,7 +68,9 @@ class BasicAuthChecker:
         user, sep, password = decoded.partition(":")
         return (user, password) if sep else None
 
-    def check(self, users: Mapping[str, bytes], header: str | None) -> bool:
+    def check(self, users: Mapping[str, bytes], header: str | None, client: str = "") -> bool:
+        """Whether `header` holds the credentials of one of `users`; `client` is the remote address the
+        per-client bound counts by."""
         credentials = self.parse(header)
         if credentials is None:
             return False
@@ -76,21 +88,37 @@ class BasicAuthChecker:
             return True
         cost = _cost(target) or top
         padding = [self._dummy_hash(extra) for extra in range(cost, top)]
-        # Requests are answered by a bounded set of threads (web/pool.py): a flood of wrong passwords must
-        # not hold them all in this queue, so a check that cannot start soon is refused unchecked.
-        if not self._bcrypt_lock.acquire(timeout=BCRYPT_WAIT_SECONDS):
-            log.debug("basic auth refused unchecked: too many checks waiting")
+        with self._lock:
+            flight = self._flights.get(key)
+            joined = flight is not None
+            busy = not joined and self._per_client.get(client, 0) >= MAX_CHECKS_PER_CLIENT
+            if flight is None and not busy:
+                self._per_client[client] = self._per_client.get(client, 0) + 1
+                flight = self._flights[key] = _Flight()
+        if flight is None:
+            log.debug("basic auth refused unchecked: checks of this client waiting", extra={"remote": client})
             return False
+        if joined:
+            flight.done.wait()
+            return flight.ok
+        ok = False
         try:
-            ok = _checkpw(password.encode(), target)
-            for dummy in padding:
-                _checkpw(password.encode(), dummy)
+            with self._turns.turn():
+                ok = _checkpw(password.encode(), target)
+                for dummy in padding:
+                    _checkpw(password.encode(), dummy)
+            ok = ok and hashed is not None
+            if ok:
+                self._remember(key)
         finally:
-            self._bcrypt_lock.release()
-        if ok and hashed is not None:
-            self._remember(key)
-            return True
-        return False
+            with self._lock:
+                del self._flights[key]
+                left = self._per_client.pop(client) - 1
+                if left:
+                    self._per_client[client] = left
+            flight.ok = ok
+            flight.done.set()
+        return ok
 
     def _cached(self, key: bytes) -> bool:
         with self._lock:
@@ -119,10 +147,42 @@ class BasicAuthChecker:
         return dummy
 
 
-# How long a check may wait for the one before it (each takes ~70 ms at cost 10).
-BCRYPT_WAIT_SECONDS = 2.0
+# bcrypt checks one client may have queued or running at once (identical credentials count once).
+MAX_CHECKS_PER_CLIENT = 2
 DEFAULT_COST = 10  # bcrypt's own default, for the dummy check when no users are configured
 _COST = re.compile(rb"\$2[abxy]?\$(\d\d)\$")
+
+
+class _Flight:
+    """One bcrypt check under way, which checks of the same credentials wait for instead of repeating."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.ok = False
+
+
+class _Turns:
+    """One check at a time, in the order they arrived (a ticket queue: a plain lock lets a late thread
+    overtake ones that have waited long, so under a flood a right password could wait without bound)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._next = 0
+        self._serving = 0
+
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        with self._cond:
+            ticket = self._next
+            self._next += 1
+            while ticket != self._serving:
+                self._cond.wait()
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._serving += 1
+                self._cond.notify_all()
 
 
 def _cost(hashed: bytes) -> int | None:
