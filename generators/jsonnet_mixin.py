@@ -34,9 +34,10 @@ RULE_FIELDS = {
     "prometheusRules": "rules/mssql.recording.rules.yml",
     "prometheusAlerts": "rules/mssql.alerts.rules.yml",
 }
-EXTRA_RULE_FIELDS = {  # not in mixtool's layout: the Thanos Ruler groups and the opt-in watch on the ruler
+EXTRA_RULE_FIELDS = {  # not in mixtool's layout: the Thanos Ruler groups and the opt-in rule files
     "thanosRulerRules": "rules/thanos-ruler/mssql.fleet.rules.yml",
     "thanosRulerWatchRules": "rules/optional/mssql.thanos-ruler-watch.rules.yml",
+    "shippedCollectorsRules": "rules/optional/mssql.shipped-collectors.rules.yml",
 }
 REFUSED = (
     "the generators transform it on the way out, so this mixin cannot change it:"

@@ -34,6 +34,11 @@
 //   memory.target_pulled_down.share
 //   rule_groups.evaluators
 //   rule_groups.long_window
+//   shipped_collectors.agent_job_max_run
+//   shipped_collectors.backup_exclude_databases
+//   shipped_collectors.backup_full_max_age
+//   shipped_collectors.backup_log_max_age
+//   shipped_collectors.blocked_wait_max
 //   target.collector_failing_share
 //   tempdb.headroom_critical_share
 //   tempdb.headroom_warning_share
@@ -212,7 +217,8 @@ local shipped = {
    "mssql.alerts": "prometheus",
    "mssql.smartctl_exporter": "prometheus",
    "mssql.fleet": "thanos_ruler",
-   "mssql.thanos_ruler": "prometheus"
+   "mssql.thanos_ruler": "prometheus",
+   "mssql.shipped_collectors": "prometheus"
   }
  },
  "fleet": {
@@ -224,14 +230,25 @@ local shipped = {
   "failing_for": "5m",
   "ruler_down_for": "5m"
  },
+ "shipped_collectors": {
+  "agent_job_failed_for": "5m",
+  "agent_job_max_run": "4h",
+  "agent_job_long_run_for": "5m",
+  "backup_full_max_age": "8d",
+  "backup_log_max_age": "1h",
+  "backup_for": "15m",
+  "backup_exclude_databases": "",
+  "blocked_wait_max": "60s",
+  "blocked_wait_for": "2m"
+ },
  "grafana": {
   "datasource_uid": "",
   "uid_prefix": "",
   "folder": "SQL Server"
  }
 };
-local refused = [["target", "collector_failing_share"], ["memory", "page_life_expectancy", "buffer_pool_bytes_per_step"], ["memory", "page_life_expectancy", "page_bytes"], ["memory", "page_io_per_second", "for"], ["memory", "free_memory_bytes", "min"], ["memory", "buffer_cache_hit_ratio", "oltp"], ["memory", "buffer_cache_hit_ratio", "olap"], ["memory", "memory_grants_pending", "max"], ["memory", "target_pulled_down", "share"], ["memory", "max_server_memory_default", "other_processes_share"], ["memory", "health", "degraded_share"], ["endurance", "projection_rate_window"], ["endurance", "short_rate_window"], ["endurance", "projection_min_coverage_seconds"], ["endurance", "alert_min_coverage_seconds"], ["endurance", "coverage_tiers"], ["endurance", "budget_high_share"], ["endurance", "exhaustion_share"], ["endurance", "remaining_warning_seconds"], ["endurance", "remaining_critical_seconds"], ["tempdb", "long_rate_window"], ["tempdb", "memory_change_target_share"], ["tempdb", "headroom_warning_share"], ["tempdb", "headroom_critical_share"], ["tempdb", "projection_horizon_seconds"], ["tempdb", "version_store_min_bytes"], ["tempdb", "workload_group_near_limit_share"], ["io_latency", "log_write_max_seconds"], ["io_latency", "data_read_max_seconds"], ["drives", "life_used_warning"], ["drives", "reading_stale_seconds"], ["drives", "implied_min_life_used"], ["drives", "disagreement_factor"], ["availability_groups", "redo_queue_min_bytes"], ["availability_groups", "send_queue_min_bytes"], ["availability_groups", "secondary_warns_only"], ["rule_groups", "long_window"], ["rule_groups", "evaluators"], ["fleet", "failing_share"]];
-local whole = ["alert_labels", "availability_groups.redo_queue_min_bytes", "availability_groups.secondary_warns_only", "availability_groups.send_queue_min_bytes", "drives.disagreement_factor", "drives.implied_min_life_used", "drives.life_used_warning", "drives.reading_stale_seconds", "endurance.alert_min_coverage_seconds", "endurance.budget_high_share", "endurance.coverage_tiers", "endurance.exhaustion_share", "endurance.projection_min_coverage_seconds", "endurance.projection_rate_window", "endurance.remaining_critical_seconds", "endurance.remaining_warning_seconds", "endurance.short_rate_window", "fleet.failing_share", "io_latency.data_read_max_seconds", "io_latency.log_write_max_seconds", "memory.buffer_cache_hit_ratio.olap", "memory.buffer_cache_hit_ratio.oltp", "memory.free_memory_bytes.min", "memory.health.degraded_share", "memory.max_server_memory_default.other_processes_share", "memory.memory_grants_pending.max", "memory.page_io_per_second.for", "memory.page_life_expectancy.buffer_pool_bytes_per_step", "memory.page_life_expectancy.page_bytes", "memory.target_pulled_down.share", "rule_groups.evaluators", "rule_groups.long_window", "target.collector_failing_share", "tempdb.headroom_critical_share", "tempdb.headroom_warning_share", "tempdb.long_rate_window", "tempdb.memory_change_target_share", "tempdb.projection_horizon_seconds", "tempdb.version_store_min_bytes", "tempdb.workload_group_near_limit_share"];
+local refused = [["target", "collector_failing_share"], ["memory", "page_life_expectancy", "buffer_pool_bytes_per_step"], ["memory", "page_life_expectancy", "page_bytes"], ["memory", "page_io_per_second", "for"], ["memory", "free_memory_bytes", "min"], ["memory", "buffer_cache_hit_ratio", "oltp"], ["memory", "buffer_cache_hit_ratio", "olap"], ["memory", "memory_grants_pending", "max"], ["memory", "target_pulled_down", "share"], ["memory", "max_server_memory_default", "other_processes_share"], ["memory", "health", "degraded_share"], ["endurance", "projection_rate_window"], ["endurance", "short_rate_window"], ["endurance", "projection_min_coverage_seconds"], ["endurance", "alert_min_coverage_seconds"], ["endurance", "coverage_tiers"], ["endurance", "budget_high_share"], ["endurance", "exhaustion_share"], ["endurance", "remaining_warning_seconds"], ["endurance", "remaining_critical_seconds"], ["tempdb", "long_rate_window"], ["tempdb", "memory_change_target_share"], ["tempdb", "headroom_warning_share"], ["tempdb", "headroom_critical_share"], ["tempdb", "projection_horizon_seconds"], ["tempdb", "version_store_min_bytes"], ["tempdb", "workload_group_near_limit_share"], ["io_latency", "log_write_max_seconds"], ["io_latency", "data_read_max_seconds"], ["drives", "life_used_warning"], ["drives", "reading_stale_seconds"], ["drives", "implied_min_life_used"], ["drives", "disagreement_factor"], ["availability_groups", "redo_queue_min_bytes"], ["availability_groups", "send_queue_min_bytes"], ["availability_groups", "secondary_warns_only"], ["rule_groups", "long_window"], ["rule_groups", "evaluators"], ["fleet", "failing_share"], ["shipped_collectors", "agent_job_max_run"], ["shipped_collectors", "backup_full_max_age"], ["shipped_collectors", "backup_log_max_age"], ["shipped_collectors", "backup_exclude_databases"], ["shipped_collectors", "blocked_wait_max"]];
+local whole = ["alert_labels", "availability_groups.redo_queue_min_bytes", "availability_groups.secondary_warns_only", "availability_groups.send_queue_min_bytes", "drives.disagreement_factor", "drives.implied_min_life_used", "drives.life_used_warning", "drives.reading_stale_seconds", "endurance.alert_min_coverage_seconds", "endurance.budget_high_share", "endurance.coverage_tiers", "endurance.exhaustion_share", "endurance.projection_min_coverage_seconds", "endurance.projection_rate_window", "endurance.remaining_critical_seconds", "endurance.remaining_warning_seconds", "endurance.short_rate_window", "fleet.failing_share", "io_latency.data_read_max_seconds", "io_latency.log_write_max_seconds", "memory.buffer_cache_hit_ratio.olap", "memory.buffer_cache_hit_ratio.oltp", "memory.free_memory_bytes.min", "memory.health.degraded_share", "memory.max_server_memory_default.other_processes_share", "memory.memory_grants_pending.max", "memory.page_io_per_second.for", "memory.page_life_expectancy.buffer_pool_bytes_per_step", "memory.page_life_expectancy.page_bytes", "memory.target_pulled_down.share", "rule_groups.evaluators", "rule_groups.long_window", "shipped_collectors.agent_job_max_run", "shipped_collectors.backup_exclude_databases", "shipped_collectors.backup_full_max_age", "shipped_collectors.backup_log_max_age", "shipped_collectors.blocked_wait_max", "target.collector_failing_share", "tempdb.headroom_critical_share", "tempdb.headroom_warning_share", "tempdb.long_rate_window", "tempdb.memory_change_target_share", "tempdb.projection_horizon_seconds", "tempdb.version_store_min_bytes", "tempdb.workload_group_near_limit_share"];
 local reservedLabels = ["alertname", "instance", "job", "severity"];
 local refusedWhy = "the generators transform it on the way out, so this mixin cannot change it: use `make mixin` with a site file (docs/mixin.md)";
 // Inlined by generators/jsonnet_mixin.py into mixin/mixin.libsonnet (which must stand alone when vendored).
@@ -1225,6 +1242,80 @@ local outputs(c) = {
        "summary": "Thanos Ruler is not scraped: nobody would see the fleet rules fail",
        "description": std.join('', ["{{ if $labels.instance }}Scraping Thanos Ruler {{ $labels.instance }} failed for ", fmt(c["fleet"]["ruler_down_for"]), " (up {{ $value }}){{ else }}No Thanos Ruler is scraped (no up series of ", fmt(c["fleet"]["ruler_selector"]), "){{ end }}: the fleet group is evaluated by nobody, or its failures go unseen."]),
        "runbook_url": std.join('', [fmt(c["runbook_base_url"]), "/MSSQLThanosRulerDown.md"])
+      }
+     }
+    ]
+   }
+  ]
+ },
+ "rules/optional/mssql.shipped-collectors.rules.yml": {
+  "groups": [
+   {
+    "name": "mssql.shipped_collectors",
+    "rules": [
+     {
+      "alert": "MSSQLAgentJobFailed",
+      "expr": std.join('', ["mssql_custom_agent_job_last_run_failed{", fmt(c["selector"]), "} == 1\nand on (job, instance, agent_job)\nmssql_custom_agent_job_enabled{", fmt(c["selector"]), "} == 1"]),
+      "for": std.join('', [fmt(c["shipped_collectors"]["agent_job_failed_for"])]),
+      "labels": {
+       "severity": "warning"
+      } + c.alert_labels,
+      "annotations": {
+       "summary": "SQL Server Agent job {{ $labels.agent_job }} failed on its last run",
+       "description": "The last completed run of the enabled Agent job {{ $labels.agent_job }} on {{ $labels.instance }} failed (msdb.dbo.sysjobhistory, step 0: last_run_failed {{ $value }}). The job history says which step failed and why.",
+       "runbook_url": std.join('', [fmt(c["runbook_base_url"]), "/MSSQLAgentJobFailed.md"])
+      }
+     },
+     {
+      "alert": "MSSQLAgentJobLongRunning",
+      "expr": std.join('', ["mssql_custom_agent_job_running_seconds{", fmt(c["selector"]), "} > 14400"]),
+      "for": std.join('', [fmt(c["shipped_collectors"]["agent_job_long_run_for"])]),
+      "labels": {
+       "severity": "warning"
+      } + c.alert_labels,
+      "annotations": {
+       "summary": "SQL Server Agent job {{ $labels.agent_job }} has run for {{ $value | humanizeDuration }}",
+       "description": "Agent job {{ $labels.agent_job }} on {{ $labels.instance }} has been running for {{ $value | humanizeDuration }} (limit: 4h). A job that usually ends sooner is blocked, waiting, or working on far more data than usual.",
+       "runbook_url": std.join('', [fmt(c["runbook_base_url"]), "/MSSQLAgentJobLongRunning.md"])
+      }
+     },
+     {
+      "alert": "MSSQLBackupFullOld",
+      "expr": std.join('', ["mssql_custom_backup_age_seconds{", fmt(c["selector"]), ", backup_type=\"full\"} > 691200"]),
+      "for": std.join('', [fmt(c["shipped_collectors"]["backup_for"])]),
+      "labels": {
+       "severity": "warning"
+      } + c.alert_labels,
+      "annotations": {
+       "summary": "Database {{ $labels.database_name }} has no full backup for {{ $value | humanizeDuration }}",
+       "description": "The last full backup of database {{ $labels.database_name }} on {{ $labels.instance }} finished {{ $value | humanizeDuration }} ago (limit: 8d); a database never backed up counts from its creation (mssql_custom_backup_present 0). Copy-only backups do not count.",
+       "runbook_url": std.join('', [fmt(c["runbook_base_url"]), "/MSSQLBackupFullOld.md"])
+      }
+     },
+     {
+      "alert": "MSSQLBackupLogOld",
+      "expr": std.join('', ["mssql_custom_backup_age_seconds{", fmt(c["selector"]), ", backup_type=\"log\", recovery_model=~\"FULL|BULK_LOGGED\"} > 3600"]),
+      "for": std.join('', [fmt(c["shipped_collectors"]["backup_for"])]),
+      "labels": {
+       "severity": "warning"
+      } + c.alert_labels,
+      "annotations": {
+       "summary": "Database {{ $labels.database_name }} has no log backup for {{ $value | humanizeDuration }}",
+       "description": "Database {{ $labels.database_name }} on {{ $labels.instance }} is in {{ $labels.recovery_model }} recovery and its last log backup finished {{ $value | humanizeDuration }} ago (limit: 1h): its log cannot be truncated and grows, and a restore would lose everything since.",
+       "runbook_url": std.join('', [fmt(c["runbook_base_url"]), "/MSSQLBackupLogOld.md"])
+      }
+     },
+     {
+      "alert": "MSSQLBlockedWaitLong",
+      "expr": std.join('', ["mssql_custom_blocked_wait_longest_seconds{", fmt(c["selector"]), "} > 60"]),
+      "for": std.join('', [fmt(c["shipped_collectors"]["blocked_wait_for"])]),
+      "labels": {
+       "severity": "warning"
+      } + c.alert_labels,
+      "annotations": {
+       "summary": "A request on {{ $labels.instance }} has been blocked for {{ $value | humanizeDuration }}",
+       "description": "The longest-blocked request on {{ $labels.instance }} has waited {{ $value | humanizeDuration }} for another session's lock (limit: 60s); mssql_custom_head_blockers counts the sessions at the head of the chains.",
+       "runbook_url": std.join('', [fmt(c["runbook_base_url"]), "/MSSQLBlockedWaitLong.md"])
       }
      }
     ]
@@ -13476,6 +13567,7 @@ local outputs(c) = {
   prometheusAlerts+:: { groups+: out["rules/mssql.alerts.rules.yml"].groups },
   thanosRulerRules+:: { groups+: out["rules/thanos-ruler/mssql.fleet.rules.yml"].groups },
   thanosRulerWatchRules+:: { groups+: out["rules/optional/mssql.thanos-ruler-watch.rules.yml"].groups },
+  shippedCollectorsRules+:: { groups+: out["rules/optional/mssql.shipped-collectors.rules.yml"].groups },
   grafanaDashboards+:: {
     "mssql-fleet-capacity.json": out["dashboards/mssql-fleet-capacity.json"],
     "mssql-memory-pressure.json": out["dashboards/mssql-memory-pressure.json"],

@@ -34,6 +34,7 @@ local mixin = %s;
   'prometheus_rules.yaml': std.manifestYamlDoc(mixin.prometheusRules),
   'thanos_ruler_rules.yaml': std.manifestYamlDoc(mixin.thanosRulerRules),
   'thanos_ruler_watch_rules.yaml': std.manifestYamlDoc(mixin.thanosRulerWatchRules),
+  'shipped_collectors_rules.yaml': std.manifestYamlDoc(mixin.shippedCollectorsRules),
 }
 """
 DASHBOARDS = "(%s).grafanaDashboards"
@@ -43,6 +44,7 @@ SAME_AS = {
     "prometheus_rules.yaml": "rules/mssql.recording.rules.yml",
     "thanos_ruler_rules.yaml": "rules/thanos-ruler/mssql.fleet.rules.yml",
     "thanos_ruler_watch_rules.yaml": "rules/optional/mssql.thanos-ruler-watch.rules.yml",
+    "shipped_collectors_rules.yaml": "rules/optional/mssql.shipped-collectors.rules.yml",
 }
 
 THRESHOLDS = """\
