@@ -57,6 +57,7 @@ generate:
 	$(PY) -m generators.platform_table
 	$(PY) -m generators.where_rules_run
 	$(PY) -m generators.goldens
+	$(PY) -m generators.jsonnet_mixin
 
 ## mixin: a site's copy of the rules, dashboards and PrometheusRules in OUT, from the spec with the site's
 ## partial OVERRIDES file merged over it (docs/mixin.md); a bad key exits 2 naming it, leaving OUT as it was

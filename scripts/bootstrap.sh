@@ -29,9 +29,10 @@ runtime_packages=(tdsodbc unixodbc python3-venv libkrb5-3 libgssapi-krb5-2 libst
 # Alertmanager; systemd: systemd-analyze, which checks the shipped unit file (minimal images lack it);
 # smartmontools: the real smartctl the drive-health tests run (its --scan and a read of a missing device).
 # krb5-kdc, krb5-admin-server (kadmin.local), krb5-user (kinit, klist): the real MIT KDC the Windows-login
-# tests run; faketime: libfaketime, which skews one process's clock for the clock-skew test.
+# tests run; faketime: libfaketime, which skews one process's clock for the clock-skew test; jsonnet: the
+# C++ jsonnet that renders mixin/mixin.libsonnet as a jsonnet-bundler site would (tests/test_jsonnet_mixin.py).
 test_packages=(prometheus prometheus-alertmanager systemd smartmontools
-    krb5-kdc krb5-admin-server krb5-user faketime)
+    krb5-kdc krb5-admin-server krb5-user faketime jsonnet)
 # The test extras hold python-gssapi (the stand-in's Kerberos acceptor), which has no Linux wheel and
 # builds against MIT Kerberos's headers.
 build_packages=(libkrb5-dev gcc)

@@ -30,6 +30,7 @@ AMTOOL = {"amtool": "prometheus-alertmanager"}
 PROMETHEUS = {"prometheus": "prometheus"}
 ALERTMANAGER = {"prometheus-alertmanager": "prometheus-alertmanager"}
 SYSTEMD_ANALYZE = {"systemd-analyze": "systemd"}
+JSONNET = {"jsonnet": "jsonnet"}  # the C++ jsonnet (mixin/mixin.libsonnet)
 
 
 def tools_required(environ: Mapping[str, str] = os.environ) -> bool:

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TEST_TOOLS = {
     "prometheus", "prometheus-alertmanager", "systemd", "smartmontools",
-    "krb5-kdc", "krb5-admin-server", "krb5-user", "faketime",
+    "krb5-kdc", "krb5-admin-server", "krb5-user", "faketime", "jsonnet",
 }
 # What Microsoft's ODBC Driver 18 (the msodbc extra) links to, besides unixODBC: ldd of its library.
 MSODBC_LIBS = {"libkrb5-3", "libgssapi-krb5-2", "libstdc++6", "libltdl7"}
