@@ -78,7 +78,7 @@ def synchronous(spec: Spec) -> str:
 
 
 def send_queue_rules(spec: Spec) -> list[dict[str, Any]]:
-    """One alert name, two rules that never both hold for a series: an asynchronous replica's queue is
+    """One alert name, two rules (told apart by a `commit` label) that never both hold for a series: an asynchronous replica's queue is
     the data a forced failover would lose and is normal under load, so it must also be growing; a
     synchronous replica's queue means it is not synchronized (commits wait, a failover to it is not
     ready), so its size alone is enough. A replica whose mode is unknown (no VIEW ANY DEFINITION, or
@@ -102,6 +102,7 @@ def send_queue_rules(spec: Spec) -> list[dict[str, Any]]:
             head + f" has not reached this asynchronous secondary and the queue has grown over the last"
             f" {ag.queue_window} (floor {floor} MiB): what a forced failover now would lose. The network"
             " or the secondary's log writes cannot keep up with the primary.",
+            labels={"commit": "asynchronous"},  # or unknown: the old rule
         ),
         alert(
             spec,
@@ -113,6 +114,7 @@ def send_queue_rules(spec: Spec) -> list[dict[str, Any]]:
             head + f" has not reached this synchronous-commit secondary for {spec.duration(ag.queue_for)}"
             f" (floor {floor} MiB): it is not synchronized, so a failover to it would lose that log, and"
             " commits on the primary wait on it until it drops out of synchronous commit.",
+            labels={"commit": "synchronous"},
         ),
     ]
 

@@ -35,14 +35,17 @@ def alert(
     summary: str,
     description: str,
     keep_firing: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
+    """`labels`: the rule's own labels beyond severity, for two rules of one alert name that must differ
+    in their label sets (promtool refuses duplicate rules); they win over a site label of the same name."""
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if for_ is not None:
         rule["for"] = spec.duration(for_)
     if keep_firing is not None:
         rule["keep_firing_for"] = spec.duration(keep_firing)
     # The site's own labels (team, routing: docs/mixin.md) after the severity, which they cannot replace.
-    rule["labels"] = {"severity": severity, **spec.alert_labels}
+    rule["labels"] = {"severity": severity, **spec.alert_labels, **(labels or {})}
     rule["annotations"] = {"summary": summary, "description": description, "runbook_url": spec.runbook(name)}
     return rule
 

@@ -1207,7 +1207,8 @@ local outputs(c) = {
       "expr": std.join('', ["(\n  mssql_ag_database_log_send_queue_bytes{", fmt(c["selector"]), "} > 52428800\n  and deriv(mssql_ag_database_log_send_queue_bytes{", fmt(c["selector"]), "}[", fmt(c["availability_groups"]["queue_window"]), "]) > 0\n)\nunless on (job, instance, availability_group) mssql_ag_replica_synchronous_commit{", fmt(c["selector"]), "} == 1"]),
       "for": std.join('', [fmt(c["availability_groups"]["queue_for"])]),
       "labels": {
-       "severity": "warning"
+       "severity": "warning",
+       "commit": "asynchronous"
       } + c.alert_labels,
       "annotations": {
        "summary": "Log send queue growing for {{ $labels.database }} on {{ $labels.instance }}",
@@ -1220,7 +1221,8 @@ local outputs(c) = {
       "expr": std.join('', ["mssql_ag_database_log_send_queue_bytes{", fmt(c["selector"]), "} > 52428800\nand on (job, instance, availability_group) mssql_ag_replica_synchronous_commit{", fmt(c["selector"]), "} == 1"]),
       "for": std.join('', [fmt(c["availability_groups"]["queue_for"])]),
       "labels": {
-       "severity": "warning"
+       "severity": "warning",
+       "commit": "synchronous"
       } + c.alert_labels,
       "annotations": {
        "summary": "Log send queue held for {{ $labels.database }} on {{ $labels.instance }}",
