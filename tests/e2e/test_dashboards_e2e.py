@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mssql_memory_exporter.collectors import availability_groups, memory_health, tempdb_governance
+from mssql_memory_exporter.collectors import (
+    availability_groups,
+    availability_recovery,
+    memory_health,
+    resource_monitor,
+    tempdb_governance,
+)
 
 from alerts import names as names_
 from alerts.shipped_collectors import shipped_files
@@ -59,6 +65,8 @@ from tests.unit.test_dashboards import (
 )
 
 AG_PAIR = {"sqlag1": "ag-pair-a", "sqlag2": "ag-pair-b"}  # an availability group, failed over mid-run
+# The availability_recovery and resource_monitor panels' cases (issue 37).
+RECOVERY_CASES = {"agdr": "ag-dr-lagging", "agleft": "ag-replica-left", "notify": "memory-notifications-busy"}
 ROLE_SERIES = availability_groups.REPLICA_IS_PRIMARY.name
 DRIVE_POOL = "micron-7300"
 DRIVE_FIXTURE = "nvme-null-Micron_7300_MTFDHBE960TDF-nvme0.json"
@@ -125,6 +133,19 @@ def _scenarios(board: str, q: Q, everyone: str) -> list[str]:
         return ["micron"]
     if "hybrid_buffer_pool_eligible" in q.expr:
         return ["hbp"]
+    # Availability groups by recovery objectives (dashboards/availability.py): each panel where its case
+    # plays, the failover pair's secondary for a redo that moves, a DR replica nobody scrapes for the
+    # primary's view of a lagging partner, a replica that left for a suspended copy.
+    if availability_recovery.PARTNER_DATA_LOSS.name in q.expr:
+        return ["agdr"]
+    if availability_recovery.DATABASE_SUSPENDED.name in q.expr:
+        return ["agleft"]
+    if availability_groups.REDO_RATE.name in q.expr:
+        return ["sqlag2"]
+    if availability_recovery.DATABASE_SYNC_STATE.name in q.expr:
+        return list(AG_PAIR)
+    if resource_monitor.NOTIFICATIONS_TOTAL.name in q.expr:
+        return ["notify"]  # LOW notifications broadcast while the test runs
     if SHIPPED_METRIC in q.expr:
         return ["shipped"]  # a failed job, a long run, old backups, blocking: every panel of the row has data
     if "ALERTS" in q.expr and q.kind == "annotation":
@@ -216,6 +237,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             "filling": standin("tempdb-filling", manual_clock=False),
             "sql2025": standin("sql2025", manual_clock=False),
             "shipped": standin("shipped-collectors-failing", manual_clock=False),
+            **{name: standin(scenario, manual_clock=False) for name, scenario in RECOVERY_CASES.items()},
             **{name: standin(scenario, manual_clock=False) for name, scenario in AG_PAIR.items()},
         }
         timeline.mark("stand-ins started")
@@ -252,6 +274,7 @@ def test_every_query_returns_data_in_its_scenario(standin, tmp_path):
             "filling": standins["filling"].target_yaml(),
             "sql2025": standins["sql2025"].target_yaml(),
             "shipped": standins["shipped"].target_yaml(),
+            **{name: standins[name].target_yaml() for name in RECOVERY_CASES},
             **{name: standins[name].target_yaml() for name in AG_PAIR},
         }
         exporter = stack.start_exporter(
