@@ -205,9 +205,12 @@ def test_both_docs_show_the_same_capacity_report_and_its_picture():
     picture = ROOT / "docs" / REPORT_PICTURE
     assert picture.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     # The shares follow from the other columns: write rate x 5 years / rating (the first sql-a row).
-    row = [cell.strip() for cell in scaling[2].strip("|").split("|")]
-    assert row[:2] == ["sql-a", "tempdb"]
-    rate, rated, share = float(row[5].split()[0]) * 1e6, float(row[7].split()[0]) * 1e15, float(row[8])
+    header = [cell.strip() for cell in scaling[0].strip("|").split("|")]
+    row = dict(zip(header, (cell.strip() for cell in scaling[2].strip("|").split("|")), strict=True))
+    assert (row["Instance"], row["Pool"]) == ("sql-a", "tempdb")
+    assert row["Max server memory"] == "262,144 MB (256 GiB)"  # as SQL Server sets it, in binary MB
+    rate, rated = float(row["Write rate"].split()[0]) * 1e6, float(row["Rated"].split()[0]) * 1e15
+    share = float(row["Share"])
     assert abs(rate * 5 * 365.25 * 86400 / rated - share) < 0.001
 
 

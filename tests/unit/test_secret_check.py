@@ -19,6 +19,11 @@ import pytest
 from tests import secret_check
 from tests.conftest import TEST_PASSWORD
 
+# The modules default_secrets() reads its passwords from, imported at collection: importing them inside a
+# test (the first main() without secrets) would count their imports' own socket probes (urllib3 binds ::1
+# to learn whether IPv6 works) against that unit test, when it runs first.
+secret_check.default_secrets()
+
 ROOT = Path(__file__).resolve().parents[2]
 CHANNELS = ("stdout", "stderr", "debug-log-extra", "subprocess-fd", "stack-process-log")
 PLUGINS = ["-p", "tests.conftest", "-p", "no:cacheprovider"]
@@ -29,6 +34,8 @@ PLANTED = textwrap.dedent(
     import logging
     import subprocess
     import sys
+
+    import pytest
 
     from tests.e2e_stack import Stack, free_port
 
@@ -48,10 +55,13 @@ PLANTED = textwrap.dedent(
         log.debug("probe", extra={{"err": CANARIES["debug-log-extra"]}})
 
 
+    # The planted file lives outside tests/, where a module's tier is unit: these two start processes.
+    @pytest.mark.integration
     def test_subprocess_inherits_the_descriptors():
         subprocess.run([sys.executable, "-c", "print({{!r}})".format(CANARIES["subprocess-fd"])], check=True)
 
 
+    @pytest.mark.integration
     def test_stack_process(tmp_path):
         port = free_port()
         code = (
