@@ -81,8 +81,9 @@ def send_queue_rules(spec: Spec) -> list[dict[str, Any]]:
     """One alert name, two rules (told apart by a `commit` label) that never both hold for a series: an
     asynchronous replica's queue is the data a forced failover would lose and is normal under load, so it
     must also be growing; a synchronous replica's queue means it is not synchronized (commits wait, a
-    failover to it is not ready), so its size alone is enough. A replica whose mode is unknown (no VIEW ANY DEFINITION, or
-    an exporter without availability_recovery) is treated as asynchronous, the old rule."""
+    failover to it is not ready), so its size alone is enough. A replica whose mode is unknown (no VIEW
+    ANY DEFINITION, or an exporter without availability_recovery) is treated as asynchronous, the old
+    rule."""
     ag = spec.availability_groups
     send = metric(spec, ag_collector.LOG_SEND_QUEUE_BYTES.name)
     on_group = f"on ({INSTANCE}, availability_group)"
