@@ -150,6 +150,22 @@ def check_rows(
         assert str(exp["note"]) in row["note"], f"{what}: note {row['note']!r}"
 
 
+def serve_history(
+    stack: Stack, binary: str, data: Path, retention: str = "2y", ready_timeout: float = 60
+) -> str:
+    """A Prometheus over backfilled blocks in `data`, kept for `retention`; its base URL once ready."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    config = stack.write("prometheus.yml", {"global": {"scrape_interval": "1h"}})
+    stack.start_process(
+        "prometheus",
+        [binary, f"--config.file={config}", f"--storage.tsdb.path={data}",
+         f"--storage.tsdb.retention.time={retention}", f"--web.listen-address=127.0.0.1:{port}"],
+        f"{base}/-/ready", timeout=ready_timeout,
+    )
+    return base
+
+
 def year_end() -> int:
     """The last sample of the backfilled year: on the hour, three hours ago (before any live data)."""
     return (int(time.time()) // HOUR - 3) * HOUR
@@ -165,15 +181,7 @@ def test_backfilled_year_in_prometheus(prometheus, tmp_path: Path):
     for shard in ("0", "1"):
         backfill(promtool, history, shard, data)
     with Stack(tmp_path) as stack:
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        config = stack.write("prometheus.yml", {"global": {"scrape_interval": "1h"}})
-        stack.start_process(
-            "prometheus",
-            [prometheus.path, f"--config.file={config}", f"--storage.tsdb.path={data}",
-             "--storage.tsdb.retention.time=2y", f"--web.listen-address=127.0.0.1:{port}"],
-            f"{base}/-/ready", timeout=60,
-        )
+        base = serve_history(stack, prometheus.path, data)
         result = report(base, "--end", str(history.report_end), "--format", "csv")
         assert result.returncode == 1, result  # one pool without a rating, one period too short
         check_rows(result.rows(), expected_rows(history))
@@ -202,15 +210,7 @@ def test_drives_read_without_the_recording_rule_say_so(tmp_path: Path):
                                       first_hours_before_end=30 * 24)])
     data = backfill("promtool", history, "0", tmp_path / "data")
     with Stack(tmp_path) as stack:
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        config = stack.write("prometheus.yml", {"global": {"scrape_interval": "1h"}})
-        stack.start_process(
-            "prometheus",
-            [prometheus.path, f"--config.file={config}", f"--storage.tsdb.path={data}",
-             "--storage.tsdb.retention.time=2y", f"--web.listen-address=127.0.0.1:{port}"],
-            f"{base}/-/ready", timeout=60,
-        )
+        base = serve_history(stack, prometheus.path, data)
         result = report(base, "--end", str(history.report_end), "--since", "30d", "--format", "csv")
     (row,) = result.rows()
     assert result.returncode == 1, result  # the share is there, one of the wear figures is not
@@ -422,15 +422,7 @@ def test_five_years_in_prometheus(tmp_path: Path):
     )
     data = backfill(promtool, history, "0", tmp_path / "data")
     with Stack(tmp_path) as stack:
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        config = stack.write("prometheus.yml", {"global": {"scrape_interval": "1h"}})
-        stack.start_process(
-            "prometheus",
-            [prometheus.path, f"--config.file={config}", f"--storage.tsdb.path={data}",
-             "--storage.tsdb.retention.time=6y", f"--web.listen-address=127.0.0.1:{port}"],
-            f"{base}/-/ready", timeout=120,
-        )
+        base = serve_history(stack, prometheus.path, data, retention="6y", ready_timeout=120)
         result = report(base, "--end", str(history.report_end), "--since", "1830d", "--format", "csv",
                         timeout=600)
     assert result.returncode == 0, result
